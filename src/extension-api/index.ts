@@ -1,0 +1,6 @@
+export * from "./errors.ts";
+export * from "./canonical.ts";
+export * from "./provenance.ts";
+export * from "./placement.ts";
+export * from "./release.ts";
+export * from "./assembly.ts";
