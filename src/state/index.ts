@@ -1,0 +1,1 @@
+export * from "./thread-state.ts";
