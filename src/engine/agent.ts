@@ -1,0 +1,606 @@
+import { AIMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
+import type { ToolCall } from "@langchain/core/messages/tool";
+import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
+import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
+import type { RunnableConfig } from "@langchain/core/runnables";
+import {
+  Annotation,
+  Command,
+  END,
+  START,
+  Send,
+  StateGraph,
+  isCommand,
+  type LangGraphRunnableConfig,
+  type StreamMode,
+} from "@langchain/langgraph/web";
+import { DeerflowError } from "../core/errors.ts";
+import { deepFrozenCopy } from "../core/freeze.ts";
+import { newId } from "../core/ids.ts";
+import {
+  ThreadStateAnnotation,
+  applyStateUpdate,
+  emptyThreadState,
+  type ThreadState,
+  type ThreadStateUpdate,
+} from "../state/thread-state.ts";
+import { RunScope } from "./run-scope.ts";
+import type { AgentServices } from "./services.ts";
+import type {
+  AgentMiddleware,
+  AgentRuntime,
+  AgentState,
+  AgentTool,
+  HookSpec,
+  JumpTarget,
+  ModelHandler,
+  ModelRequest,
+  NodeHook,
+  ToolCallRequest,
+  ToolHandler,
+  ToolResult,
+} from "./types.ts";
+
+export const NODE = {
+  beforeAgent: "before_agent",
+  model: "model",
+  tools: "tools",
+  afterAgent: "after_agent",
+} as const;
+
+const MIDDLEWARE_NAME = /^[A-Za-z0-9_.-]+$/;
+/** The configurable key that carries the engine's private run ticket; a caller's value is overwritten. */
+const RUN_TICKET_KEY = "__deerflow_run_ticket";
+const TOOL_CALL_KEY = "__deerflow_tool_call";
+
+/** Engine-internal channel: a tool's Command that ends the run (tool calls fan out, so they meet here). */
+const EngineStateAnnotation = Annotation.Root({
+  ...ThreadStateAnnotation.spec,
+  jump_to: Annotation<"end" | null>({
+    reducer: (left: "end" | null, right: "end" | null | undefined) => (right === undefined ? left : right),
+    default: () => null,
+  }),
+});
+type EngineState = ThreadState & { jump_to: "end" | null };
+
+type HookName = "beforeAgent" | "beforeModel" | "afterModel" | "afterAgent";
+interface BoundHook {
+  readonly middleware: string;
+  readonly hookName: HookName;
+  readonly fn: NodeHook;
+  readonly canJumpTo: ReadonlySet<JumpTarget>;
+}
+
+export interface CreateAgentOptions {
+  readonly model: BaseChatModel;
+  readonly tools?: readonly AgentTool[];
+  /** Ordered outer to inner. */
+  readonly middlewares?: readonly AgentMiddleware[];
+  readonly systemPrompt?: string | SystemMessage;
+  readonly checkpointer?: BaseCheckpointSaver;
+  readonly services: AgentServices;
+  readonly name?: string;
+  readonly recursionLimit?: number;
+}
+
+export interface AgentRunOptions {
+  readonly threadId?: string;
+  readonly runId?: string;
+  /** Caller context: read-only for every middleware. */
+  readonly context?: Record<string, unknown>;
+  readonly signal?: AbortSignal;
+  readonly streamMode?: StreamMode | StreamMode[];
+  readonly recursionLimit?: number;
+  readonly callbacks?: RunnableConfig["callbacks"];
+  /** Extra configurable entries (checkpoint_id for time travel, ...). */
+  readonly configurable?: Record<string, unknown>;
+}
+
+/** What one run leaves behind besides state: facts the engine or a hook recorded. */
+export interface RunRecord {
+  readonly runId: string;
+  readonly scope: RunScope;
+  /** afterAgent hook failures during an error or abort exit; the original error wins. */
+  readonly cleanupErrors: unknown[];
+  outcome: "running" | "completed" | "interrupted" | "failed" | "aborted";
+}
+
+interface RunTicket {
+  readonly record: RunRecord;
+  readonly runtimeBase: Omit<AgentRuntime, "writer">;
+  afterAgentRan: boolean;
+  lastState: EngineState | undefined;
+}
+
+export type AgentInput = ThreadStateUpdate | Command | null;
+
+/**
+ * An agent: the middleware stack compiled onto a LangGraph StateGraph. One graph step per model
+ * call (all beforeModel hooks, the wrapped model call and all afterModel hooks run in one node and
+ * their updates are written as ordered tuples, so every hook still sees its predecessors' writes),
+ * and one task per tool call.
+ */
+export class Agent {
+  readonly name: string;
+  readonly model: BaseChatModel;
+  readonly tools: readonly AgentTool[];
+  readonly middlewares: readonly AgentMiddleware[];
+  readonly systemMessage: SystemMessage | undefined;
+  readonly checkpointer: BaseCheckpointSaver | undefined;
+  readonly services: AgentServices;
+  readonly graph;
+  readonly #recursionLimit: number;
+  readonly #tickets = new Map<string, RunTicket>();
+  readonly #toolsByName: ReadonlyMap<string, AgentTool>;
+  readonly #hooks: Readonly<Record<HookName, readonly BoundHook[]>>;
+  readonly #modelWrappers: readonly AgentMiddleware[];
+  readonly #toolWrappers: readonly AgentMiddleware[];
+
+  constructor(options: CreateAgentOptions) {
+    this.name = options.name ?? "agent";
+    this.model = options.model;
+    this.middlewares = Object.freeze([...(options.middlewares ?? [])]);
+    this.services = options.services;
+    this.checkpointer = options.checkpointer;
+    this.#recursionLimit = options.recursionLimit ?? 100;
+    this.systemMessage =
+      typeof options.systemPrompt === "string"
+        ? new SystemMessage({ content: options.systemPrompt, id: "system-prompt" })
+        : options.systemPrompt;
+
+    validateMiddlewares(this.middlewares);
+    const tools = [...(options.tools ?? [])];
+    for (const mw of this.middlewares) tools.push(...(mw.tools ?? []));
+    const byName = new Map<string, AgentTool>();
+    for (const tool of tools) {
+      if (byName.has(tool.name)) {
+        throw new DeerflowError("duplicate_tool", `Two tools are named "${tool.name}"; tool names must be unique in an agent.`);
+      }
+      byName.set(tool.name, tool);
+    }
+    this.tools = Object.freeze(tools);
+    this.#toolsByName = byName;
+    this.#hooks = {
+      beforeAgent: bindHooks(this.middlewares, "beforeAgent"),
+      beforeModel: bindHooks(this.middlewares, "beforeModel"),
+      // after* hooks run in reverse stack order.
+      afterModel: bindHooks(this.middlewares, "afterModel").reverse(),
+      afterAgent: bindHooks(this.middlewares, "afterAgent").reverse(),
+    };
+    this.#modelWrappers = this.middlewares.filter((m) => typeof m.wrapModelCall === "function");
+    this.#toolWrappers = this.middlewares.filter((m) => typeof m.wrapToolCall === "function");
+    this.graph = this.#compile();
+  }
+
+  #compile() {
+    const hasBeforeAgent = this.#hooks.beforeAgent.length > 0;
+    const hasAfterAgent = this.#hooks.afterAgent.length > 0;
+    const exit = hasAfterAgent ? NODE.afterAgent : END;
+    // The graph's generic types cannot follow nodes that return Commands with Sends; the node
+    // functions below are typed against EngineState themselves.
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const builder: any = new StateGraph(EngineStateAnnotation);
+    builder.addNode(NODE.model, (state: EngineState, config: LangGraphRunnableConfig) => this.#modelNode(state, config, exit), {
+      ends: [NODE.model, NODE.tools, exit],
+    });
+    builder.addNode(NODE.tools, (input: EngineState & { [TOOL_CALL_KEY]: ToolCall }, config: LangGraphRunnableConfig) =>
+      this.#toolNode(input, config),
+    );
+    builder.addEdge(NODE.tools, NODE.model);
+    if (hasBeforeAgent) {
+      builder.addNode(NODE.beforeAgent, (state: EngineState, config: LangGraphRunnableConfig) => this.#beforeAgentNode(state, config, exit), {
+        ends: [NODE.model, NODE.tools, exit],
+      });
+      builder.addEdge(START, NODE.beforeAgent);
+    } else {
+      builder.addEdge(START, NODE.model);
+    }
+    if (hasAfterAgent) {
+      builder.addNode(NODE.afterAgent, (state: EngineState, config: LangGraphRunnableConfig) => this.#afterAgentNode(state, config));
+      builder.addEdge(NODE.afterAgent, END);
+    }
+    return builder.compile({ checkpointer: this.checkpointer, name: this.name }) as ReturnType<
+      StateGraph<typeof EngineStateAnnotation.spec>["compile"]
+    >;
+  }
+
+  /** Runs to the end and returns the final state. */
+  async invoke(input: AgentInput, options: AgentRunOptions = {}): Promise<ThreadState> {
+    let last: unknown;
+    for await (const chunk of this.stream(input, { ...options, streamMode: "values" })) last = chunk;
+    if (last === undefined) throw new DeerflowError("empty_run", "The run produced no state.");
+    return stripEngineChannels(last as EngineState);
+  }
+
+  /**
+   * Streams a run. Chunks are LangGraph's (a `[mode, chunk]` pair when several modes are asked).
+   * afterAgent hooks run on every exit: in the graph on a normal end or a jump to end, and here
+   * after a thrown error or an abort.
+   */
+  async *stream(input: AgentInput, options: AgentRunOptions = {}, onRecord?: (record: RunRecord) => void): AsyncGenerator<unknown> {
+    const runId = options.runId ?? newId("run");
+    const record: RunRecord = { runId, scope: new RunScope(runId), cleanupErrors: [], outcome: "running" };
+    onRecord?.(record);
+    const ticketId = newId();
+    const threadId = options.threadId ?? (options.configurable?.thread_id as string | undefined);
+    const ticket: RunTicket = {
+      record,
+      runtimeBase: {
+        context: deepFrozenCopy(options.context ?? {}),
+        scope: record.scope,
+        threadId,
+        runId,
+        signal: options.signal,
+        services: this.services,
+      },
+      afterAgentRan: false,
+      lastState: undefined,
+    };
+    this.#tickets.set(ticketId, ticket);
+    const config: LangGraphRunnableConfig & { streamMode: StreamMode | StreamMode[] } = {
+      configurable: {
+        ...options.configurable,
+        ...(threadId === undefined ? {} : { thread_id: threadId }),
+        run_id: runId,
+        [RUN_TICKET_KEY]: ticketId,
+      },
+      recursionLimit: options.recursionLimit ?? this.#recursionLimit,
+      streamMode: options.streamMode ?? "values",
+      ...(options.signal ? { signal: options.signal } : {}),
+      ...(options.callbacks ? { callbacks: options.callbacks } : {}),
+    };
+    let failure: unknown;
+    try {
+      const stream = await this.graph.stream(input as never, config as never);
+      for await (const chunk of stream) yield chunk;
+      record.outcome = (await this.#isPaused(config)) ? "interrupted" : "completed";
+    } catch (error) {
+      failure = error;
+      record.outcome = options.signal?.aborted ? "aborted" : "failed";
+      throw error;
+    } finally {
+      try {
+        if (failure !== undefined && !ticket.afterAgentRan && this.#hooks.afterAgent.length > 0) {
+          await this.#afterAgentOnExit(ticket, config);
+        }
+      } finally {
+        this.#tickets.delete(ticketId);
+      }
+    }
+  }
+
+  async #isPaused(config: LangGraphRunnableConfig): Promise<boolean> {
+    if (!this.checkpointer || config.configurable?.thread_id === undefined) return false;
+    const snapshot = await this.graph.getState(config as never);
+    return snapshot.next.length > 0;
+  }
+
+  /** afterAgent after an error or abort: hooks run on the last state a node saw; their failures are recorded, never thrown over the original error. */
+  async #afterAgentOnExit(ticket: RunTicket, config: LangGraphRunnableConfig): Promise<void> {
+    ticket.afterAgentRan = true;
+    let state = ticket.lastState;
+    if (!state && this.checkpointer && config.configurable?.thread_id !== undefined) {
+      try {
+        state = (await this.graph.getState(config as never)).values as EngineState;
+      } catch (error) {
+        ticket.record.cleanupErrors.push(error);
+      }
+    }
+    const runtime: AgentRuntime = { ...ticket.runtimeBase, writer: () => {} };
+    let working = state ?? emptyEngineState();
+    const writes: Array<[string, unknown]> = [];
+    for (const hook of this.#hooks.afterAgent) {
+      try {
+        const result = await hook.fn(working, runtime);
+        if (result) {
+          const { jumpTo: _ignored, ...update } = result;
+          working = applyEngineUpdate(working, update, writes);
+        }
+      } catch (error) {
+        ticket.record.cleanupErrors.push(error);
+      }
+    }
+    if (writes.length > 0 && this.checkpointer && config.configurable?.thread_id !== undefined) {
+      try {
+        const { [RUN_TICKET_KEY]: _t, ...configurable } = config.configurable ?? {};
+        await this.graph.updateState({ configurable } as never, Object.fromEntries(groupWrites(writes)) as never, NODE.afterAgent);
+      } catch (error) {
+        ticket.record.cleanupErrors.push(error);
+      }
+    }
+  }
+
+  #runtime(config: LangGraphRunnableConfig): { ticket: RunTicket; runtime: AgentRuntime } {
+    const ticketId = config.configurable?.[RUN_TICKET_KEY];
+    const ticket = typeof ticketId === "string" ? this.#tickets.get(ticketId) : undefined;
+    if (!ticket) {
+      throw new DeerflowError(
+        "run_scope_missing",
+        `This graph must be run through Agent.stream() or Agent.invoke() of agent "${this.name}", which own the run scope.`,
+      );
+    }
+    const writer = typeof config.writer === "function" ? config.writer : () => {};
+    return { ticket, runtime: { ...ticket.runtimeBase, writer } };
+  }
+
+  async #beforeAgentNode(state: EngineState, config: LangGraphRunnableConfig, exit: string) {
+    const { ticket, runtime } = this.#runtime(config);
+    const writes: Array<[string, unknown]> = [];
+    let working = state;
+    ticket.lastState = working;
+    for (const hook of this.#hooks.beforeAgent) {
+      const result = await hook.fn(working, runtime);
+      if (!result) continue;
+      const { jumpTo, ...update } = result;
+      working = applyEngineUpdate(working, update, writes);
+      ticket.lastState = working;
+      if (jumpTo) return this.#route(checkJump(hook, jumpTo), working, writes, exit);
+    }
+    return new Command({ update: writes, goto: NODE.model });
+  }
+
+  async #modelNode(state: EngineState, config: LangGraphRunnableConfig, exit: string) {
+    const { ticket, runtime } = this.#runtime(config);
+    ticket.lastState = state;
+    if (state.jump_to === "end") return new Command({ update: { jump_to: null }, goto: exit });
+    const writes: Array<[string, unknown]> = [];
+    let working = state;
+    for (const hook of this.#hooks.beforeModel) {
+      const result = await hook.fn(working, runtime);
+      if (!result) continue;
+      const { jumpTo, ...update } = result;
+      working = applyEngineUpdate(working, update, writes);
+      ticket.lastState = working;
+      if (jumpTo) {
+        const target = checkJump(hook, jumpTo);
+        if (target !== "model") return this.#route(target, working, writes, exit);
+        break; // "model" from beforeModel: straight to the call, skipping the remaining beforeModel hooks
+      }
+    }
+
+    const request: ModelRequest = {
+      model: this.model,
+      systemMessage: this.systemMessage,
+      messages: working.messages,
+      tools: this.tools,
+      state: working,
+      runtime,
+    };
+    const response = await this.#modelChain(config)(request);
+    if (!AIMessage.isInstance(response)) {
+      throw new DeerflowError("invalid_model_response", "A wrapModelCall returned something other than an AIMessage.");
+    }
+    working = applyEngineUpdate(working, { messages: [response] }, writes);
+    ticket.lastState = working;
+
+    for (const hook of this.#hooks.afterModel) {
+      const result = await hook.fn(working, runtime);
+      if (!result) continue;
+      const { jumpTo, ...update } = result;
+      working = applyEngineUpdate(working, update, writes);
+      ticket.lastState = working;
+      if (jumpTo) return this.#route(checkJump(hook, jumpTo), working, writes, exit);
+    }
+    return this.#route(pendingToolCalls(working.messages).length > 0 ? "tools" : "end", working, writes, exit);
+  }
+
+  #route(target: JumpTarget, working: EngineState, writes: Array<[string, unknown]>, exit: string): Command {
+    if (target === "model") return new Command({ update: writes, goto: NODE.model });
+    if (target === "tools") {
+      const calls = pendingToolCalls(working.messages);
+      if (calls.length === 0) return new Command({ update: writes, goto: exit });
+      const { jump_to: _j, ...base } = working;
+      return new Command({ update: writes, goto: calls.map((call) => new Send(NODE.tools, { ...base, [TOOL_CALL_KEY]: call })) });
+    }
+    return new Command({ update: writes, goto: exit });
+  }
+
+  #modelChain(config: LangGraphRunnableConfig): ModelHandler {
+    const base: ModelHandler = (request) => callModel(request, config);
+    return this.#modelWrappers.reduceRight<ModelHandler>(
+      (next, mw) => (request) => mw.wrapModelCall!(request, next),
+      base,
+    );
+  }
+
+  async #toolNode(input: EngineState & { [TOOL_CALL_KEY]: ToolCall }, config: LangGraphRunnableConfig) {
+    const { runtime } = this.#runtime(config);
+    const { [TOOL_CALL_KEY]: toolCall, jump_to: _j, ...state } = input;
+    const base: ToolHandler = (request) => runTool(request);
+    const chain = this.#toolWrappers.reduceRight<ToolHandler>(
+      (next, mw) => (request) => mw.wrapToolCall!(request, next),
+      base,
+    );
+    const result = await chain({ toolCall, tool: this.#toolsByName.get(toolCall.name), state: state as AgentState, runtime });
+    return toolResultToUpdate(result, toolCall);
+  }
+
+  async #afterAgentNode(state: EngineState, config: LangGraphRunnableConfig) {
+    const { ticket, runtime } = this.#runtime(config);
+    ticket.afterAgentRan = true;
+    const writes: Array<[string, unknown]> = [];
+    let working = state;
+    ticket.lastState = working;
+    for (const hook of this.#hooks.afterAgent) {
+      const result = await hook.fn(working, runtime);
+      if (!result) continue;
+      const { jumpTo: _ignored, ...update } = result;
+      working = applyEngineUpdate(working, update, writes);
+      ticket.lastState = working;
+    }
+    return new Command({ update: writes });
+  }
+}
+
+export function createAgent(options: CreateAgentOptions): Agent {
+  return new Agent(options);
+}
+
+function validateMiddlewares(middlewares: readonly AgentMiddleware[]): void {
+  const seen = new Set<string>();
+  for (const mw of middlewares) {
+    if (typeof mw?.name !== "string" || !MIDDLEWARE_NAME.test(mw.name)) {
+      throw new DeerflowError("invalid_middleware_name", `Middleware name ${JSON.stringify(mw?.name)} must match ${MIDDLEWARE_NAME}.`);
+    }
+    if (seen.has(mw.name)) {
+      throw new DeerflowError("duplicate_middleware", `Middleware "${mw.name}" appears twice in the stack; names must be unique.`);
+    }
+    seen.add(mw.name);
+  }
+}
+
+function bindHooks(middlewares: readonly AgentMiddleware[], hookName: HookName): BoundHook[] {
+  const hooks: BoundHook[] = [];
+  for (const mw of middlewares) {
+    const raw = mw[hookName] as NodeHook | HookSpec | undefined;
+    if (raw === undefined) continue;
+    const spec: HookSpec = typeof raw === "function" ? { hook: raw } : raw;
+    if (typeof spec.hook !== "function") {
+      throw new DeerflowError("invalid_hook", `Middleware "${mw.name}": ${hookName} must be a function or { hook, canJumpTo }.`);
+    }
+    const allowed: readonly JumpTarget[] = hookName === "afterAgent" ? [] : (spec.canJumpTo ?? []);
+    hooks.push({ middleware: mw.name, hookName, fn: spec.hook.bind(mw), canJumpTo: new Set(allowed) });
+  }
+  return hooks;
+}
+
+function checkJump(hook: BoundHook, target: JumpTarget): JumpTarget {
+  if (!hook.canJumpTo.has(target)) {
+    throw new DeerflowError(
+      "undeclared_jump",
+      `Middleware "${hook.middleware}" jumped to "${target}" from ${hook.hookName} without declaring it; add it to canJumpTo.`,
+    );
+  }
+  return target;
+}
+
+/** Folds an update into the working state and records it as ordered channel writes. */
+function applyEngineUpdate(state: EngineState, update: Record<string, unknown>, writes: Array<[string, unknown]>): EngineState {
+  const { jump_to: jump, ...threadUpdate } = update as ThreadStateUpdate & { jump_to?: "end" | null };
+  let next = state;
+  const keys = Object.keys(threadUpdate).filter((k) => (threadUpdate as Record<string, unknown>)[k] !== undefined);
+  if (keys.length > 0) {
+    const { jump_to: current, ...rest } = state;
+    next = { ...applyStateUpdate(rest as ThreadState, threadUpdate), jump_to: current };
+    for (const key of keys) writes.push([key, (threadUpdate as Record<string, unknown>)[key]]);
+  }
+  if (jump !== undefined) {
+    next = { ...next, jump_to: jump };
+    writes.push(["jump_to", jump]);
+  }
+  return next;
+}
+
+function groupWrites(writes: Array<[string, unknown]>): Map<string, unknown> {
+  // updateState takes one value per channel; fold list-valued channels by concatenation.
+  const grouped = new Map<string, unknown>();
+  for (const [key, value] of writes) {
+    if (key === "messages" && grouped.has(key)) {
+      grouped.set(key, [...toArray(grouped.get(key)), ...toArray(value)]);
+    } else {
+      grouped.set(key, value);
+    }
+  }
+  return grouped;
+}
+
+function toArray(value: unknown): unknown[] {
+  return Array.isArray(value) ? value : [value];
+}
+
+/** The tool calls of the newest AIMessage that no ToolMessage answers yet. */
+export function pendingToolCalls(messages: readonly BaseMessage[]): ToolCall[] {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i]!;
+    if (AIMessage.isInstance(message)) {
+      const calls = message.tool_calls ?? [];
+      if (calls.length === 0) return [];
+      const answered = new Set<string>();
+      for (let j = i + 1; j < messages.length; j++) {
+        const later = messages[j]!;
+        if (ToolMessage.isInstance(later)) answered.add(later.tool_call_id);
+      }
+      return calls.filter((call) => !call.id || !answered.has(call.id));
+    }
+  }
+  return [];
+}
+
+const boundModels = new WeakMap<BaseChatModel, WeakMap<readonly AgentTool[], Map<string, unknown>>>();
+
+function bindModel(model: BaseChatModel, tools: readonly AgentTool[], toolChoice: string | undefined) {
+  if (tools.length === 0) return model;
+  if (typeof model.bindTools !== "function") {
+    throw new DeerflowError("model_cannot_bind_tools", `Model ${model.getName()} does not support tool calling, but the agent has tools.`);
+  }
+  let byTools = boundModels.get(model);
+  if (!byTools) boundModels.set(model, (byTools = new WeakMap()));
+  let byChoice = byTools.get(tools);
+  if (!byChoice) byTools.set(tools, (byChoice = new Map()));
+  const key = toolChoice ?? "";
+  let bound = byChoice.get(key);
+  if (!bound) {
+    const definitions = tools.map((tool) => ({
+      type: "function" as const,
+      function: { name: tool.name, description: tool.description, parameters: tool.schema },
+    }));
+    bound = model.bindTools(definitions, toolChoice ? { tool_choice: toolChoice } : undefined);
+    byChoice.set(key, bound);
+  }
+  return bound as { invoke(input: BaseMessage[], config?: RunnableConfig): Promise<BaseMessage> };
+}
+
+async function callModel(request: ModelRequest, config: LangGraphRunnableConfig): Promise<AIMessage> {
+  const messages = request.systemMessage ? [request.systemMessage, ...request.messages] : [...request.messages];
+  const runnable = bindModel(request.model, request.tools, request.toolChoice);
+  const output = await runnable.invoke(messages, config);
+  if (!AIMessage.isInstance(output)) {
+    throw new DeerflowError("invalid_model_response", `Model ${request.model.getName()} returned a ${output?.getType?.() ?? typeof output} message, not an AI message.`);
+  }
+  return output;
+}
+
+async function runTool(request: ToolCallRequest): Promise<ToolResult> {
+  const { toolCall, tool } = request;
+  const id = toolCall.id ?? "";
+  if (!tool) {
+    return new ToolMessage({
+      content: `Error: ${toolCall.name || "(unnamed)"} is not a valid tool; call one of the tools you were given.`,
+      tool_call_id: id,
+      name: toolCall.name,
+      status: "error",
+    });
+  }
+  const output = await tool.invoke(toolCall.args ?? {}, { toolCall, state: request.state, runtime: request.runtime });
+  if (isCommand(output) || ToolMessage.isInstance(output)) {
+    if (ToolMessage.isInstance(output) && !output.tool_call_id) output.tool_call_id = id;
+    return output as ToolResult;
+  }
+  return new ToolMessage({ content: output as string, tool_call_id: id, name: tool.name });
+}
+
+function toolResultToUpdate(result: ToolResult, toolCall: ToolCall): Command | ThreadStateUpdate {
+  if (ToolMessage.isInstance(result)) return { messages: [result] };
+  if (!isCommand(result)) {
+    throw new DeerflowError("invalid_tool_result", `A wrapToolCall for "${toolCall.name}" returned neither a ToolMessage nor a Command.`);
+  }
+  const command = result as Command;
+  const writes = command._updateAsTuples().map(([k, v]) => [k, v] as [string, unknown]);
+  const gotos = command.goto === undefined ? [] : Array.isArray(command.goto) ? command.goto : [command.goto];
+  const ends = gotos.some((g) => g === END || g === "end");
+  const others = gotos.filter((g) => !(g === END || g === "end"));
+  if (others.length > 0) {
+    throw new DeerflowError("invalid_tool_goto", `Tool "${toolCall.name}" returned a Command going to ${JSON.stringify(others)}; a tool may only end the run.`);
+  }
+  if (ends) writes.push(["jump_to", "end"]);
+  return new Command({ update: writes });
+}
+
+function emptyEngineState(): EngineState {
+  return { ...emptyThreadState(), jump_to: null };
+}
+
+function stripEngineChannels(state: EngineState): ThreadState {
+  const { jump_to: _j, ...rest } = state;
+  return rest as ThreadState;
+}

@@ -1,0 +1,3 @@
+export * from "./sandbox.ts";
+export * from "./runtime-ports.ts";
+export type { KeyValue } from "./key-value.ts";

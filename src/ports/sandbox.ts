@@ -1,0 +1,66 @@
+/** The virtual paths every sandbox exposes, per user and thread. */
+export const VIRTUAL_ROOT = "/mnt/user-data";
+export const VIRTUAL_DIRS = {
+  workspace: "/mnt/user-data/workspace",
+  uploads: "/mnt/user-data/uploads",
+  outputs: "/mnt/user-data/outputs",
+} as const;
+export type VirtualDirName = keyof typeof VIRTUAL_DIRS;
+
+export interface SandboxScope {
+  readonly userId: string;
+  readonly threadId: string;
+}
+
+export interface ExecOptions {
+  /** Virtual working directory; defaults to the workspace. */
+  cwd?: string;
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface ExecResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+}
+
+export interface DirEntry {
+  /** Virtual path of the entry. */
+  path: string;
+  name: string;
+  type: "file" | "directory";
+  size?: number;
+}
+
+/** One acquired sandbox: every path argument is a virtual path under VIRTUAL_ROOT. */
+export interface Sandbox {
+  readonly id: string;
+  readonly scope: SandboxScope;
+  exec(command: string, options?: ExecOptions): Promise<ExecResult>;
+  readFile(path: string): Promise<string>;
+  writeFile(path: string, content: string, options?: { append?: boolean }): Promise<void>;
+  list(path: string, options?: { depth?: number }): Promise<DirEntry[]>;
+  exists(path: string): Promise<boolean>;
+}
+
+export interface SandboxProvider {
+  readonly kind: "virtual" | "local" | "remote";
+  /** Returns the sandbox of this user and thread, creating it on first use. */
+  acquire(scope: SandboxScope): Promise<Sandbox>;
+  /** The sandbox with this id, if it is still acquired. */
+  get(sandboxId: string): Sandbox | undefined;
+  release(sandboxId: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A path that leaves the virtual roots, or a file that does not exist. */
+export class SandboxError extends Error {
+  constructor(
+    readonly code: "path_outside_sandbox" | "not_found" | "is_directory" | "sandbox_unavailable",
+    message: string,
+  ) {
+    super(message);
+    this.name = "SandboxError";
+  }
+}
