@@ -1,0 +1,250 @@
+/**
+ * The opt-in `local` sandbox: host directories per user and thread, host `bash` for commands.
+ *
+ * What isolates the model here is only this: the file API maps /mnt/user-data/{workspace,uploads,
+ * outputs} to `<rootDir>/users/<userId>/threads/<threadId>/user-data/...` and refuses every path
+ * (or symlink) that leaves that folder, and exec rewrites `/mnt/user-data` in the command to the host
+ * folder and runs it there. The command itself is host bash with this user's rights: it can read
+ * and write anything the process can. Choosing `local` grants the model the host; use `virtual` (the
+ * default) or a remote sandbox when that is not what you want.
+ */
+import { appendFile, lstat, mkdir, readdir, readFile, realpath, stat, writeFile } from "node:fs/promises";
+import { dirname, join, resolve, sep } from "node:path";
+import { pathBelowVirtualRoot } from "../../src/core/path.ts";
+import type { ProcessRunner } from "../../src/ports/runtime-ports.ts";
+import { SandboxError, VIRTUAL_DIRS, VIRTUAL_ROOT } from "../../src/ports/sandbox.ts";
+import type { DirEntry, ExecOptions, ExecResult, Sandbox, SandboxProvider, SandboxScope } from "../../src/ports/sandbox.ts";
+import { SandboxFileOps } from "../../src/sandbox/file-ops.ts";
+import type { BackendKind, FileBackend } from "../../src/sandbox/file-ops.ts";
+import { assertValidScope, scopeKey, TIMEOUT_EXIT_CODE, timeoutMessage } from "../../src/sandbox/scope.ts";
+import { ProcessRunnerError } from "./process-runner-error.ts";
+
+export interface LocalSandboxProviderOptions {
+  /** Host folder that holds `users/<userId>/threads/<threadId>/user-data`; created if missing. */
+  rootDir: string;
+  runner: ProcessRunner;
+  /**
+   * Environment of every command, on top of a minimal default (PATH, HOME = the host workspace,
+   * LANG). Nothing of the host process's own environment is passed on unless listed here.
+   */
+  env?: Record<string, string>;
+  /** Timeout for exec calls that pass none. Default 600 000 ms, DeerFlow's bash default. */
+  defaultTimeoutMs?: number;
+  /** Shell used as `<shell> -c <command>`. Default "bash". */
+  shell?: string;
+}
+
+export const LOCAL_DEFAULT_TIMEOUT_MS = 600_000;
+const DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/** The host path is pasted into commands verbatim, so it must not contain anything a shell would interpret. */
+const SHELL_SAFE_PATH = /^[A-Za-z0-9_.\/-]+$/;
+/** `/mnt/user-data` as a whole path component (not `/mnt/user-data-old`). */
+const VIRTUAL_ROOT_IN_COMMAND = /\/mnt\/user-data(?![A-Za-z0-9_.-])/g;
+
+function kindOf(st: { isFile(): boolean; isDirectory(): boolean; isSymbolicLink(): boolean }): BackendKind {
+  if (st.isSymbolicLink()) return "symlink";
+  if (st.isDirectory()) return "directory";
+  return st.isFile() ? "file" : "other";
+}
+
+function hostBackend(userDataDir: string): FileBackend {
+  return {
+    toBackend: (virtualPath) => join(userDataDir, ...pathBelowVirtualRoot(virtualPath).split("/").filter(Boolean)),
+    containsReal: (real) => real === userDataDir || real.startsWith(userDataDir + sep),
+    dirname,
+    join,
+    realpath: (p) => realpath(p),
+    lstat: async (p) => {
+      const st = await lstat(p);
+      return { kind: kindOf(st), size: st.size };
+    },
+    stat: async (p) => {
+      const st = await stat(p);
+      return { kind: kindOf(st), size: st.size };
+    },
+    readdir: async (p) => (await readdir(p, { withFileTypes: true })).map((d) => ({ name: d.name, kind: kindOf(d) })),
+    readText: (p) => readFile(p, "utf8"),
+    writeText: (p, content) => writeFile(p, content, "utf8"),
+    appendText: (p, content) => appendFile(p, content, "utf8"),
+    mkdirp: async (p) => {
+      await mkdir(p, { recursive: true });
+    },
+    errorCode: (error) => {
+      const code = (error as { code?: unknown })?.code;
+      return typeof code === "string" ? code : undefined;
+    },
+  };
+}
+
+function replaceAll(text: string, from: string, to: string): string {
+  return from === "" ? text : text.split(from).join(to);
+}
+
+class LocalSandbox implements Sandbox {
+  readonly #files: SandboxFileOps;
+  #released = false;
+
+  constructor(
+    readonly id: string,
+    readonly scope: SandboxScope,
+    /** Symlink-free host path of this thread's user-data folder. */
+    readonly userDataDir: string,
+    private readonly options: Required<Pick<LocalSandboxProviderOptions, "runner" | "defaultTimeoutMs" | "shell">> & {
+      env: Record<string, string>;
+    },
+  ) {
+    this.#files = new SandboxFileOps(hostBackend(userDataDir));
+  }
+
+  markReleased(): void {
+    this.#released = true;
+  }
+
+  #assertLive(): void {
+    if (this.#released) {
+      throw new SandboxError(
+        "sandbox_unavailable",
+        `Sandbox ${this.id} was released. Acquire the sandbox of user "${this.scope.userId}" and thread "${this.scope.threadId}" again.`,
+      );
+    }
+  }
+
+  /** Host paths in output read as the virtual paths the model knows. */
+  #toVirtual(text: string): string {
+    return replaceAll(text, this.userDataDir, VIRTUAL_ROOT);
+  }
+
+  async exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
+    this.#assertLive();
+    const { virtual: cwd, backend: hostCwd } = await this.#files.resolve(options.cwd ?? VIRTUAL_DIRS.workspace);
+    if (!(await stat(hostCwd).then((s) => s.isDirectory(), () => false))) {
+      throw new SandboxError("not_found", `Working directory ${cwd} does not exist. Create it first (mkdir -p ${cwd}).`);
+    }
+    const hostCommand = command.replace(VIRTUAL_ROOT_IN_COMMAND, () => this.userDataDir);
+    const timeoutMs = options.timeoutMs ?? this.options.defaultTimeoutMs;
+    let result;
+    try {
+      result = await this.options.runner.run(this.options.shell, ["-c", hostCommand], {
+        cwd: hostCwd,
+        env: {
+          PATH: DEFAULT_PATH,
+          HOME: join(this.userDataDir, "workspace"),
+          LANG: "C.UTF-8",
+          ...this.options.env,
+        },
+        timeoutMs,
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+    } catch (error) {
+      if (error instanceof ProcessRunnerError) {
+        throw new SandboxError(
+          "sandbox_unavailable",
+          `The local sandbox could not run its shell: ${error.message} Or switch to the virtual sandbox.`,
+        );
+      }
+      throw error;
+    }
+    const stdout = this.#toVirtual(result.stdout);
+    const stderr = this.#toVirtual(result.stderr);
+    if (result.timedOut) {
+      const sep = stderr && !stderr.endsWith("\n") ? "\n" : "";
+      return { stdout, stderr: `${stderr}${sep}${timeoutMessage(timeoutMs)}\n`, exitCode: TIMEOUT_EXIT_CODE };
+    }
+    return { stdout, stderr, exitCode: result.exitCode };
+  }
+
+  async readFile(path: string): Promise<string> {
+    this.#assertLive();
+    return this.#files.readFile(path);
+  }
+
+  async writeFile(path: string, content: string, options?: { append?: boolean }): Promise<void> {
+    this.#assertLive();
+    return this.#files.writeFile(path, content, options);
+  }
+
+  async list(path: string, options?: { depth?: number }): Promise<DirEntry[]> {
+    this.#assertLive();
+    return this.#files.list(path, options);
+  }
+
+  async exists(path: string): Promise<boolean> {
+    this.#assertLive();
+    return this.#files.exists(path);
+  }
+}
+
+/**
+ * Host folders and host bash per user and thread (see the note at the top of this file: it grants
+ * the model the host). Sandbox ids are `local:<userId>:<threadId>`, as in DeerFlow. Release keeps
+ * the files on disk.
+ */
+export function createLocalSandboxProvider(options: LocalSandboxProviderOptions): SandboxProvider {
+  if (typeof options?.rootDir !== "string" || options.rootDir === "") {
+    throw new SandboxError("sandbox_unavailable", "The local sandbox needs a rootDir, the host folder that holds the users' thread folders.");
+  }
+  const rootDir = resolve(options.rootDir);
+  const settings = {
+    runner: options.runner,
+    defaultTimeoutMs: options.defaultTimeoutMs ?? LOCAL_DEFAULT_TIMEOUT_MS,
+    shell: options.shell ?? "bash",
+    env: { ...(options.env ?? {}) },
+  };
+  const byScope = new Map<string, Promise<LocalSandbox>>();
+  const byId = new Map<string, LocalSandbox>();
+  let closed = false;
+
+  async function open(scope: SandboxScope): Promise<LocalSandbox> {
+    const configured = join(rootDir, "users", scope.userId, "threads", scope.threadId, "user-data");
+    for (const name of ["workspace", "uploads", "outputs"]) await mkdir(join(configured, name), { recursive: true });
+    const userDataDir = await realpath(configured);
+    if (!SHELL_SAFE_PATH.test(userDataDir)) {
+      throw new SandboxError(
+        "sandbox_unavailable",
+        `The local sandbox folder ${JSON.stringify(userDataDir)} contains characters a shell would interpret. ` +
+          `Choose a rootDir made only of letters, digits, ".", "_", "-" and "/".`,
+      );
+    }
+    const sandbox = new LocalSandbox(`local:${scopeKey(scope)}`, { userId: scope.userId, threadId: scope.threadId }, userDataDir, settings);
+    byId.set(sandbox.id, sandbox);
+    return sandbox;
+  }
+
+  return {
+    kind: "local",
+    acquire(scope) {
+      if (closed) {
+        return Promise.reject(new SandboxError("sandbox_unavailable", "This sandbox provider was closed. Create a new provider."));
+      }
+      try {
+        assertValidScope(scope);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      const key = scopeKey(scope);
+      let pending = byScope.get(key);
+      if (!pending) {
+        pending = open(scope);
+        byScope.set(key, pending);
+        pending.catch(() => {
+          if (byScope.get(key) === pending) byScope.delete(key);
+        });
+      }
+      return pending;
+    },
+    get: (sandboxId) => byId.get(sandboxId),
+    async release(sandboxId) {
+      const sandbox = byId.get(sandboxId);
+      if (!sandbox) return;
+      byId.delete(sandboxId);
+      byScope.delete(scopeKey(sandbox.scope));
+      sandbox.markReleased();
+    },
+    async close() {
+      closed = true;
+      for (const sandbox of byId.values()) sandbox.markReleased();
+      byId.clear();
+      byScope.clear();
+    },
+  };
+}

@@ -1,0 +1,151 @@
+import { pathOutsideSandbox, resolveVirtualPath } from "../core/path.ts";
+import { SandboxError } from "../ports/sandbox.ts";
+import type { DirEntry } from "../ports/sandbox.ts";
+
+export type BackendKind = "file" | "directory" | "symlink" | "other";
+
+/**
+ * The few file system calls a sandbox's file API needs, on backend paths (host paths for local,
+ * in-memory paths for virtual). Failures throw errors that `errorCode` can classify.
+ */
+export interface FileBackend {
+  /** Backend path of a resolved, in-root virtual path. */
+  toBackend(virtualPath: string): string;
+  /** Whether a symlink-free backend path lies in the area this sandbox may touch. */
+  containsReal(realPath: string): boolean;
+  dirname(path: string): string;
+  join(dir: string, name: string): string;
+  realpath(path: string): Promise<string>;
+  lstat(path: string): Promise<{ kind: BackendKind; size: number }>;
+  stat(path: string): Promise<{ kind: BackendKind; size: number }>;
+  readdir(path: string): Promise<Array<{ name: string; kind: BackendKind }>>;
+  readText(path: string): Promise<string>;
+  writeText(path: string, content: string): Promise<void>;
+  appendText(path: string, content: string): Promise<void>;
+  mkdirp(path: string): Promise<void>;
+  /** "ENOENT", "ENOTDIR", "ELOOP" ... or undefined for errors of another kind. */
+  errorCode(error: unknown): string | undefined;
+}
+
+/** DeerFlow's list_dir default: children and grandchildren. */
+export const DEFAULT_LIST_DEPTH = 2;
+
+function symlinkEscape(path: string, why: string): SandboxError {
+  return pathOutsideSandbox(path, `${why}; symbolic links may only point inside the sandbox`);
+}
+
+/** The file half of a Sandbox, shared by the virtual and local kinds. */
+export class SandboxFileOps {
+  constructor(private readonly backend: FileBackend) {}
+
+  /**
+   * Resolves a virtual path and proves that neither it nor an ancestor leaves the sandbox through a
+   * symlink. `backend` is the symlink-free location: the real path of the deepest existing ancestor
+   * plus the components that do not exist yet, so later calls act on what was checked.
+   */
+  async resolve(path: string, cwd?: string): Promise<{ virtual: string; backend: string }> {
+    const virtual = resolveVirtualPath(path, cwd);
+    const backend = await this.#realInside(this.backend.toBackend(virtual), path);
+    return { virtual, backend };
+  }
+
+  async #realInside(target: string, shown: string): Promise<string> {
+    const b = this.backend;
+    let current = target;
+    const missing: string[] = [];
+    for (;;) {
+      let real: string | undefined;
+      try {
+        real = await b.realpath(current);
+      } catch (error) {
+        const code = b.errorCode(error);
+        if (code === "ELOOP") throw symlinkEscape(shown, "goes through a symbolic link loop");
+        if (code !== "ENOENT" && code !== "ENOTDIR") throw error;
+      }
+      if (real !== undefined) {
+        if (!b.containsReal(real)) throw symlinkEscape(shown, "leads outside the sandbox through a symbolic link");
+        return missing.reduceRight((dir, name) => b.join(dir, name), real);
+      }
+      // `current` does not resolve. A dangling symlink would let a write create its target anywhere.
+      const kind = await b.lstat(current).then((s) => s.kind, () => undefined);
+      if (kind === "symlink") throw symlinkEscape(shown, "is a symbolic link whose target does not exist");
+      const parent = b.dirname(current);
+      if (parent === current) throw symlinkEscape(shown, "could not be resolved");
+      missing.push(current.slice(parent.length).replace(/^[\\/]+/, ""));
+      current = parent;
+    }
+  }
+
+  async #kind(path: string): Promise<{ kind: BackendKind; size: number } | undefined> {
+    try {
+      return await this.backend.stat(path);
+    } catch (error) {
+      const code = this.backend.errorCode(error);
+      if (code === "ENOENT" || code === "ENOTDIR") return undefined;
+      throw error;
+    }
+  }
+
+  async readFile(path: string): Promise<string> {
+    const { virtual, backend } = await this.resolve(path);
+    const st = await this.#kind(backend);
+    if (!st) throw new SandboxError("not_found", `File ${virtual} does not exist. List the directory to see what is there.`);
+    if (st.kind === "directory") {
+      throw new SandboxError("is_directory", `${virtual} is a directory, not a file. List it instead of reading it.`);
+    }
+    return this.backend.readText(backend);
+  }
+
+  async writeFile(path: string, content: string, options?: { append?: boolean }): Promise<void> {
+    const { virtual, backend } = await this.resolve(path);
+    const st = await this.#kind(backend);
+    if (st?.kind === "directory") {
+      throw new SandboxError("is_directory", `${virtual} is a directory; write to a file path inside it instead.`);
+    }
+    await this.backend.mkdirp(this.backend.dirname(backend));
+    if (options?.append) await this.backend.appendText(backend, content);
+    else await this.backend.writeText(backend, content);
+  }
+
+  async exists(path: string): Promise<boolean> {
+    const { backend } = await this.resolve(path);
+    return (await this.#kind(backend)) !== undefined;
+  }
+
+  /** Entries below `path`, sorted by path; depth 1 = direct children (default DEFAULT_LIST_DEPTH). */
+  async list(path: string, options?: { depth?: number }): Promise<DirEntry[]> {
+    const { virtual, backend } = await this.resolve(path);
+    const st = await this.#kind(backend);
+    if (!st) throw new SandboxError("not_found", `Directory ${virtual} does not exist.`);
+    if (st.kind !== "directory") throw new SandboxError("not_found", `${virtual} is a file, not a directory; read it instead.`);
+    const depth = Math.max(1, Math.floor(options?.depth ?? DEFAULT_LIST_DEPTH));
+    const out: DirEntry[] = [];
+    await this.#walk(virtual, backend, depth, out);
+    return out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  }
+
+  async #walk(virtualDir: string, backendDir: string, depth: number, out: DirEntry[]): Promise<void> {
+    const b = this.backend;
+    for (const child of await b.readdir(backendDir)) {
+      const childVirtual = `${virtualDir}/${child.name}`;
+      const childBackend = b.join(backendDir, child.name);
+      const kind = child.kind;
+      if (kind === "symlink") {
+        // Shown as what it points to when that stays inside; never followed deeper, so no loops.
+        const real = await b.realpath(childBackend).catch(() => undefined);
+        if (real === undefined || !b.containsReal(real)) continue;
+        const target = await b.stat(childBackend).catch(() => undefined);
+        if (!target || (target.kind !== "file" && target.kind !== "directory")) continue;
+        out.push({ path: childVirtual, name: child.name, type: target.kind, ...(target.kind === "file" ? { size: target.size } : {}) });
+        continue;
+      }
+      if (kind === "file") {
+        const size = (await b.stat(childBackend).catch(() => ({ size: 0 }))).size;
+        out.push({ path: childVirtual, name: child.name, type: "file", size });
+      } else if (kind === "directory") {
+        out.push({ path: childVirtual, name: child.name, type: "directory" });
+        if (depth > 1) await this.#walk(childVirtual, childBackend, depth - 1, out);
+      }
+    }
+  }
+}

@@ -1,0 +1,524 @@
+// One contract, every sandbox kind, every runtime (Node, Deno, Bun).
+import { lstat, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createBunProcessRunner } from "../../adapters/bun/process-runner.ts";
+import { createDenoProcessRunner } from "../../adapters/deno/process-runner.ts";
+import { createFsKeyValue } from "../../adapters/shared/fs-key-value.ts";
+import { createLocalSandboxProvider } from "../../adapters/shared/local-sandbox.ts";
+import { createNodeProcessRunner } from "../../adapters/node/process-runner.ts";
+import type { KeyValue } from "../../src/ports/key-value.ts";
+import type { ProcessRunner } from "../../src/ports/runtime-ports.ts";
+import { SandboxError, VIRTUAL_DIRS } from "../../src/ports/sandbox.ts";
+import type { Sandbox, SandboxProvider, SandboxScope } from "../../src/ports/sandbox.ts";
+import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
+import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
+
+const W = VIRTUAL_DIRS.workspace;
+const ALICE: SandboxScope = { userId: "alice", threadId: "thread-1" };
+const ALICE_2: SandboxScope = { userId: "alice", threadId: "thread-2" };
+const BOB: SandboxScope = { userId: "bob", threadId: "thread-1" };
+
+const g = globalThis as { Deno?: unknown; Bun?: unknown };
+const runtime = g.Deno ? "deno" : g.Bun ? "bun" : "node";
+
+function currentRunner(): ProcessRunner {
+  if (runtime === "deno") return createDenoProcessRunner();
+  if (runtime === "bun") return createBunProcessRunner();
+  return createNodeProcessRunner();
+}
+
+async function hostTree(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (d: string, prefix: string) => {
+    for (const e of await readdir(d, { withFileTypes: true })) {
+      out.push(`${prefix}${e.name}${e.isDirectory() ? "/" : ""}`);
+      if (e.isDirectory()) await walk(join(d, e.name), `${prefix}${e.name}/`);
+    }
+  };
+  await walk(dir, "");
+  return out.sort();
+}
+
+/** What the shared suite needs beyond the port: a way to plant symlinks and look behind the sandbox. */
+interface Harness {
+  provider: SandboxProvider;
+  /** Makes `<workspace>/<name>` a link to a directory outside user-data holding secret.txt. */
+  plantEscapeLink(sandbox: Sandbox, name: string): Promise<{ outsideHas(file: string): Promise<boolean> }>;
+  /** Makes `<workspace>/<name>` a link to a missing file outside user-data. */
+  plantDanglingLink(sandbox: Sandbox, name: string): Promise<{ targetExists(): Promise<boolean> }>;
+  /** Makes `<workspace>/<name>` a link to the outputs dir (allowed). */
+  plantInsideLink(sandbox: Sandbox, name: string): Promise<void>;
+  /** Everything that exists outside the sandbox's roots, to prove an escape left no trace. */
+  outsideState(sandbox: Sandbox): Promise<string>;
+  /** A fresh provider over the same persistent state (files of released sandboxes must come back). */
+  reopen?(): SandboxProvider;
+  cleanup(): Promise<void>;
+}
+
+async function expectOutside(promise: Promise<unknown>, shown?: string): Promise<SandboxError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error, `expected a refusal${shown ? ` for ${JSON.stringify(shown)}` : ""}`).toBeInstanceOf(SandboxError);
+  const sandboxError = error as SandboxError;
+  expect(sandboxError.code).toBe("path_outside_sandbox");
+  expect(sandboxError.message).toContain(W);
+  expect(sandboxError.message).toContain(VIRTUAL_DIRS.outputs);
+  return sandboxError;
+}
+
+async function expectCode(promise: Promise<unknown>, code: SandboxError["code"]): Promise<void> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(SandboxError);
+  expect((error as SandboxError).code).toBe(code);
+}
+
+const ESCAPES = [
+  "/mnt/user-data/workspace/../../etc/passwd",
+  "/etc/passwd",
+  "../../etc/passwd",
+  "../escaped.txt",
+  "sub/../../../escaped.txt",
+  "/mnt/user-data",
+  "/mnt/user-data/escaped.txt",
+  "/mnt/user-data/workspacex/escaped.txt",
+  "/mnt/user-data/workspace/a\0b.txt",
+  "/",
+];
+
+function sandboxContract(name: string, makeHarness: () => Promise<Harness>, opts: { kind: "virtual" | "local" }) {
+  describe(`sandbox contract: ${name} (${runtime})`, () => {
+    let h: Harness;
+    beforeEach(async () => {
+      h = await makeHarness();
+    });
+    afterEach(async () => {
+      await h.provider.close();
+      await h.cleanup();
+    });
+
+    it("reports its kind", () => {
+      expect(h.provider.kind).toBe(opts.kind);
+    });
+
+    it("exec: echo, pipes and exit codes", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      expect(await sb.exec("echo hello")).toEqual({ stdout: "hello\n", stderr: "", exitCode: 0 });
+      expect((await sb.exec("printf 'b\\na\\nc\\n' | sort | head -n 2")).stdout).toBe("a\nb\n");
+      expect((await sb.exec("exit 3")).exitCode).toBe(3);
+      expect((await sb.exec("false")).exitCode).toBe(1);
+      const missing = await sb.exec("no-such-command-xyz");
+      expect(missing.exitCode).toBe(127);
+      expect(missing.stderr).toContain("no-such-command-xyz");
+      expect(await sb.exec("echo oops >&2; exit 2")).toMatchObject({ stderr: "oops\n", exitCode: 2 });
+    });
+
+    it("exec runs in the workspace by default, in a virtual cwd when asked, and shows virtual paths", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      expect((await sb.exec("pwd")).stdout).toBe(`${W}\n`);
+      expect((await sb.exec("pwd", { cwd: VIRTUAL_DIRS.outputs })).stdout).toBe(`${VIRTUAL_DIRS.outputs}\n`);
+      expect((await sb.exec("echo /mnt/user-data/uploads/x")).stdout).toBe("/mnt/user-data/uploads/x\n");
+      await expectOutside(sb.exec("pwd", { cwd: "/etc" }), "/etc");
+      await expectOutside(sb.exec("pwd", { cwd: "../.." }), "../..");
+      await expectCode(sb.exec("pwd", { cwd: `${W}/missing-dir` }), "not_found");
+    });
+
+    it("exec and the file API see the same files", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      await sb.writeFile("/mnt/user-data/uploads/in.txt", "from api\n");
+      expect((await sb.exec("cat /mnt/user-data/uploads/in.txt")).stdout).toBe("from api\n");
+      const r = await sb.exec("mkdir -p /mnt/user-data/outputs/r && echo from-shell > /mnt/user-data/outputs/r/out.txt");
+      expect(r.exitCode).toBe(0);
+      expect(await sb.readFile("/mnt/user-data/outputs/r/out.txt")).toBe("from-shell\n");
+    });
+
+    it("exec does not see the host process environment", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env;
+      if (env) env.DEERFLOW_EDGE_CONTRACT_SECRET = "leaked";
+      try {
+        expect((await sb.exec("echo ${DEERFLOW_EDGE_CONTRACT_SECRET:-none}")).stdout).toBe("none\n");
+      } finally {
+        if (env) delete env.DEERFLOW_EDGE_CONTRACT_SECRET;
+      }
+    });
+
+    it("write then read, overwrite, append, parents created", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      await sb.writeFile(`${W}/deep/er/notes.md`, "one\n");
+      expect(await sb.readFile(`${W}/deep/er/notes.md`)).toBe("one\n");
+      await sb.writeFile(`${W}/deep/er/notes.md`, "two\n");
+      expect(await sb.readFile(`${W}/deep/er/notes.md`)).toBe("two\n");
+      await sb.writeFile(`${W}/deep/er/notes.md`, "three\n", { append: true });
+      expect(await sb.readFile(`${W}/deep/er/notes.md`)).toBe("two\nthree\n");
+      await sb.writeFile(`${W}/new.txt`, "née ✓\n", { append: true });
+      expect(await sb.readFile(`${W}/new.txt`)).toBe("née ✓\n");
+      await sb.writeFile(`${W}/empty.txt`, "");
+      expect(await sb.readFile(`${W}/empty.txt`)).toBe("");
+    });
+
+    it("reading a missing file or a directory, and writing onto a directory, fail with their codes", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      await expectCode(sb.readFile(`${W}/nope.txt`), "not_found");
+      await expectCode(sb.readFile(W), "is_directory");
+      await sb.writeFile(`${W}/d/f.txt`, "x");
+      await expectCode(sb.writeFile(`${W}/d`, "x"), "is_directory");
+      expect(await sb.readFile(`${W}/d/f.txt`)).toBe("x");
+      await expectCode(sb.list(`${W}/nope`), "not_found");
+    });
+
+    it("relative paths resolve against the workspace", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      await sb.writeFile("rel/a.txt", "rel");
+      expect(await sb.readFile(`${W}/rel/a.txt`)).toBe("rel");
+      expect(await sb.readFile("./rel/../rel/a.txt")).toBe("rel");
+      expect(await sb.exists("rel/a.txt")).toBe(true);
+      expect((await sb.list(".", { depth: 1 })).map((e) => e.path)).toEqual([`${W}/rel`]);
+      expect((await sb.exec("cat a.txt", { cwd: "rel" })).stdout).toBe("rel");
+    });
+
+    it("list honours depth, sorts by path and reports types and sizes", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      await sb.writeFile(`${W}/a.txt`, "12345");
+      await sb.writeFile(`${W}/d/b.txt`, "b");
+      await sb.writeFile(`${W}/d/e/c.txt`, "c");
+      const depth1 = await sb.list(W, { depth: 1 });
+      expect(depth1).toEqual([
+        { path: `${W}/a.txt`, name: "a.txt", type: "file", size: 5 },
+        { path: `${W}/d`, name: "d", type: "directory" },
+      ]);
+      expect((await sb.list(W, { depth: 2 })).map((e) => e.path)).toEqual([`${W}/a.txt`, `${W}/d`, `${W}/d/b.txt`, `${W}/d/e`]);
+      expect((await sb.list(W)).map((e) => e.path)).toEqual([`${W}/a.txt`, `${W}/d`, `${W}/d/b.txt`, `${W}/d/e`]);
+      expect((await sb.list(W, { depth: 5 })).map((e) => e.path)).toContain(`${W}/d/e/c.txt`);
+      expect(await sb.list(VIRTUAL_DIRS.uploads)).toEqual([]);
+      await expectCode(sb.list(`${W}/a.txt`), "not_found");
+    });
+
+    it("exists for files, directories, roots and missing paths", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      for (const root of Object.values(VIRTUAL_DIRS)) expect(await sb.exists(root)).toBe(true);
+      expect(await sb.exists(`${W}/x.txt`)).toBe(false);
+      await sb.writeFile(`${W}/x.txt`, "x");
+      expect(await sb.exists(`${W}/x.txt`)).toBe(true);
+      expect(await sb.exists(`${W}/x.txt/inner`)).toBe(false);
+    });
+
+    it("the same scope gets the same sandbox while acquired; release ends it", async () => {
+      const [a, b] = await Promise.all([h.provider.acquire(ALICE), h.provider.acquire({ ...ALICE })]);
+      expect(b).toBe(a);
+      expect(await h.provider.acquire(ALICE)).toBe(a);
+      expect(a.scope).toEqual(ALICE);
+      expect(h.provider.get(a.id)).toBe(a);
+      const other = await h.provider.acquire(ALICE_2);
+      expect(other.id).not.toBe(a.id);
+      await h.provider.release(a.id);
+      expect(h.provider.get(a.id)).toBeUndefined();
+      await expectCode(a.readFile(`${W}/x`), "sandbox_unavailable");
+      await h.provider.release(a.id); // a second release is harmless
+      const again = await h.provider.acquire(ALICE);
+      expect(again.id).toBe(a.id);
+      expect(h.provider.get(again.id)).toBe(again);
+    });
+
+    it("files survive a release of the thread", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      await sb.writeFile(`${W}/keep.txt`, "kept");
+      await h.provider.release(sb.id);
+      const again = await h.provider.acquire(ALICE);
+      expect(await again.readFile(`${W}/keep.txt`)).toBe("kept");
+    });
+
+    it("two threads of one user are isolated", async () => {
+      const t1 = await h.provider.acquire(ALICE);
+      const t2 = await h.provider.acquire(ALICE_2);
+      await t1.writeFile(`${W}/only-t1.txt`, "t1");
+      expect(await t2.exists(`${W}/only-t1.txt`)).toBe(false);
+      expect((await t2.exec(`cat ${W}/only-t1.txt`)).exitCode).not.toBe(0);
+      expect(await t2.list(W)).toEqual([]);
+    });
+
+    it("two users are isolated", async () => {
+      const a = await h.provider.acquire(ALICE);
+      const b = await h.provider.acquire(BOB);
+      expect(b.id).not.toBe(a.id);
+      await a.writeFile("/mnt/user-data/outputs/report.md", "alice's");
+      expect(await b.exists("/mnt/user-data/outputs/report.md")).toBe(false);
+      await b.writeFile("/mnt/user-data/outputs/report.md", "bob's");
+      expect(await a.readFile("/mnt/user-data/outputs/report.md")).toBe("alice's");
+      expect((await b.exec("cat /mnt/user-data/outputs/report.md")).stdout).toBe("bob's");
+    });
+
+    it("refuses scope ids that could name another folder", async () => {
+      for (const scope of [
+        { userId: "../x", threadId: "t" },
+        { userId: "a", threadId: "../../etc" },
+        { userId: "a/b", threadId: "t" },
+        { userId: "", threadId: "t" },
+        { userId: "a:b", threadId: "t" },
+      ]) {
+        await expectCode(h.provider.acquire(scope), "sandbox_unavailable");
+      }
+    });
+
+    it("refuses every path-escape form and touches nothing", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      const before = await h.outsideState(sb);
+      for (const path of ESCAPES) {
+        const error = await expectOutside(sb.writeFile(path, "pwned"), path);
+        expect(error.message).toContain(JSON.stringify(path.replaceAll("\0", "\\0")));
+        await expectOutside(sb.writeFile(path, "pwned", { append: true }), path);
+        await expectOutside(sb.readFile(path), path);
+        await expectOutside(sb.list(path), path);
+        await expectOutside(sb.exists(path), path);
+      }
+      expect(await h.outsideState(sb)).toBe(before);
+      expect(await sb.list(W)).toEqual([]);
+    });
+
+    it("refuses symlinks that lead outside, follows those that stay inside", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      const outside = await h.plantEscapeLink(sb, "escape");
+      await expectOutside(sb.readFile("escape/secret.txt"));
+      await expectOutside(sb.writeFile("escape/planted.txt", "x"));
+      await expectOutside(sb.writeFile("escape/new/planted.txt", "x"));
+      await expectOutside(sb.list("escape"));
+      await expectOutside(sb.exists("escape/secret.txt"));
+      await expectOutside(sb.exec("ls", { cwd: "escape" }));
+      expect(await outside.outsideHas("planted.txt")).toBe(false);
+      expect(await outside.outsideHas("new")).toBe(false);
+      expect((await sb.list(W)).map((e) => e.name)).not.toContain("escape");
+
+      const dangling = await h.plantDanglingLink(sb, "dangling.txt");
+      await expectOutside(sb.writeFile("dangling.txt", "x"));
+      expect(await dangling.targetExists()).toBe(false);
+
+      await h.plantInsideLink(sb, "to-outputs");
+      await sb.writeFile("/mnt/user-data/outputs/o.txt", "out");
+      expect(await sb.readFile("to-outputs/o.txt")).toBe("out");
+      await sb.writeFile("to-outputs/p.txt", "via link");
+      expect(await sb.readFile("/mnt/user-data/outputs/p.txt")).toBe("via link");
+    });
+
+    it("a timed-out command is stopped and reported", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      const result = await sb.exec("echo started; sleep 5; echo finished", { timeoutMs: 300 });
+      expect(result.exitCode).toBe(124);
+      expect(result.stdout).not.toContain("finished");
+      expect(result.stderr).toMatch(/timed out after 300 ms/);
+      expect((await sb.exec("echo still-usable")).stdout).toBe("still-usable\n");
+    });
+
+    it("an aborted command rejects with the signal's reason", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      const controller = new AbortController();
+      const reason = new Error("user cancelled");
+      setTimeout(() => controller.abort(reason), 100);
+      await expect(sb.exec("sleep 5", { signal: controller.signal })).rejects.toBe(reason);
+      await expect(sb.exec("echo x", { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+    });
+
+    it("a new provider over the same state brings back a released thread's files", async () => {
+      if (!h.reopen) return;
+      const sb = await h.provider.acquire(ALICE);
+      await sb.writeFile(`${W}/src/main.ts`, "export {};\n");
+      await sb.writeFile("/mnt/user-data/uploads/data.csv", "a,b\n1,2\n");
+      await sb.writeFile("/mnt/user-data/outputs/report.md", "# Réport ✓\n");
+      await sb.exec("mkdir -p empty-dir");
+      await h.plantInsideLink(sb, "to-outputs");
+      await h.provider.release(sb.id);
+
+      const second = h.reopen();
+      try {
+        const back = await second.acquire(ALICE);
+        expect(await back.readFile(`${W}/src/main.ts`)).toBe("export {};\n");
+        expect(await back.readFile("/mnt/user-data/uploads/data.csv")).toBe("a,b\n1,2\n");
+        expect(await back.readFile("/mnt/user-data/outputs/report.md")).toBe("# Réport ✓\n");
+        expect(await back.readFile("to-outputs/report.md")).toBe("# Réport ✓\n");
+        expect(await back.exists(`${W}/empty-dir`)).toBe(true);
+        expect((await back.exec("cat src/main.ts")).stdout).toBe("export {};\n");
+        const bob = await second.acquire(BOB);
+        expect(await bob.list(W)).toEqual([]);
+      } finally {
+        await second.close();
+      }
+    });
+  });
+}
+
+// --- virtual ---------------------------------------------------------------------------------
+
+function virtualHarness(storage?: () => KeyValue): () => Promise<Harness> {
+  return async () => {
+    const kv = storage?.();
+    const make = () => createVirtualSandboxProvider(kv ? { storage: kv } : {});
+    const run = async (sb: Sandbox, command: string) => {
+      const r = await sb.exec(command);
+      if (r.exitCode !== 0) throw new Error(`${command}: ${r.stderr}`);
+      return r.stdout;
+    };
+    return {
+      provider: make(),
+      async plantEscapeLink(sb, name) {
+        await run(sb, `mkdir -p /tmp/outside && echo secret > /tmp/outside/secret.txt && ln -s /tmp/outside ${W}/${name}`);
+        return { outsideHas: async (file) => (await sb.exec(`test -e /tmp/outside/${file}`)).exitCode === 0 };
+      },
+      async plantDanglingLink(sb, name) {
+        await run(sb, `ln -s /tmp/nowhere/target.txt ${W}/${name}`);
+        return { targetExists: async () => (await sb.exec("test -e /tmp/nowhere/target.txt")).exitCode === 0 };
+      },
+      async plantInsideLink(sb, name) {
+        await run(sb, `ln -s ${VIRTUAL_DIRS.outputs} ${W}/${name}`);
+      },
+      // In-memory file system: the whole tree outside the roots (commands may write there, the file API may not).
+      outsideState: (sb) => run(sb, "find / -not -path '/mnt/user-data/*' -not -path '/proc*' -not -path '/dev*' | sort"),
+      ...(kv ? { reopen: make } : {}),
+      cleanup: async () => undefined,
+    };
+  };
+}
+
+sandboxContract("virtual, in memory", virtualHarness(), { kind: "virtual" });
+sandboxContract("virtual, memory KeyValue", virtualHarness(createMemoryKeyValue), { kind: "virtual" });
+
+describe(`virtual sandbox with fs storage (${runtime})`, () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), "deerflow-vsb-"));
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("files written in one provider come back in another process-like provider on the same fs dir", async () => {
+    const first = createVirtualSandboxProvider({ storage: createFsKeyValue(dir) });
+    const sb = await first.acquire(ALICE);
+    await sb.writeFile("notes/today.md", "persisted ✓\n");
+    await sb.exec("echo from-shell > /mnt/user-data/outputs/o.txt");
+    await first.close();
+
+    const second = createVirtualSandboxProvider({ storage: createFsKeyValue(dir) });
+    const back = await second.acquire(ALICE);
+    expect(await back.readFile(`${W}/notes/today.md`)).toBe("persisted ✓\n");
+    expect(await back.readFile("/mnt/user-data/outputs/o.txt")).toBe("from-shell\n");
+    expect(await (await second.acquire(ALICE_2)).exists(`${W}/notes/today.md`)).toBe(false);
+    await second.close();
+  });
+
+  it("refuses stored data it cannot read instead of overwriting it", async () => {
+    const kv = createFsKeyValue(dir);
+    await kv.setItem("sandbox:virtual:alice:thread-1", { something: "else" });
+    const provider = createVirtualSandboxProvider({ storage: kv });
+    await expectCode(provider.acquire(ALICE), "sandbox_unavailable");
+    expect(await kv.getItem("sandbox:virtual:alice:thread-1")).toEqual({ something: "else" });
+  });
+
+  it("ignores stored entries outside the roots", async () => {
+    const kv = createMemoryKeyValue();
+    await kv.setItem("sandbox:virtual:alice:thread-1", {
+      format: "deerflow-edge.virtual-sandbox",
+      version: 1,
+      entries: [
+        { path: "/etc/evil", type: "file", text: "x" },
+        { path: "/mnt/user-data/workspace/../../etc/evil2", type: "file", text: "x" },
+        { path: "/mnt/user-data/workspace/ok.txt", type: "file", text: "ok" },
+      ],
+    });
+    const provider = createVirtualSandboxProvider({ storage: kv });
+    const sb = await provider.acquire(ALICE);
+    expect(await sb.readFile("ok.txt")).toBe("ok");
+    expect((await sb.exec("ls /etc/evil /etc/evil2")).exitCode).not.toBe(0);
+    await provider.close();
+  });
+});
+
+// --- local -----------------------------------------------------------------------------------
+
+function localHarness(): () => Promise<Harness> {
+  return async () => {
+    const base = await mkdtemp(join(tmpdir(), "deerflow-lsb-"));
+    const rootDir = join(base, "root");
+    const outsideDir = join(base, "outside");
+    await mkdir(outsideDir, { recursive: true });
+    await writeFile(join(outsideDir, "secret.txt"), "secret");
+    const make = () => createLocalSandboxProvider({ rootDir, runner: currentRunner() });
+    const hostWorkspace = (sb: Sandbox) =>
+      join(rootDir, "users", sb.scope.userId, "threads", sb.scope.threadId, "user-data", "workspace");
+    return {
+      provider: make(),
+      async plantEscapeLink(sb, name) {
+        await symlink(outsideDir, join(hostWorkspace(sb), name));
+        return {
+          outsideHas: (file) =>
+            lstat(join(outsideDir, file)).then(
+              () => true,
+              () => false,
+            ),
+        };
+      },
+      async plantDanglingLink(sb, name) {
+        const target = join(outsideDir, "dangling-target.txt");
+        await symlink(target, join(hostWorkspace(sb), name));
+        return {
+          targetExists: () =>
+            lstat(target).then(
+              () => true,
+              () => false,
+            ),
+        };
+      },
+      async plantInsideLink(sb, name) {
+        await symlink(join(hostWorkspace(sb), "..", "outputs"), join(hostWorkspace(sb), name));
+      },
+      // The whole temp base except this thread's own roots, with file contents.
+      async outsideState(sb) {
+        const own = join("root", "users", sb.scope.userId, "threads", sb.scope.threadId, "user-data");
+        const entries = (await hostTree(base)).filter((p) => !p.startsWith(`${own}/workspace/`) && !p.startsWith(`${own}/uploads/`) && !p.startsWith(`${own}/outputs/`));
+        const secret = await readFile(join(outsideDir, "secret.txt"), "utf8");
+        return JSON.stringify({ entries, secret });
+      },
+      reopen: make,
+      cleanup: () => rm(base, { recursive: true, force: true }),
+    };
+  };
+}
+
+sandboxContract("local", localHarness(), { kind: "local" });
+
+describe(`local sandbox specifics (${runtime})`, () => {
+  let base: string;
+  beforeEach(async () => {
+    base = await mkdtemp(join(tmpdir(), "deerflow-lsb-"));
+  });
+  afterEach(async () => {
+    await rm(base, { recursive: true, force: true });
+  });
+
+  it("keeps each thread's files at <rootDir>/users/<user>/threads/<thread>/user-data", async () => {
+    const provider = createLocalSandboxProvider({ rootDir: base, runner: currentRunner() });
+    const sb = await provider.acquire(ALICE);
+    expect(sb.id).toBe("local:alice:thread-1");
+    await sb.writeFile("/mnt/user-data/outputs/r.md", "hi");
+    const host = join(base, "users", "alice", "threads", "thread-1", "user-data");
+    expect(await readFile(join(host, "outputs", "r.md"), "utf8")).toBe("hi");
+    expect((await hostTree(host)).filter((p) => p.endsWith("/"))).toEqual(["outputs/", "uploads/", "workspace/"]);
+    expect((await sb.exec("ls /mnt/user-data/outputs; echo $HOME")).stdout).toBe("r.md\n/mnt/user-data/workspace\n");
+    await provider.close();
+  });
+
+  it("refuses a rootDir a shell would misread when commands are rewritten", async () => {
+    const provider = createLocalSandboxProvider({ rootDir: join(base, "has space"), runner: currentRunner() });
+    await expectCode(provider.acquire(ALICE), "sandbox_unavailable");
+  });
+
+  it("reports a shell that cannot start as sandbox_unavailable", async () => {
+    const provider = createLocalSandboxProvider({ rootDir: base, runner: currentRunner(), shell: "no-such-shell-xyz" });
+    const sb = await provider.acquire(ALICE);
+    await expectCode(sb.exec("echo hi"), "sandbox_unavailable");
+  });
+});

@@ -1,0 +1,108 @@
+// The KeyValue drivers every runtime uses: memory in tests, fs as the embedded default.
+import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createFsKeyValue } from "../../adapters/shared/fs-key-value.ts";
+import { createKeyValue, StorageConfigError } from "../../adapters/shared/storage.ts";
+import type { KeyValue } from "../../src/ports/key-value.ts";
+import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
+
+const g = globalThis as { Deno?: unknown; Bun?: unknown };
+const runtime = g.Deno ? "deno" : g.Bun ? "bun" : "node";
+
+function storageContract(name: string, make: (dir: string) => KeyValue) {
+  describe(`KeyValue contract: ${name} (${runtime})`, () => {
+    let dir: string;
+    let kv: KeyValue;
+    beforeEach(async () => {
+      dir = await mkdtemp(join(tmpdir(), "deerflow-kv-"));
+      kv = make(dir);
+    });
+    afterEach(async () => {
+      await kv.dispose();
+      await rm(dir, { recursive: true, force: true });
+    });
+
+    it("sets, gets and removes items of every JSON shape", async () => {
+      expect(await kv.getItem("missing")).toBeNull();
+      expect(await kv.hasItem("missing")).toBe(false);
+      await kv.setItem("s", "text ✓");
+      await kv.setItem("n", 42);
+      await kv.setItem("b", false);
+      await kv.setItem("o", { list: [1, "two", null], nested: { ok: true } });
+      expect(await kv.getItem("s")).toBe("text ✓");
+      expect(await kv.getItem("n")).toBe(42);
+      expect(await kv.getItem("b")).toBe(false);
+      expect(await kv.getItem("o")).toEqual({ list: [1, "two", null], nested: { ok: true } });
+      expect(await kv.hasItem("o")).toBe(true);
+      await kv.removeItem("o");
+      expect(await kv.getItem("o")).toBeNull();
+      expect(await kv.hasItem("o")).toBe(false);
+    });
+
+    it("lists keys, all or under a base", async () => {
+      await kv.setItem("threads:t1:meta", { a: 1 });
+      await kv.setItem("threads:t2:meta", { a: 2 });
+      await kv.setItem("runs:r1", "x");
+      expect((await kv.getKeys()).sort()).toEqual(["runs:r1", "threads:t1:meta", "threads:t2:meta"]);
+      expect((await kv.getKeys("threads")).sort()).toEqual(["threads:t1:meta", "threads:t2:meta"]);
+      await kv.removeItem("threads:t1:meta");
+      expect(await kv.getKeys("threads")).toEqual(["threads:t2:meta"]);
+    });
+
+    it("overwrites an existing key", async () => {
+      await kv.setItem("k", { v: 1 });
+      await kv.setItem("k", { v: 2 });
+      expect(await kv.getItem("k")).toEqual({ v: 2 });
+      expect(await kv.getKeys()).toEqual(["k"]);
+    });
+  });
+}
+
+storageContract("memory", () => createMemoryKeyValue());
+storageContract("fs", (dir) => createFsKeyValue(dir));
+storageContract("createKeyValue memory", () => createKeyValue({ driver: "memory" }));
+storageContract("createKeyValue fs", (dir) => createKeyValue({ driver: "fs", base: dir }));
+
+describe(`fs KeyValue on disk (${runtime})`, () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), "deerflow-kv-"));
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("a value survives a new storage instance on the same directory", async () => {
+    const first = createFsKeyValue(dir);
+    await first.setItem("threads:t1:meta", { title: "Réport ✓", n: 3 });
+    await first.dispose();
+    const second = createKeyValue({ driver: "fs", base: dir });
+    expect(await second.getItem("threads:t1:meta")).toEqual({ title: "Réport ✓", n: 3 });
+    expect(await second.getKeys()).toEqual(["threads:t1:meta"]);
+    expect(await readdir(join(dir, "threads", "t1"))).toEqual(["meta"]);
+  });
+
+  it("a memory store does not share values between instances", async () => {
+    const a = createMemoryKeyValue();
+    await a.setItem("k", 1);
+    expect(await createMemoryKeyValue().getItem("k")).toBeNull();
+  });
+
+  it("refuses keys that climb out of the base directory", async () => {
+    const kv = createFsKeyValue(join(dir, "base"));
+    await expect(kv.setItem("a:..:..:escaped", "x")).rejects.toThrow(/\.\./);
+    expect(await readdir(dir)).toEqual([]);
+  });
+
+  it("createKeyValue explains a bad config", () => {
+    expect(() => createKeyValue({ driver: "fs", base: "" })).toThrow(StorageConfigError);
+    expect(() => createKeyValue({ driver: "redis" } as never)).toThrow(/Unknown storage driver "redis"/);
+    try {
+      createKeyValue({ driver: "redis" } as never);
+    } catch (error) {
+      expect((error as StorageConfigError).code).toBe("storage_config_invalid");
+    }
+  });
+});
