@@ -1,0 +1,112 @@
+import { HumanMessage } from "@langchain/core/messages";
+import * as v from "valibot";
+import { DeerflowError } from "../core/errors.ts";
+import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
+import type { ThreadDataState } from "../state/thread-state.ts";
+
+export const THREAD_DATA_NAME = "ThreadData";
+export const DEFAULT_BASE_DIR = ".deer-flow";
+export const DEFAULT_USER_ID = "default";
+const USER_INPUT_NAME = "user-input";
+
+// The sandbox providers accept the same alphabet, so an id that passes here can always get a sandbox.
+const SAFE_ID = /^[A-Za-z0-9_-]{1,128}$/;
+
+export const ThreadDataConfigSchema = v.strictObject({
+  /**
+   * Compute the thread's paths without creating anything. Storage here is key-value, where folders
+   * exist implicitly, so `false` only matters to ports that materialise folders eagerly.
+   */
+  lazy_init: v.optional(v.boolean(), true),
+});
+export type ThreadDataConfig = v.InferOutput<typeof ThreadDataConfigSchema>;
+export const THREAD_DATA_DEFAULTS: ThreadDataConfig = Object.freeze({ lazy_init: true });
+
+export type ThreadDataErrorCode = "thread_id_required" | "invalid_thread_id" | "invalid_user_id";
+
+export class ThreadDataError extends DeerflowError {
+  declare readonly code: ThreadDataErrorCode;
+
+  constructor(code: ThreadDataErrorCode, message: string) {
+    super(code, message);
+    this.name = "ThreadDataError";
+  }
+}
+
+function parseConfig(config: unknown): ThreadDataConfig {
+  const result = v.safeParse(ThreadDataConfigSchema, config ?? {});
+  if (result.success) return result.output;
+  const issue = result.issues[0];
+  const path = v.getDotPath(issue);
+  throw new DeerflowError(
+    "invalid_middleware_config",
+    `${THREAD_DATA_NAME}${path ? `.${path}` : ""}: ${issue.message}. Fix this key (lazy_init takes true or false).`,
+  );
+}
+
+function requireSafeId(value: unknown, field: "thread_id" | "user_id"): string {
+  if (typeof value === "string" && SAFE_ID.test(value)) return value;
+  throw new ThreadDataError(
+    field === "thread_id" ? "invalid_thread_id" : "invalid_user_id",
+    `Invalid ${field} ${JSON.stringify(value) ?? String(value)}: it names a folder, so use 1-128 letters, digits, "_" or "-" ` +
+      `(no "/", no "..", not empty). Gateway-assigned ids such as UUIDs already fit.`,
+  );
+}
+
+/** The thread id of a run: caller context first, then the run's own thread. */
+export function resolveThreadId(runtime: AgentRuntime): string {
+  const fromContext = runtime.context["thread_id"];
+  const threadId = fromContext ?? runtime.threadId;
+  if (threadId === undefined || threadId === null) throw new ThreadDataError("thread_id_required", "Thread ID is required");
+  return requireSafeId(threadId, "thread_id");
+}
+
+/** The user whose isolation scope a run's files live in; anonymous runs share "default". */
+export function resolveUserId(runtime: AgentRuntime): string {
+  const userId = runtime.context["user_id"];
+  return userId === undefined || userId === null ? DEFAULT_USER_ID : requireSafeId(userId, "user_id");
+}
+
+/** Where one thread's user-data folders live, relative to the storage root. */
+export function threadDataPaths(baseDir: string, userId: string, threadId: string): ThreadDataState {
+  const root = `${baseDir.replace(/\/+$/, "") || "."}/users/${userId}/threads/${threadId}/user-data`;
+  return { workspace_path: `${root}/workspace`, uploads_path: `${root}/uploads`, outputs_path: `${root}/outputs` };
+}
+
+/**
+ * Records the thread's data paths in state and stamps the turn's user message with the run that
+ * answered it (run_id, timestamp), so history can be attributed to runs.
+ */
+export function createThreadDataMiddleware(config?: Partial<ThreadDataConfig>): AgentMiddleware {
+  const { lazy_init } = parseConfig(config);
+  return {
+    name: THREAD_DATA_NAME,
+    beforeAgent(state: AgentState, runtime: AgentRuntime): HookResult {
+      const threadId = resolveThreadId(runtime);
+      const userId = resolveUserId(runtime);
+      const thread_data = threadDataPaths(runtime.services.baseDir ?? DEFAULT_BASE_DIR, userId, threadId);
+
+      const last = state.messages.at(-1);
+      // Re-emitting under the same id replaces the message in place; without an id the reducer
+      // would append a duplicate instead.
+      if (last === undefined || last.type !== "human" || last.id === undefined) return { thread_data };
+      const stamped = new HumanMessage({
+        content: last.content,
+        id: last.id,
+        name: last.name || USER_INPUT_NAME,
+        additional_kwargs: {
+          ...last.additional_kwargs,
+          run_id: runtime.runId,
+          timestamp: new Date(runtime.services.clock.now()).toISOString(),
+        },
+        ...(last.response_metadata && Object.keys(last.response_metadata).length > 0
+          ? { response_metadata: last.response_metadata }
+          : {}),
+      });
+      return { thread_data, messages: [stamped] };
+    },
+    releasePolicyParameters() {
+      return { lazy_init };
+    },
+  };
+}
