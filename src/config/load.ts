@@ -1,0 +1,113 @@
+import * as v from "valibot";
+import { parse as parseYaml, YAMLParseError } from "yaml";
+import { ConfigError, type ConfigIssue } from "./errors.ts";
+import { describeIssue, formatKeyPath } from "./issues.ts";
+import { AppConfigSchema, DEMO_MODEL_NAME, describeValue, type AppConfig } from "./schema.ts";
+
+/** Parses the text of config.yaml (YAML; JSON is YAML too). An empty file gives every default. */
+export function parseConfigText(text: string, fileName: string): AppConfig {
+  let value: unknown;
+  try {
+    value = parseYaml(text, { uniqueKeys: true, prettyErrors: true });
+  } catch (error) {
+    throw new ConfigError("config_not_yaml", fileName, [{ path: "", message: describeYamlError(error) }], {
+      cause: error,
+    });
+  }
+  return validateConfig(value ?? {}, fileName);
+}
+
+/** Validates an already-parsed config value; throws ConfigError naming the first bad key path. */
+export function validateConfig(value: unknown, fileName: string): AppConfig {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    const sections = Object.keys(AppConfigSchema.pipe[1].entries).join(", ");
+    throw new ConfigError("config_invalid", fileName, [
+      { path: "", message: `expected a mapping of top-level sections (${sections}), got ${describeValue(value)}` },
+    ]);
+  }
+  const result = v.safeParse(AppConfigSchema, value);
+  if (!result.success) {
+    const issues = result.issues.map((issue) => describeIssue(issue, AppConfigSchema, fileName));
+    throw new ConfigError("config_invalid", fileName, issues);
+  }
+  const crossIssues = checkCrossReferences(result.output);
+  if (crossIssues.length > 0) throw new ConfigError("config_invalid", fileName, crossIssues);
+  return result.output;
+}
+
+export interface LoadConfigOptions {
+  fileName: string;
+  /** Reads the file; resolves to undefined when it does not exist. Supplied by the runtime adapter. */
+  readText: (fileName: string) => Promise<string | undefined>;
+  /** When true (the default), a missing file gives the defaults; when false it is an error. */
+  optional?: boolean;
+}
+
+export async function loadConfig(options: LoadConfigOptions): Promise<AppConfig> {
+  const text = await options.readText(options.fileName);
+  if (text === undefined) {
+    if (options.optional ?? true) return validateConfig({}, options.fileName);
+    throw new ConfigError("config_not_found", options.fileName, [
+      { path: "", message: "file not found; create it or point to an existing config file" },
+    ]);
+  }
+  return parseConfigText(text, options.fileName);
+}
+
+function describeYamlError(error: unknown): string {
+  if (error instanceof YAMLParseError) {
+    // The package appends " at line L, column C:" and a source excerpt; keep the one-line reason.
+    const reason = (error.message.split(/ at line \d+, column \d+/)[0] ?? error.message).trim();
+    const pos = error.linePos?.[0];
+    return pos === undefined
+      ? `not valid YAML: ${reason}`
+      : `not valid YAML (line ${pos.line}, column ${pos.col}): ${reason}`;
+  }
+  const reason = error instanceof Error ? error.message : String(error);
+  return `not valid YAML: ${reason.split("\n")[0]}`;
+}
+
+/** Rules that span several keys: unique model names, required model id, default_model known. */
+function checkCrossReferences(config: AppConfig): ConfigIssue[] {
+  const issues: ConfigIssue[] = [];
+  const firstIndexByName = new Map<string, number>();
+  config.models.forEach((model, index) => {
+    const at = (key: string) => formatKeyPath([{ key: "models" }, { key: index }, { key }]);
+    if (model.name === DEMO_MODEL_NAME && model.use !== "demo") {
+      issues.push({
+        path: at("name"),
+        message: `"${DEMO_MODEL_NAME}" is reserved for the built-in demo model; choose another name`,
+      });
+    }
+    const earlier = firstIndexByName.get(model.name);
+    if (earlier === undefined) firstIndexByName.set(model.name, index);
+    else {
+      issues.push({
+        path: at("name"),
+        message: `duplicate model name "${model.name}" (already used by models[${earlier}]); model names must be unique`,
+      });
+    }
+    if (model.use === "openai-compatible" && model.model === undefined) {
+      issues.push({
+        path: at("model"),
+        message: `required when use is "openai-compatible"; set it to the provider's model id (e.g. gpt-4o-mini)`,
+      });
+    }
+  });
+  if (config.default_model !== undefined && !availableModelNames(config).includes(config.default_model)) {
+    issues.push({
+      path: "default_model",
+      message: `"${config.default_model}" is not a configured model; expected one of: ${availableModelNames(config)
+        .map((name) => JSON.stringify(name))
+        .join(", ")}`,
+    });
+  }
+  return issues;
+}
+
+/** Configured model names, then the built-in demo model when it is not listed. */
+export function availableModelNames(config: Pick<AppConfig, "models">): string[] {
+  const names = config.models.map((model) => model.name);
+  if (!names.includes(DEMO_MODEL_NAME)) names.push(DEMO_MODEL_NAME);
+  return names;
+}

@@ -1,0 +1,156 @@
+import * as v from "valibot";
+
+/** The built-in offline model; always available, whether or not config.yaml lists it. */
+export const DEMO_MODEL_NAME = "demo";
+export const DEFAULT_BASE_URL = "https://api.openai.com/v1";
+export const DEFAULT_MODEL_TIMEOUT_MS = 120_000;
+export const DEFAULT_RECURSION_LIMIT = 100;
+export const DEFAULT_STORAGE_BASE = ".deer-flow";
+
+export const MODEL_NAME_PATTERN = /^[A-Za-z0-9_.-]+$/;
+const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const HEADER_NAME_PATTERN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** Headers that carry credentials: a secret never lives in the config file. */
+const SECRET_HEADER_NAMES = new Set(["authorization", "proxy-authorization", "api-key", "x-api-key", "cookie"]);
+
+export const MODEL_PROVIDERS = ["openai-compatible", "demo"] as const;
+export type ModelProvider = (typeof MODEL_PROVIDERS)[number];
+
+function isMapping(input: unknown): input is Record<string, unknown> {
+  return typeof input === "object" && input !== null && !Array.isArray(input);
+}
+
+/** How a YAML value is named in messages ("a list", "a mapping", "42", "\"gpt\""). */
+export function describeValue(input: unknown): string {
+  if (input === null) return "null";
+  if (input === undefined) return "nothing";
+  if (Array.isArray(input)) return "a list";
+  if (typeof input === "object") return "a mapping";
+  if (typeof input === "string") return JSON.stringify(input);
+  return String(input);
+}
+
+/**
+ * A strict mapping: unknown keys fail. valibot's object schemas accept arrays, so a list where a
+ * mapping belongs is rejected first, instead of surfacing as "unknown key 0".
+ */
+export function mapping<const TEntries extends v.ObjectEntries>(entries: TEntries) {
+  return v.pipe(
+    v.custom<v.InferInput<v.StrictObjectSchema<TEntries, undefined>>>(
+      isMapping,
+      (issue) => `expected a mapping, got ${describeValue(issue.input)}`,
+    ),
+    v.strictObject(entries),
+  );
+}
+
+const nonEmptyString = v.pipe(
+  v.string(),
+  v.minLength(1, () => "expected a non-empty string, got \"\""),
+);
+
+const positiveInteger = v.pipe(
+  v.number(),
+  v.integer((issue) => `expected a whole number, got ${issue.received}`),
+  v.minValue(1, (issue) => `expected a number >= 1, got ${issue.received}`),
+);
+
+function isHttpUrl(input: string): boolean {
+  try {
+    const url = new URL(input);
+    return url.protocol === "http:" || url.protocol === "https:";
+  } catch {
+    return false;
+  }
+}
+
+const headerName = v.pipe(
+  v.string(),
+  v.regex(HEADER_NAME_PATTERN, (issue) => `expected an HTTP header name, got ${issue.received}`),
+  v.check(
+    (name) => !SECRET_HEADER_NAMES.has(name.toLowerCase()),
+    (issue) =>
+      `header ${issue.received} carries a secret and must not be written in the config file; put the key in an environment variable and name it with api_key_env`,
+  ),
+);
+
+export const ModelConfigSchema = mapping({
+  name: v.pipe(
+    v.string(),
+    v.regex(
+      MODEL_NAME_PATTERN,
+      (issue) => `expected a name made of letters, digits, "_", "." or "-", got ${issue.received}`,
+    ),
+  ),
+  use: v.picklist(MODEL_PROVIDERS),
+  /** The provider's model id (gpt-4o-mini, deepseek-chat ...); required for openai-compatible. */
+  model: v.optional(nonEmptyString),
+  base_url: v.optional(
+    v.pipe(
+      v.string(),
+      v.check(isHttpUrl, (issue) => `expected an http(s) URL such as ${DEFAULT_BASE_URL}, got ${issue.received}`),
+    ),
+    DEFAULT_BASE_URL,
+  ),
+  /** Name of the environment variable that holds the API key; the key itself never goes in the file. */
+  api_key_env: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(
+        ENV_NAME_PATTERN,
+        (issue) => `expected an environment variable name such as OPENAI_API_KEY, got ${issue.received}`,
+      ),
+    ),
+  ),
+  display_name: v.optional(v.string()),
+  description: v.optional(v.string()),
+  max_tokens: v.optional(positiveInteger),
+  temperature: v.optional(
+    v.pipe(
+      v.number(),
+      v.minValue(0, (issue) => `expected a number from 0 to 2, got ${issue.received}`),
+      v.maxValue(2, (issue) => `expected a number from 0 to 2, got ${issue.received}`),
+    ),
+  ),
+  timeout_ms: v.optional(positiveInteger, DEFAULT_MODEL_TIMEOUT_MS),
+  supports_vision: v.optional(v.boolean()),
+  supports_thinking: v.optional(v.boolean()),
+  extra_headers: v.optional(v.record(headerName, v.string())),
+  context_window: v.optional(positiveInteger),
+});
+
+export const SandboxConfigSchema = mapping({
+  /** virtual: in-process, no host access (default). local: host processes, opt-in. */
+  use: v.optional(v.picklist(["virtual", "local"]), "virtual"),
+});
+
+export const StorageConfigSchema = mapping({
+  driver: v.optional(v.picklist(["memory", "fs"]), "fs"),
+  base: v.optional(nonEmptyString, DEFAULT_STORAGE_BASE),
+});
+
+export const AgentConfigSchema = mapping({
+  system_prompt: v.optional(v.string()),
+  recursion_limit: v.optional(positiveInteger, DEFAULT_RECURSION_LIMIT),
+});
+
+/**
+ * The top-level sections. Exported so a later section can be added in one place; every section is
+ * optional and an empty (null) section means "all defaults".
+ */
+export const appConfigEntries = {
+  models: v.nullish(v.array(ModelConfigSchema), []),
+  default_model: v.optional(nonEmptyString),
+  sandbox: v.nullish(SandboxConfigSchema, {}),
+  storage: v.nullish(StorageConfigSchema, {}),
+  agent: v.nullish(AgentConfigSchema, {}),
+};
+
+export const AppConfigSchema = mapping(appConfigEntries);
+
+export type AppConfig = v.InferOutput<typeof AppConfigSchema>;
+export type AppConfigInput = v.InferInput<typeof AppConfigSchema>;
+export type ModelConfig = v.InferOutput<typeof ModelConfigSchema>;
+export type SandboxConfig = v.InferOutput<typeof SandboxConfigSchema>;
+export type StorageConfig = v.InferOutput<typeof StorageConfigSchema>;
+export type AgentConfig = v.InferOutput<typeof AgentConfigSchema>;

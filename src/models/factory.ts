@@ -1,0 +1,91 @@
+import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
+import { availableModelNames } from "../config/load.ts";
+import { DEMO_MODEL_NAME, type AppConfig, type ModelConfig, type ModelProvider } from "../config/schema.ts";
+import type { Env } from "../ports/runtime-ports.ts";
+import { DemoChatModel } from "./demo.ts";
+import { ModelError } from "./errors.ts";
+import { ChatOpenAICompatible, type FetchLike } from "./openai-compatible.ts";
+
+export interface CreateChatModelOptions {
+  /** Replaces the global fetch of OpenAI-compatible models (tests, proxies). */
+  fetch?: FetchLike;
+}
+
+export interface ModelDescription {
+  name: string;
+  provider: ModelProvider;
+  /** The provider's model id; "demo" for the demo model. */
+  model: string;
+  is_demo: boolean;
+  display_name?: string;
+}
+
+/** The model a run uses: the requested name, else default_model, else the first listed, else demo. */
+export function resolveModelName(config: AppConfig, name: string | undefined): string {
+  return name ?? config.default_model ?? config.models[0]?.name ?? DEMO_MODEL_NAME;
+}
+
+function findModel(config: AppConfig, name: string): ModelConfig | undefined {
+  const listed = config.models.find((model) => model.name === name);
+  if (listed !== undefined) return listed;
+  if (name === DEMO_MODEL_NAME) return { name: DEMO_MODEL_NAME, use: "demo", base_url: "", timeout_ms: 0 };
+  throw new ModelError(
+    `Unknown model "${name}"; available models: ${availableModelNames(config)
+      .map((n) => `"${n}"`)
+      .join(", ")}. Pick one of them or add "${name}" under models in config.yaml`,
+    { code: "unknown_model" },
+  );
+}
+
+export function createChatModel(
+  config: AppConfig,
+  name: string | undefined,
+  env: Env,
+  options: CreateChatModelOptions = {},
+): BaseChatModel {
+  const resolved = resolveModelName(config, name);
+  const entry = findModel(config, resolved)!;
+  if (entry.use === "demo") return new DemoChatModel();
+
+  if (entry.model === undefined) {
+    throw new ModelError(
+      `Model "${entry.name}" has no provider model id; set models[].model for it in config.yaml (e.g. gpt-4o-mini)`,
+      { code: "missing_model_id" },
+    );
+  }
+  let apiKey: string | undefined;
+  if (entry.api_key_env !== undefined) {
+    apiKey = env.get(entry.api_key_env);
+    if (apiKey === undefined || apiKey.trim() === "") {
+      throw new ModelError(
+        `Model "${entry.name}" needs an API key in the environment variable ${entry.api_key_env}, which is not set; set ${entry.api_key_env} or choose another model`,
+        { code: "missing_api_key" },
+      );
+    }
+  }
+  return new ChatOpenAICompatible({
+    model: entry.model,
+    baseUrl: entry.base_url,
+    ...(apiKey === undefined ? {} : { apiKey: apiKey.trim() }),
+    ...(entry.api_key_env === undefined ? {} : { apiKeyEnv: entry.api_key_env }),
+    ...(entry.temperature === undefined ? {} : { temperature: entry.temperature }),
+    ...(entry.max_tokens === undefined ? {} : { maxTokens: entry.max_tokens }),
+    timeoutMs: entry.timeout_ms,
+    ...(entry.extra_headers === undefined ? {} : { extraHeaders: entry.extra_headers }),
+    ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+  });
+}
+
+/** What a UI or the CLI shows about a model: which provider, which model id, and whether it is the demo. */
+export function describeModel(name: string | undefined, config: AppConfig): ModelDescription {
+  const entry = findModel(config, resolveModelName(config, name))!;
+  const isDemo = entry.use === "demo";
+  const description: ModelDescription = {
+    name: entry.name,
+    provider: entry.use,
+    model: isDemo ? DEMO_MODEL_NAME : (entry.model ?? ""),
+    is_demo: isDemo,
+  };
+  if (entry.display_name !== undefined) description.display_name = entry.display_name;
+  return description;
+}

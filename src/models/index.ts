@@ -1,0 +1,27 @@
+export {
+  DEMO_INSPECT_COMMAND,
+  DEMO_MODEL_MARKER,
+  DEMO_NOTES_PATH,
+  DEMO_WORKSPACE,
+  DemoChatModel,
+  type DemoChatModelCallOptions,
+  type DemoChatModelFields,
+} from "./demo.ts";
+export { ModelError, isModelError, type ModelErrorCode, type ModelErrorFields } from "./errors.ts";
+export {
+  createChatModel,
+  describeModel,
+  resolveModelName,
+  type CreateChatModelOptions,
+  type ModelDescription,
+} from "./factory.ts";
+export {
+  ChatOpenAICompatible,
+  DEFAULT_OPENAI_BASE_URL,
+  toOpenAIMessages,
+  type ChatOpenAICompatibleCallOptions,
+  type ChatOpenAICompatibleFields,
+  type FetchLike,
+  type OpenAIChatMessage,
+} from "./openai-compatible.ts";
+export { toOpenAITool, toOpenAIToolChoice, type OpenAIFunctionTool } from "./tools.ts";
