@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# npm test: type-check, the whole vitest suite on Node, then test/portable/ inside Deno and Bun.
+# npm test: type-check, the whole vitest suite on Node (plus the official LangGraph checkpoint
+# conformance suite against our KeyValue checkpointer), then test/portable/ inside Deno and Bun.
 # Prints "<runtime>: N passed, N failed" per runtime and a closing "N passed, N failed" line summed
 # over the runtimes; exits non-zero if the type check or any runtime failed.
 set -u
@@ -21,11 +22,12 @@ run() {
   "$@" --reporter=default --reporter=json --outputFile.json=".reports/vitest-$rt.json" || status=1
 }
 run node vitest run
+run checkpoint vitest run -c vitest.checkpoint.config.ts
 run deno deno run -A --unstable-no-legacy-abort node_modules/vitest/vitest.mjs run test/portable
 run bun bun --bun vitest run test/portable
 
 tp=0; tf=0
-for rt in node deno bun; do
+for rt in node checkpoint deno bun; do
   line=$(node -e '
     const fs = require("fs");
     try {

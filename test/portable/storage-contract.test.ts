@@ -84,6 +84,26 @@ describe(`fs KeyValue on disk (${runtime})`, () => {
     expect(await readdir(join(dir, "threads", "t1"))).toEqual(["meta"]);
   });
 
+  it("lists only the keys under the asked base, reading no other subtree", async () => {
+    const kv = createFsKeyValue(dir);
+    await kv.setItem("checkpoints:t1:c:1", 1);
+    await kv.setItem("checkpoints:t1:c:2", 2);
+    await kv.setItem("checkpoints:t2:c:1", 3);
+    await kv.setItem("sandbox:virtual:u:t1", 4);
+    expect((await kv.getKeys("checkpoints:t1")).sort()).toEqual(["checkpoints:t1:c:1", "checkpoints:t1:c:2"]);
+    expect((await kv.getKeys("checkpoints")).length).toBe(3);
+    expect(await kv.getKeys("missing")).toEqual([]);
+    expect((await kv.getKeys()).length).toBe(4);
+  });
+
+  it("never wipes other data when asked to clear one base", async () => {
+    const kv = createFsKeyValue(dir);
+    await kv.setItem("checkpoints:t1:c:1", 1);
+    await kv.setItem("sandbox:virtual:u:t1", 2);
+    await kv.clear("checkpoints");
+    expect(await kv.getItem("sandbox:virtual:u:t1")).toBe(2);
+  });
+
   it("a memory store does not share values between instances", async () => {
     const a = createMemoryKeyValue();
     await a.setItem("k", 1);

@@ -1,0 +1,298 @@
+import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative, sep } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { createStorage } from "unstorage";
+import type { Storage } from "unstorage";
+import memoryDriver from "unstorage/drivers/memory";
+import fsDriver from "unstorage/drivers/fs";
+import { Annotation, Command, END, START, StateGraph, interrupt } from "@langchain/langgraph/web";
+import { ERROR, INTERRUPT, MemorySaver, emptyCheckpoint, uuid6 } from "@langchain/langgraph-checkpoint";
+import type { BaseCheckpointSaver, Checkpoint, CheckpointTuple } from "@langchain/langgraph-checkpoint";
+import { CheckpointerError, KeyValueCheckpointSaver } from "../../src/runtime/kv-checkpointer.ts";
+
+const State = Annotation.Root({
+  messages: Annotation<string[]>({ reducer: (a, b) => a.concat(b), default: () => [] }),
+  turns: Annotation<number>({ reducer: (a, b) => a + b, default: () => 0 }),
+});
+
+function echoGraph(checkpointer: BaseCheckpointSaver) {
+  return new StateGraph(State)
+    .addNode("respond", (s) => ({ messages: [`echo:${s.messages.at(-1)}`], turns: 1 }))
+    .addEdge(START, "respond")
+    .addEdge("respond", END)
+    .compile({ checkpointer });
+}
+
+function approvalGraph(checkpointer: BaseCheckpointSaver) {
+  return new StateGraph(State)
+    .addNode("ask", () => {
+      const answer = interrupt<string, string>("approve?");
+      return { messages: [`answer:${answer}`] };
+    })
+    .addEdge(START, "ask")
+    .addEdge("ask", END)
+    .compile({ checkpointer });
+}
+
+const checkpoint = (id = uuid6(-1)): Checkpoint => ({ ...emptyCheckpoint(), id });
+const meta = { source: "loop" as const, step: 0, parents: {} };
+const memoryStorage = () => createStorage({ driver: memoryDriver() });
+
+const tempRoots: string[] = [];
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "deerflow-kv-checkpointer-"));
+  tempRoots.push(dir);
+  return dir;
+}
+afterAll(() => {
+  for (const dir of tempRoots) rmSync(dir, { recursive: true, force: true });
+});
+
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, encoding: "utf8" })
+    .map((p) => join(dir, p))
+    .filter((p) => statSync(p).isFile());
+}
+
+const HOSTILE_THREAD_IDS = [
+  "../../escape",
+  "..",
+  ".",
+  "a/b",
+  "a:b",
+  "a\\b",
+  "/abs",
+  "q?x=1#frag",
+  "ends-with$",
+  "__proto__",
+  "constructor",
+  "CON",
+  "Thread",
+  "thread",
+  "x",
+  "y",
+  " spaced ",
+  "%2F..%2F",
+  "ünïcødé 🦌",
+  "L".repeat(300),
+];
+const HOSTILE_NAMESPACES = ["", "parent:child", "../ns", "a|b"];
+
+async function listAll(saver: BaseCheckpointSaver, configurable: Record<string, unknown>): Promise<CheckpointTuple[]> {
+  const out: CheckpointTuple[] = [];
+  for await (const t of saver.list({ configurable })) out.push(t);
+  return out;
+}
+
+describe("KeyValueCheckpointSaver with a compiled StateGraph", () => {
+  it("keeps two turns on one thread, with state, history and persistence across instances", async () => {
+    const storage = memoryStorage();
+    const graph = echoGraph(new KeyValueCheckpointSaver({ storage }));
+    const config = { configurable: { thread_id: "thread-1" } };
+
+    await graph.invoke({ messages: ["hi"] }, config);
+    const second = await graph.invoke({ messages: ["again"] }, config);
+    expect(second).toEqual({ messages: ["hi", "echo:hi", "again", "echo:again"], turns: 2 });
+
+    const state = await graph.getState(config);
+    expect(state.values).toEqual(second);
+    expect(state.next).toEqual([]);
+    expect(state.metadata?.step).toBe(4);
+    expect(state.parentConfig?.configurable?.checkpoint_id).toBeTypeOf("string");
+
+    const history = [];
+    for await (const snapshot of graph.getStateHistory(config)) history.push(snapshot);
+    // input, respond per turn: -1, 0, 1 then 2, 3, 4; newest first.
+    expect(history.map((s) => s.metadata?.step)).toEqual([4, 3, 2, 1, 0, -1]);
+    expect(history.map((s) => s.metadata?.source)).toEqual(["loop", "loop", "input", "loop", "loop", "input"]);
+    expect(history[3]!.values).toEqual({ messages: ["hi", "echo:hi"], turns: 1 });
+    const ids = history.map((s) => s.config.configurable?.checkpoint_id as string);
+    expect([...ids].sort().reverse()).toEqual(ids);
+
+    // A fresh saver over the same storage is a restarted process: same state, same history.
+    const reopened = echoGraph(new KeyValueCheckpointSaver({ storage }));
+    const reopenedState = await reopened.getState(config);
+    expect(reopenedState.values).toEqual(state.values);
+    expect(reopenedState.config).toEqual(state.config);
+    const reopenedHistory = [];
+    for await (const snapshot of reopened.getStateHistory(config)) reopenedHistory.push(snapshot);
+    expect(reopenedHistory.map((s) => s.values)).toEqual(history.map((s) => s.values));
+
+    const third = await reopened.invoke({ messages: ["third"] }, config);
+    expect(third.turns).toBe(3);
+    expect(await graph.getState({ configurable: { thread_id: "other" } })).toMatchObject({ values: {} });
+  });
+
+  it("resumes an interrupt from a fresh saver instance (pending writes persist)", async () => {
+    const storage = memoryStorage();
+    const config = { configurable: { thread_id: "approval" } };
+    await approvalGraph(new KeyValueCheckpointSaver({ storage })).invoke({ messages: ["start"] }, config);
+
+    const reopened = approvalGraph(new KeyValueCheckpointSaver({ storage }));
+    const paused = await reopened.getState(config);
+    expect(paused.next).toEqual(["ask"]);
+    expect(paused.tasks[0]?.interrupts[0]?.value).toBe("approve?");
+    const resumed = await reopened.invoke(new Command({ resume: "yes" }), config);
+    expect(resumed.messages).toEqual(["start", "answer:yes"]);
+  });
+
+  it("time travel: a fork from an old checkpoint does not disturb the original branch", async () => {
+    const storage = memoryStorage();
+    const graph = echoGraph(new KeyValueCheckpointSaver({ storage }));
+    const config = { configurable: { thread_id: "fork" } };
+    await graph.invoke({ messages: ["one"] }, config);
+    await graph.invoke({ messages: ["two"] }, config);
+    const history = [];
+    for await (const snapshot of graph.getStateHistory(config)) history.push(snapshot);
+    const afterFirstTurn = history.find((s) => s.metadata?.step === 1)!;
+
+    const forkConfig = await graph.updateState(afterFirstTurn.config, { messages: ["edited"] });
+    const forked = await graph.invoke({ messages: ["branch"] }, forkConfig);
+    expect(forked.messages).toEqual(["one", "echo:one", "edited", "branch", "echo:branch"]);
+
+    const original = await graph.getState(history[0]!.config);
+    expect(original.values.messages).toEqual(["one", "echo:one", "two", "echo:two"]);
+  });
+});
+
+describe("KeyValueCheckpointSaver storage semantics", () => {
+  it("stores pending writes like MemorySaver: special channels replace, a repeated (task, idx) is kept once", async () => {
+    const memory = new MemorySaver();
+    const kv = new KeyValueCheckpointSaver({ storage: memoryStorage() });
+    const tuples = await Promise.all(
+      [memory, kv].map(async (saver) => {
+        const config = await saver.put({ configurable: { thread_id: "t" } }, checkpoint("1"), meta, {});
+        await saver.putWrites(config, [["a", 1], ["b", 2]], "task-b", "~x");
+        await saver.putWrites(config, [["a", "again"], ["c", 3]], "task-b", "~x");
+        await saver.putWrites(config, [[ERROR, "first"]], "task-a");
+        await saver.putWrites(config, [[ERROR, "second"], [INTERRUPT, "stop"]], "task-a");
+        await saver.putWrites(config, [["z", 0]], "task-a");
+        return saver.getTuple(config);
+      }),
+    );
+    expect(tuples[1]!.pendingWrites).toEqual(tuples[0]!.pendingWrites);
+    expect(tuples[1]!.pendingWrites).toEqual([
+      ["task-a", INTERRUPT, "stop"],
+      ["task-a", ERROR, "second"],
+      ["task-a", "z", 0],
+      ["task-b", "a", 1],
+      ["task-b", "b", 2],
+    ]);
+  });
+
+  it("round-trips binary values larger than one base64 chunk", async () => {
+    const kv = new KeyValueCheckpointSaver({ storage: memoryStorage() });
+    const config = await kv.put({ configurable: { thread_id: "bin" } }, checkpoint(), meta, {});
+    const bytes = new Uint8Array(100_003).map((_, i) => (i * 31) % 256);
+    await kv.putWrites(config, [["blob", bytes]], "task");
+    const [, , value] = (await kv.getTuple(config))!.pendingWrites![0]!;
+    expect(value).toBeInstanceOf(Uint8Array);
+    const read = value as Uint8Array;
+    expect(read.length).toBe(bytes.length);
+    expect(read.every((byte, i) => byte === bytes[i])).toBe(true);
+  });
+
+  it("does not lose either of two concurrent puts on the same thread", async () => {
+    const kv = new KeyValueCheckpointSaver({ storage: memoryStorage() });
+    const base = { configurable: { thread_id: "race", checkpoint_ns: "" } };
+    const ids = Array.from({ length: 20 }, () => uuid6(-1));
+    await Promise.all(ids.map((id) => kv.put(base, checkpoint(id), meta, {})));
+    const listed = await listAll(kv, base.configurable);
+    expect(listed.map((t) => t.checkpoint.id)).toEqual([...ids].sort().reverse());
+  });
+
+  it("fails with a stable code when the thread is missing or an id is not a string", async () => {
+    const kv = new KeyValueCheckpointSaver({ storage: memoryStorage() });
+    await expect(kv.put({ configurable: {} }, checkpoint(), meta, {})).rejects.toMatchObject({ code: "missing_thread_id" });
+    await expect(kv.putWrites({ configurable: { thread_id: "t" } }, [], "task")).rejects.toMatchObject({
+      code: "missing_checkpoint_id",
+    });
+    await expect(kv.put({ configurable: { thread_id: 42 } }, checkpoint(), meta, {})).rejects.toBeInstanceOf(CheckpointerError);
+    await expect(kv.getTuple({ configurable: { thread_id: "\uD800" } })).rejects.toMatchObject({ code: "invalid_config_value" });
+    expect(() => new KeyValueCheckpointSaver({ storage: memoryStorage(), prefix: "a/../b" })).toThrow(
+      expect.objectContaining({ code: "invalid_prefix" }),
+    );
+  });
+
+  it("mints channel versions that keep their order as strings and never repeat", () => {
+    const kv = new KeyValueCheckpointSaver({ storage: memoryStorage() });
+    const v1 = kv.getNextVersion(undefined);
+    const v2 = kv.getNextVersion(v1);
+    const v10 = kv.getNextVersion(9);
+    expect(String(v1) < String(v2)).toBe(true);
+    expect(String(v2).localeCompare(String(v10))).toBeLessThan(0);
+    expect(kv.getNextVersion(v1)).not.toBe(v2);
+  });
+});
+
+describe.each([
+  ["memory", () => ({ storage: memoryStorage() as Storage, root: undefined as string | undefined })],
+  [
+    "fs",
+    () => {
+      const root = tempDir();
+      return { storage: createStorage({ driver: fsDriver({ base: join(root, "store") }) }), root };
+    },
+  ],
+])("hostile ids on the %s driver", (_driver, open) => {
+  it("stores, lists and deletes every thread id and namespace without escaping the prefix", async () => {
+    const { storage, root } = open();
+    const saver = new KeyValueCheckpointSaver({ storage, prefix: "deerflow/checkpoints" });
+    const expected = new Map<string, string>();
+    for (const threadId of HOSTILE_THREAD_IDS) {
+      for (const checkpointNs of HOSTILE_NAMESPACES) {
+        const id = uuid6(-1);
+        const config = await saver.put({ configurable: { thread_id: threadId, checkpoint_ns: checkpointNs } }, checkpoint(id), meta, {});
+        await saver.putWrites(config, [["note", `${threadId}|${checkpointNs}`]], "../task:1");
+        expected.set(id, `${threadId}|${checkpointNs}`);
+      }
+    }
+    await storage.setItem("deerflow:checkpointsX:decoy", "not ours");
+    await storage.setItem("deerflow:checkpoints:c:not-a-segment", "not ours");
+
+    for (const threadId of HOSTILE_THREAD_IDS) {
+      for (const checkpointNs of HOSTILE_NAMESPACES) {
+        const tuple = await saver.getTuple({ configurable: { thread_id: threadId, checkpoint_ns: checkpointNs } });
+        expect(tuple?.config.configurable).toMatchObject({ thread_id: threadId, checkpoint_ns: checkpointNs });
+        expect(tuple?.pendingWrites).toEqual([["../task:1", "note", `${threadId}|${checkpointNs}`]]);
+      }
+      const perThread = await listAll(saver, { thread_id: threadId });
+      expect(perThread).toHaveLength(HOSTILE_NAMESPACES.length);
+    }
+    // "Thread" and "thread" stay apart even on a case-insensitive file system.
+    expect((await listAll(saver, { thread_id: "Thread" })).every((t) => t.config.configurable?.thread_id === "Thread")).toBe(true);
+
+    const everything = await listAll(saver, {});
+    expect(everything).toHaveLength(expected.size);
+    for (const t of everything) {
+      const { thread_id, checkpoint_ns } = t.config.configurable!;
+      expect(`${thread_id}|${checkpoint_ns}`).toBe(expected.get(t.checkpoint.id));
+    }
+
+    if (root) {
+      const store = join(root, "store");
+      const decoys = [join("deerflow", "checkpointsX", "decoy"), join("deerflow", "checkpoints", "c", "not-a-segment")];
+      const files = filesUnder(root).map((file) => relative(store, file));
+      expect(files.length).toBeGreaterThan(expected.size);
+      for (const rel of files) {
+        expect(rel.startsWith("..")).toBe(false);
+        if (decoys.includes(rel)) continue;
+        const parts = rel.split(sep);
+        expect(parts.slice(0, 2)).toEqual(["deerflow", "checkpoints"]);
+        for (const part of parts.slice(2)) expect(part).toMatch(/^(?:[xy][0-9a-f]*|[cbw])$/);
+        expect(Math.max(...parts.map((p) => p.length))).toBeLessThanOrEqual(201);
+      }
+    }
+
+    // A fresh instance sees the same data; deleteThread removes one thread and nothing else.
+    const reopened = new KeyValueCheckpointSaver({ storage, prefix: "deerflow:checkpoints" });
+    await reopened.deleteThread("../../escape");
+    expect(await reopened.getTuple({ configurable: { thread_id: "../../escape" } })).toBeUndefined();
+    expect(await listAll(reopened, { thread_id: "../../escape" })).toEqual([]);
+    expect(await reopened.getTuple({ configurable: { thread_id: ".." } })).toBeDefined();
+    expect(await listAll(reopened, {})).toHaveLength(expected.size - HOSTILE_NAMESPACES.length);
+    expect(await storage.getItem("deerflow:checkpointsX:decoy")).toBe("not ours");
+    await storage.dispose();
+  });
+});
