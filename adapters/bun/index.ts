@@ -1,0 +1,9 @@
+// deerflow-edge/bun: installs AsyncLocalStorage, then offers Bun's port implementations.
+import "../shared/als.ts";
+
+export { createBunEnv } from "./env.ts";
+export { createBunProcessRunner } from "./process-runner.ts";
+export { createFsKeyValue } from "../shared/fs-key-value.ts";
+export { createKeyValue, type KeyValueConfig } from "../shared/storage.ts";
+export { createLocalSandboxProvider } from "../shared/local-sandbox.ts";
+export { createCliHost } from "../shared/cli-host.ts";

@@ -1,0 +1,42 @@
+// AsyncLocalStorage first: LangGraph's interrupt() reads its config from it (toolchain P3).
+import "../shared/als.ts";
+import { main } from "../../src/cli/main.ts";
+import { createCliHost } from "../shared/cli-host.ts";
+import { createDenoEnv } from "./env.ts";
+import { createDenoProcessRunner } from "./process-runner.ts";
+
+declare const Deno: {
+  args: string[];
+  stdout: { writeSync(data: Uint8Array): number; isTerminal(): boolean };
+  stderr: { writeSync(data: Uint8Array): number; isTerminal(): boolean };
+  addSignalListener(signal: "SIGINT", handler: () => void): void;
+  removeSignalListener(signal: "SIGINT", handler: () => void): void;
+  exit(code: number): never;
+};
+
+const encoder = new TextEncoder();
+function writer(stream: typeof Deno.stdout) {
+  return {
+    write(text: string) {
+      const bytes = encoder.encode(text);
+      let offset = 0;
+      while (offset < bytes.length) offset += stream.writeSync(bytes.subarray(offset));
+    },
+    isTTY: stream.isTerminal(),
+  };
+}
+
+const code = await main(
+  createCliHost({
+    argv: Deno.args,
+    env: createDenoEnv(),
+    runner: createDenoProcessRunner(),
+    stdout: writer(Deno.stdout),
+    stderr: writer(Deno.stderr),
+    onInterrupt(handler) {
+      Deno.addSignalListener("SIGINT", handler);
+      return () => Deno.removeSignalListener("SIGINT", handler);
+    },
+  }),
+);
+Deno.exit(code);

@@ -1,0 +1,9 @@
+// deerflow-edge/deno: installs AsyncLocalStorage, then offers Deno's port implementations.
+import "../shared/als.ts";
+
+export { createDenoEnv } from "./env.ts";
+export { createDenoProcessRunner } from "./process-runner.ts";
+export { createFsKeyValue } from "../shared/fs-key-value.ts";
+export { createKeyValue, type KeyValueConfig } from "../shared/storage.ts";
+export { createLocalSandboxProvider } from "../shared/local-sandbox.ts";
+export { createCliHost } from "../shared/cli-host.ts";

@@ -1,0 +1,9 @@
+// deerflow-edge/node: installs AsyncLocalStorage, then offers Node's port implementations.
+import "../shared/als.ts";
+
+export { createNodeEnv } from "./env.ts";
+export { createNodeProcessRunner } from "./process-runner.ts";
+export { createFsKeyValue } from "../shared/fs-key-value.ts";
+export { createKeyValue, type KeyValueConfig } from "../shared/storage.ts";
+export { createLocalSandboxProvider } from "../shared/local-sandbox.ts";
+export { createCliHost } from "../shared/cli-host.ts";

@@ -1,0 +1,47 @@
+import { readFile } from "node:fs/promises";
+import { resolve } from "node:path";
+import type { CliHost, CliOutput } from "../../src/cli/host.ts";
+import { systemClock } from "../../src/core/clock.ts";
+import type { Env, ProcessRunner } from "../../src/ports/runtime-ports.ts";
+import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
+import { createLocalSandboxProvider } from "./local-sandbox.ts";
+import { createKeyValue } from "./storage.ts";
+
+export interface RuntimeBits {
+  readonly argv: readonly string[];
+  readonly env: Env;
+  readonly runner: ProcessRunner;
+  readonly stdout: CliOutput;
+  readonly stderr: CliOutput;
+  readonly onInterrupt: (handler: () => void) => () => void;
+}
+
+/**
+ * The CLI host every adapter shares: node:fs/promises exists on Node, Deno and Bun, so only
+ * argv, env, the process runner, the terminal and Ctrl-C differ per runtime.
+ */
+export function createCliHost(bits: RuntimeBits): CliHost {
+  return {
+    argv: bits.argv,
+    env: bits.env,
+    clock: systemClock,
+    stdout: bits.stdout,
+    stderr: bits.stderr,
+    onInterrupt: bits.onInterrupt,
+    async readFile(path) {
+      try {
+        return await readFile(path, "utf8");
+      } catch (error) {
+        if ((error as { code?: string }).code === "ENOENT") return undefined;
+        throw error;
+      }
+    },
+    createStorage: (config) => createKeyValue(config.driver === "fs" ? { driver: "fs", base: resolve(config.base) } : { driver: "memory" }),
+    createSandboxProvider(config, storage) {
+      if (config.sandbox.use === "local") {
+        return createLocalSandboxProvider({ rootDir: resolve(config.storage.base), runner: bits.runner });
+      }
+      return createVirtualSandboxProvider({ storage });
+    },
+  };
+}

@@ -1,0 +1,107 @@
+import { parseConfigText, validateConfig, type AppConfig } from "../config/index.ts";
+import { DeerflowError, errorMessage } from "../core/errors.ts";
+import type { CliHost } from "./host.ts";
+import { runCommand } from "./run.ts";
+
+export const DEMO_TASK =
+  "Write a short project note about deerflow-edge (a TypeScript agent harness that runs on Node, Deno and Bun) to the workspace, then check how long it is.";
+
+export const USAGE = `deerflow-edge: DeerFlow's agent harness on Web-standard runtimes
+
+Usage:
+  deerflow-edge run "<prompt>" [--model NAME] [--thread ID] [--config FILE]
+  deerflow-edge demo [--model NAME] [--config FILE]     run the built-in demo task
+  deerflow-edge help
+
+Options:
+  --model NAME    a model from config.yaml's models: list, or "demo" (default: default_model, else demo)
+  --thread ID     continue an earlier conversation (default: a new thread)
+  --config FILE   the config file (default: $DEER_FLOW_CONFIG, else ./config.yaml, else embedded defaults)
+`;
+
+interface ParsedArgs {
+  command: string | undefined;
+  positionals: string[];
+  flags: Map<string, string>;
+}
+
+const VALUE_FLAGS = new Set(["--model", "--thread", "--config"]);
+
+function parseArgs(argv: readonly string[]): ParsedArgs {
+  const positionals: string[] = [];
+  const flags = new Map<string, string>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === "-h" || arg === "--help") {
+      flags.set("--help", "true");
+      continue;
+    }
+    if (arg.startsWith("--")) {
+      const eq = arg.indexOf("=");
+      const name = eq === -1 ? arg : arg.slice(0, eq);
+      if (!VALUE_FLAGS.has(name)) throw new DeerflowError("usage", `Unknown option ${name}; run "deerflow-edge help" for the options.`);
+      const value = eq === -1 ? argv[++i] : arg.slice(eq + 1);
+      if (value === undefined || value === "") throw new DeerflowError("usage", `Option ${name} needs a value.`);
+      flags.set(name, value);
+      continue;
+    }
+    positionals.push(arg);
+  }
+  return { command: positionals.shift(), positionals, flags };
+}
+
+/** --config FILE, else $DEER_FLOW_CONFIG, else ./config.yaml when present, else the embedded defaults. */
+export async function loadCliConfig(host: CliHost, explicit: string | undefined): Promise<{ config: AppConfig; source: string }> {
+  const named = explicit ?? host.env.get("DEER_FLOW_CONFIG");
+  if (named) {
+    const text = await host.readFile(named);
+    if (text === undefined) {
+      throw new DeerflowError("config_not_found", `Config file ${named} does not exist; create it or leave out --config to use the embedded defaults.`);
+    }
+    return { config: parseConfigText(text, named), source: `config ${named}` };
+  }
+  const local = await host.readFile("config.yaml");
+  if (local !== undefined) return { config: parseConfigText(local, "config.yaml"), source: "config config.yaml" };
+  return { config: validateConfig({}, "(embedded defaults)"), source: "embedded defaults" };
+}
+
+/** The whole CLI; returns the process exit code. */
+export async function main(host: CliHost): Promise<number> {
+  let args: ParsedArgs;
+  try {
+    args = parseArgs(host.argv);
+  } catch (error) {
+    host.stderr.write(`error: ${errorMessage(error)}\n`);
+    return 2;
+  }
+  if (!args.command || args.command === "help" || args.flags.has("--help")) {
+    (args.command && args.command !== "help" ? host.stdout : host.stdout).write(USAGE);
+    return args.command || args.flags.has("--help") ? 0 : 2;
+  }
+  try {
+    switch (args.command) {
+      case "run":
+      case "demo": {
+        const prompt = args.command === "demo" ? DEMO_TASK : args.positionals.join(" ").trim();
+        if (!prompt) {
+          host.stderr.write(`error: run needs a prompt, for example: deerflow-edge run "Summarise README.md"\n`);
+          return 2;
+        }
+        const { config, source } = await loadCliConfig(host, args.flags.get("--config"));
+        return await runCommand(host, {
+          prompt,
+          config,
+          configSource: source,
+          model: args.flags.get("--model"),
+          threadId: args.flags.get("--thread"),
+        });
+      }
+      default:
+        host.stderr.write(`error: unknown command "${args.command}"; run "deerflow-edge help" for the commands.\n`);
+        return 2;
+    }
+  } catch (error) {
+    host.stderr.write(`error: ${errorMessage(error).split("\n")[0]}\n`);
+    return 1;
+  }
+}

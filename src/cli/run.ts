@@ -1,0 +1,182 @@
+import { AIMessage, AIMessageChunk, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
+import { assembleLeadAgent } from "../agents/lead-agent.ts";
+import type { AppConfig } from "../config/index.ts";
+import { DeerflowError, errorMessage } from "../core/errors.ts";
+import { newId } from "../core/ids.ts";
+import { KeyValueCheckpointSaver } from "../runtime/kv-checkpointer.ts";
+import type { CliHost, CliOutput } from "./host.ts";
+
+export interface RunCommandOptions {
+  readonly prompt: string;
+  readonly model?: string;
+  readonly threadId?: string;
+  readonly config: AppConfig;
+  /** Where the config came from, for the header line. */
+  readonly configSource: string;
+}
+
+const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+/** A one-line spinner on a terminal; nothing at all when output is piped. */
+class Spinner {
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #frame = 0;
+  constructor(private readonly out: CliOutput) {}
+
+  start(label: string): void {
+    if (!this.out.isTTY || this.#timer) return;
+    const draw = () => this.out.write(`\r\x1b[2K\x1b[2m${SPINNER[this.#frame++ % SPINNER.length]} ${label}\x1b[0m`);
+    draw();
+    this.#timer = setInterval(draw, 80);
+  }
+
+  stop(): void {
+    if (!this.#timer) return;
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.out.write("\r\x1b[2K");
+  }
+}
+
+function oneLine(text: string, max = 100): string {
+  const flat = text.replace(/\s+/g, " ").trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+function textOf(message: BaseMessage): string {
+  const content = message.content;
+  if (typeof content === "string") return content;
+  return content.map((part) => (typeof part === "string" ? part : part.type === "text" ? String(part.text) : "")).join("");
+}
+
+function describeCall(name: string, args: Record<string, unknown>): string {
+  const shown = Object.entries(args)
+    .filter(([key]) => key !== "content" && key !== "description")
+    .map(([key, value]) => `${key}: ${oneLine(typeof value === "string" ? value : JSON.stringify(value), 60)}`)
+    .join(", ");
+  return `${name}(${shown})`;
+}
+
+/** The messages a node's update wrote, whatever shape the update took (object or channel tuples). */
+function updateMessages(update: unknown): BaseMessage[] {
+  const out: BaseMessage[] = [];
+  const visit = (value: unknown) => {
+    if (Array.isArray(value)) {
+      if (value.length === 2 && value[0] === "messages") return visit(value[1]);
+      for (const item of value) visit(item);
+      return;
+    }
+    if (value && typeof value === "object") {
+      if (typeof (value as BaseMessage).getType === "function") out.push(value as BaseMessage);
+      else if ("messages" in (value as Record<string, unknown>)) visit((value as Record<string, unknown>).messages);
+    }
+  };
+  visit(update);
+  return out;
+}
+
+/**
+ * `deerflow-edge run`: one task through the whole lead chain, streamed to the terminal: tokens as
+ * they come, each tool call with a short result, a spinner while waiting, then usage and time.
+ */
+export async function runCommand(host: CliHost, options: RunCommandOptions): Promise<number> {
+  const { stdout } = host;
+  const started = host.clock.now();
+  const storage = host.createStorage(options.config.storage);
+  const sandbox = host.createSandboxProvider(options.config, storage);
+  const checkpointer = new KeyValueCheckpointSaver({ storage });
+  const threadId = options.threadId ?? newId("thread");
+  const controller = new AbortController();
+  const unregister = host.onInterrupt(() => controller.abort(new DeerflowError("cancelled", "Cancelled by the user.")));
+  const spinner = new Spinner(stdout);
+  try {
+    const assembly = await assembleLeadAgent({
+      config: options.config,
+      model: options.model,
+      env: host.env,
+      services: { clock: host.clock, sandbox, storage, env: host.env, baseDir: options.config.storage.base },
+      checkpointer,
+    });
+    const modelName = assembly.model.name;
+    const isDemo = assembly.model.is_demo;
+    stdout.write(
+      `deerflow-edge · model ${modelName}${isDemo ? " (built-in demo model: a scripted offline session, no provider is called)" : ""}` +
+        ` · thread ${threadId} · ${options.configSource}\n\n`,
+    );
+    stdout.write(`> ${options.prompt}\n\n`);
+
+    let step = 0;
+    let midLine = false;
+    const waiting = (label: string) => {
+      if (stdout.isTTY) spinner.start(label);
+      else stdout.write(`… ${label}\n`);
+    };
+    waiting(`thinking (model step ${++step})`);
+    const runMessages: BaseMessage[] = [];
+    const stream = assembly.agent.stream(
+      { messages: [new HumanMessage(options.prompt)] },
+      { threadId, streamMode: ["messages", "updates"], signal: controller.signal, context: { thread_id: threadId, user_id: "default" } },
+    );
+    for await (const item of stream) {
+      const [mode, payload] = item as [string, unknown];
+      if (mode === "messages") {
+        const [chunk] = payload as [BaseMessage, Record<string, unknown>];
+        if (AIMessageChunk.isInstance(chunk)) {
+          const text = textOf(chunk);
+          if (text) {
+            spinner.stop();
+            stdout.write(text);
+            midLine = !text.endsWith("\n");
+          }
+        }
+        continue;
+      }
+      for (const [node, update] of Object.entries(payload as Record<string, unknown>)) {
+        for (const message of updateMessages(update)) {
+          runMessages.push(message);
+          if (AIMessage.isInstance(message) && node === "model") {
+            spinner.stop();
+            if (midLine) stdout.write("\n");
+            midLine = false;
+            for (const call of message.tool_calls ?? []) stdout.write(`\n  → ${describeCall(call.name, call.args)}\n`);
+            if ((message.tool_calls ?? []).length > 0) waiting(`running ${message.tool_calls!.length} tool call(s)`);
+          } else if (ToolMessage.isInstance(message)) {
+            spinner.stop();
+            const failed = message.status === "error";
+            stdout.write(`    ${failed ? "✗" : "✓"} ${message.name ?? "tool"}: ${oneLine(textOf(message)) || "(no output)"}\n`);
+          }
+        }
+        if (node === "tools") waiting(`thinking (model step ${++step})`);
+      }
+    }
+    spinner.stop();
+    if (midLine) stdout.write("\n");
+    const usage = runMessages.reduce(
+      (sum, m) => {
+        const u = AIMessage.isInstance(m) ? m.usage_metadata : undefined;
+        return u ? { input: sum.input + u.input_tokens, output: sum.output + u.output_tokens, total: sum.total + u.total_tokens } : sum;
+      },
+      { input: 0, output: 0, total: 0 },
+    );
+    const seconds = ((host.clock.now() - started) / 1000).toFixed(1);
+    stdout.write(`\n✓ done in ${seconds}s · tokens in ${usage.input} / out ${usage.output} / total ${usage.total}${isDemo ? " (estimated by the demo model)" : ""}\n`);
+    stdout.write(`  continue this conversation with --thread ${threadId}\n`);
+    return 0;
+  } catch (error) {
+    spinner.stop();
+    if (controller.signal.aborted) {
+      host.stderr.write("\nerror: cancelled by the user.\n");
+      return 130;
+    }
+    host.stderr.write(`\nerror: ${oneLineError(error)}\n`);
+    return 1;
+  } finally {
+    unregister();
+    // Closing the sandbox provider saves the thread's files to storage for the next run.
+    await sandbox.close().catch(() => {});
+  }
+}
+
+function oneLineError(error: unknown): string {
+  return errorMessage(error).split("\n")[0]!.trim();
+}

@@ -1,0 +1,27 @@
+/**
+ * deerflow-edge: the library entry. Web-API-only; a runtime adapter (deerflow-edge/node, /deno,
+ * /bun) adds file storage, host processes and the AsyncLocalStorage LangGraph's interrupt() needs.
+ */
+export * from "./extension-api/index.ts";
+export * from "./engine/index.ts";
+export * from "./state/index.ts";
+export * from "./ports/index.ts";
+export { DeerflowError } from "./core/errors.ts";
+export { systemClock, ManualClock } from "./core/clock.ts";
+export { mapEnv } from "./core/env.ts";
+export { parseConfigText, validateConfig, ConfigError, type AppConfig } from "./config/index.ts";
+export { ChatOpenAICompatible } from "./models/openai-compatible.ts";
+export { DemoChatModel } from "./models/demo.ts";
+export { createChatModel, describeModel } from "./models/factory.ts";
+export { normalizeToolResult, type ToolResultMeta } from "./middlewares/tool-result-meta.ts";
+export { createToolErrorHandlingMiddleware } from "./middlewares/tool-error-handling.ts";
+export { createDanglingToolCallMiddleware } from "./middlewares/dangling-tool-call.ts";
+export { createSystemMessageCoalescingMiddleware } from "./middlewares/system-message-coalescing.ts";
+export { createThreadDataMiddleware } from "./middlewares/thread-data.ts";
+export { createSandboxTools } from "./tools/sandbox-tools.ts";
+export { createVirtualSandboxProvider } from "./sandbox/virtual.ts";
+export { createMemoryKeyValue } from "./storage/key-value.ts";
+export { KeyValueCheckpointSaver } from "./runtime/kv-checkpointer.ts";
+export { assembleLeadAgent, buildLeadMiddlewares, LEAD_AGENT_NAME, type LeadAgentAssembly } from "./agents/lead-agent.ts";
+export { describeAgent, describeMiddleware } from "./agents/assembly-descriptor.ts";
+export { LEAD_AGENT_PROMPT } from "./agents/prompts.ts";
