@@ -16,7 +16,7 @@ import { SandboxError, VIRTUAL_DIRS, VIRTUAL_ROOT } from "../../src/ports/sandbo
 import type { DirEntry, ExecOptions, ExecResult, Sandbox, SandboxProvider, SandboxScope } from "../../src/ports/sandbox.ts";
 import { SandboxFileOps } from "../../src/sandbox/file-ops.ts";
 import type { BackendKind, FileBackend } from "../../src/sandbox/file-ops.ts";
-import { assertValidScope, scopeKey, TIMEOUT_EXIT_CODE, timeoutMessage } from "../../src/sandbox/scope.ts";
+import { SandboxRegistry, scopeKey, TIMEOUT_EXIT_CODE, timeoutMessage } from "../../src/sandbox/scope.ts";
 import { ProcessRunnerError } from "./process-runner-error.ts";
 
 export interface LocalSandboxProviderOptions {
@@ -190,10 +190,6 @@ export function createLocalSandboxProvider(options: LocalSandboxProviderOptions)
     shell: options.shell ?? "bash",
     env: { ...(options.env ?? {}) },
   };
-  const byScope = new Map<string, Promise<LocalSandbox>>();
-  const byId = new Map<string, LocalSandbox>();
-  let closed = false;
-
   async function open(scope: SandboxScope): Promise<LocalSandbox> {
     const configured = join(rootDir, "users", scope.userId, "threads", scope.threadId, "user-data");
     for (const name of ["workspace", "uploads", "outputs"]) await mkdir(join(configured, name), { recursive: true });
@@ -205,46 +201,19 @@ export function createLocalSandboxProvider(options: LocalSandboxProviderOptions)
           `Choose a rootDir made only of letters, digits, ".", "_", "-" and "/".`,
       );
     }
-    const sandbox = new LocalSandbox(`local:${scopeKey(scope)}`, { userId: scope.userId, threadId: scope.threadId }, userDataDir, settings);
-    byId.set(sandbox.id, sandbox);
-    return sandbox;
+    return new LocalSandbox(`local:${scopeKey(scope)}`, { userId: scope.userId, threadId: scope.threadId }, userDataDir, settings);
   }
+  const registry = new SandboxRegistry(open);
 
   return {
     kind: "local",
-    acquire(scope) {
-      if (closed) {
-        return Promise.reject(new SandboxError("sandbox_unavailable", "This sandbox provider was closed. Create a new provider."));
-      }
-      try {
-        assertValidScope(scope);
-      } catch (error) {
-        return Promise.reject(error);
-      }
-      const key = scopeKey(scope);
-      let pending = byScope.get(key);
-      if (!pending) {
-        pending = open(scope);
-        byScope.set(key, pending);
-        pending.catch(() => {
-          if (byScope.get(key) === pending) byScope.delete(key);
-        });
-      }
-      return pending;
-    },
-    get: (sandboxId) => byId.get(sandboxId),
+    acquire: (scope) => registry.acquire(scope),
+    get: (sandboxId) => registry.get(sandboxId),
     async release(sandboxId) {
-      const sandbox = byId.get(sandboxId);
-      if (!sandbox) return;
-      byId.delete(sandboxId);
-      byScope.delete(scopeKey(sandbox.scope));
-      sandbox.markReleased();
+      registry.release(sandboxId);
     },
     async close() {
-      closed = true;
-      for (const sandbox of byId.values()) sandbox.markReleased();
-      byId.clear();
-      byScope.clear();
+      registry.close();
     },
   };
 }

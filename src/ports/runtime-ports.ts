@@ -1,4 +1,4 @@
-/** Environment variables, read through a port so src/ never touches process/Deno/Bun. */
+/** Environment variables, read through a port so src/ never touches the runtime globals itself. */
 export interface Env {
   get(name: string): string | undefined;
 }

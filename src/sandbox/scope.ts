@@ -1,5 +1,5 @@
 import { SandboxError } from "../ports/sandbox.ts";
-import type { SandboxScope } from "../ports/sandbox.ts";
+import type { Sandbox, SandboxScope } from "../ports/sandbox.ts";
 
 /** DeerFlow's id alphabet for users and threads; safe as a host directory name and a storage key segment. */
 const SCOPE_ID = /^[A-Za-z0-9_-]{1,128}$/;
@@ -27,4 +27,69 @@ export const TIMEOUT_EXIT_CODE = 124;
 
 export function timeoutMessage(timeoutMs: number): string {
   return `Command timed out after ${timeoutMs} ms and was stopped. Run a shorter command, or pass a larger timeoutMs.`;
+}
+
+interface RegisteredSandbox extends Sandbox {
+  markReleased(): void;
+}
+
+/**
+ * The acquire/release bookkeeping every sandbox kind shares: one sandbox per (user, thread) while
+ * acquired, concurrent acquires of one scope share a single open, a failed open is forgotten so
+ * the next acquire retries, and nothing is handed out after close.
+ */
+export class SandboxRegistry<S extends RegisteredSandbox> {
+  readonly #byScope = new Map<string, Promise<S>>();
+  readonly #byId = new Map<string, S>();
+  readonly #open: (scope: SandboxScope) => Promise<S>;
+  #closed = false;
+
+  constructor(open: (scope: SandboxScope) => Promise<S>) {
+    this.#open = open;
+  }
+
+  acquire(scope: SandboxScope): Promise<S> {
+    if (this.#closed) {
+      return Promise.reject(new SandboxError("sandbox_unavailable", "This sandbox provider was closed. Create a new provider."));
+    }
+    try {
+      assertValidScope(scope);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const key = scopeKey(scope);
+    let pending = this.#byScope.get(key);
+    if (!pending) {
+      const opening = this.#open(scope).then((sandbox) => {
+        this.#byId.set(sandbox.id, sandbox);
+        return sandbox;
+      });
+      pending = opening;
+      this.#byScope.set(key, opening);
+      opening.catch(() => {
+        if (this.#byScope.get(key) === opening) this.#byScope.delete(key);
+      });
+    }
+    return pending;
+  }
+
+  get(sandboxId: string): S | undefined {
+    return this.#byId.get(sandboxId);
+  }
+
+  /** Marks the sandbox released and forgets it; undefined when it was not acquired. */
+  release(sandboxId: string): S | undefined {
+    const sandbox = this.#byId.get(sandboxId);
+    if (!sandbox) return undefined;
+    this.#byId.delete(sandboxId);
+    this.#byScope.delete(scopeKey(sandbox.scope));
+    sandbox.markReleased();
+    return sandbox;
+  }
+
+  /** Refuses further acquires and releases everything still acquired, returning it. */
+  close(): S[] {
+    this.#closed = true;
+    return [...this.#byId.keys()].map((id) => this.release(id)!);
+  }
 }

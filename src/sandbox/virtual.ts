@@ -6,7 +6,7 @@ import type { DirEntry, ExecOptions, ExecResult, Sandbox, SandboxProvider, Sandb
 import { createMemoryKeyValue } from "../storage/key-value.ts";
 import { SandboxFileOps } from "./file-ops.ts";
 import type { BackendKind, FileBackend } from "./file-ops.ts";
-import { assertValidScope, scopeKey, TIMEOUT_EXIT_CODE, timeoutMessage } from "./scope.ts";
+import { SandboxRegistry, scopeKey, TIMEOUT_EXIT_CODE, timeoutMessage } from "./scope.ts";
 
 export interface VirtualSandboxProviderOptions {
   /**
@@ -277,10 +277,7 @@ class VirtualSandbox implements Sandbox {
 export function createVirtualSandboxProvider(options: VirtualSandboxProviderOptions = {}): SandboxProvider {
   const storage = options.storage ?? createMemoryKeyValue();
   const defaultTimeoutMs = options.defaultTimeoutMs ?? VIRTUAL_DEFAULT_TIMEOUT_MS;
-  const byScope = new Map<string, Promise<VirtualSandbox>>();
-  const byId = new Map<string, VirtualSandbox>();
   const persisting = new Map<string, Promise<void>>();
-  let closed = false;
 
   async function useDefenseInDepth(): Promise<boolean> {
     if (options.defenseInDepth === false) return false;
@@ -289,7 +286,7 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
       throw new SandboxError(
         "sandbox_unavailable",
         "just-bash's defense-in-depth layer cannot start on this runtime (it failed to patch Module._resolveFilename). " +
-          "Pass defenseInDepth: false (just-bash still has no host access), or run on Node or Deno.",
+          "Pass defenseInDepth: false (just-bash still has no host access), or run on Node or on Deno instead.",
       );
     }
     return supported;
@@ -300,17 +297,11 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
     await persisting.get(key);
     const defense = await useDefenseInDepth();
     const fs = await restoreSnapshot(await storage.getItem(key), key);
-    const sandbox = new VirtualSandbox(`virtual:${scopeKey(scope)}`, { userId: scope.userId, threadId: scope.threadId }, fs, defense, defaultTimeoutMs);
-    byId.set(sandbox.id, sandbox);
-    return sandbox;
+    return new VirtualSandbox(`virtual:${scopeKey(scope)}`, { userId: scope.userId, threadId: scope.threadId }, fs, defense, defaultTimeoutMs);
   }
+  const registry = new SandboxRegistry(open);
 
-  async function release(sandboxId: string): Promise<void> {
-    const sandbox = byId.get(sandboxId);
-    if (!sandbox) return;
-    byId.delete(sandboxId);
-    byScope.delete(scopeKey(sandbox.scope));
-    sandbox.markReleased();
+  async function persist(sandbox: VirtualSandbox): Promise<void> {
     const key = virtualSandboxStorageKey(sandbox.scope);
     const previous = persisting.get(key);
     // Registered before the first await, so an acquire of this scope waits for the write.
@@ -329,31 +320,14 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
 
   return {
     kind: "virtual",
-    acquire(scope) {
-      if (closed) {
-        return Promise.reject(new SandboxError("sandbox_unavailable", "This sandbox provider was closed. Create a new provider."));
-      }
-      try {
-        assertValidScope(scope);
-      } catch (error) {
-        return Promise.reject(error);
-      }
-      const key = scopeKey(scope);
-      let pending = byScope.get(key);
-      if (!pending) {
-        pending = open(scope);
-        byScope.set(key, pending);
-        pending.catch(() => {
-          if (byScope.get(key) === pending) byScope.delete(key);
-        });
-      }
-      return pending;
+    acquire: (scope) => registry.acquire(scope),
+    get: (sandboxId) => registry.get(sandboxId),
+    async release(sandboxId) {
+      const sandbox = registry.release(sandboxId);
+      if (sandbox) await persist(sandbox);
     },
-    get: (sandboxId) => byId.get(sandboxId),
-    release,
     async close() {
-      closed = true;
-      await Promise.all([...byId.keys()].map((id) => release(id)));
+      await Promise.all(registry.close().map(persist));
     },
   };
 }
