@@ -323,20 +323,35 @@ export class Agent {
     return { ticket, runtime: { ...ticket.runtimeBase, writer } };
   }
 
-  async #beforeAgentNode(state: EngineState, config: LangGraphRunnableConfig, exit: string) {
-    const { ticket, runtime } = this.#runtime(config);
-    const writes: Array<[string, unknown]> = [];
+  /**
+   * Runs node hooks in order on a working state, recording each update as ordered channel writes
+   * so the next hook sees it; stops at the first (declared) jump and returns it.
+   */
+  async #runHooks(
+    hooks: readonly BoundHook[],
+    state: EngineState,
+    runtime: AgentRuntime,
+    ticket: RunTicket,
+    writes: Array<[string, unknown]>,
+  ): Promise<{ state: EngineState; jump?: JumpTarget }> {
     let working = state;
-    ticket.lastState = working;
-    for (const hook of this.#hooks.beforeAgent) {
+    for (const hook of hooks) {
       const result = await hook.fn(working, runtime);
       if (!result) continue;
       const { jumpTo, ...update } = result;
       working = applyEngineUpdate(working, update, writes);
       ticket.lastState = working;
-      if (jumpTo) return this.#route(checkJump(hook, jumpTo), working, writes, exit);
+      if (jumpTo) return { state: working, jump: checkJump(hook, jumpTo) };
     }
-    return new Command({ update: writes, goto: NODE.model });
+    return { state: working };
+  }
+
+  async #beforeAgentNode(state: EngineState, config: LangGraphRunnableConfig, exit: string) {
+    const { ticket, runtime } = this.#runtime(config);
+    ticket.lastState = state;
+    const writes: Array<[string, unknown]> = [];
+    const { state: working, jump } = await this.#runHooks(this.#hooks.beforeAgent, state, runtime, ticket, writes);
+    return this.#route(jump ?? "model", working, writes, exit);
   }
 
   async #modelNode(state: EngineState, config: LangGraphRunnableConfig, exit: string) {
@@ -344,19 +359,10 @@ export class Agent {
     ticket.lastState = state;
     if (state.jump_to === "end") return new Command({ update: { jump_to: null }, goto: exit });
     const writes: Array<[string, unknown]> = [];
-    let working = state;
-    for (const hook of this.#hooks.beforeModel) {
-      const result = await hook.fn(working, runtime);
-      if (!result) continue;
-      const { jumpTo, ...update } = result;
-      working = applyEngineUpdate(working, update, writes);
-      ticket.lastState = working;
-      if (jumpTo) {
-        const target = checkJump(hook, jumpTo);
-        if (target !== "model") return this.#route(target, working, writes, exit);
-        break; // "model" from beforeModel: straight to the call, skipping the remaining beforeModel hooks
-      }
-    }
+    const before = await this.#runHooks(this.#hooks.beforeModel, state, runtime, ticket, writes);
+    // "model" from beforeModel goes straight to the call, skipping the remaining beforeModel hooks.
+    if (before.jump && before.jump !== "model") return this.#route(before.jump, before.state, writes, exit);
+    let working = before.state;
 
     const request: ModelRequest = {
       model: this.model,
@@ -373,15 +379,9 @@ export class Agent {
     working = applyEngineUpdate(working, { messages: [response] }, writes);
     ticket.lastState = working;
 
-    for (const hook of this.#hooks.afterModel) {
-      const result = await hook.fn(working, runtime);
-      if (!result) continue;
-      const { jumpTo, ...update } = result;
-      working = applyEngineUpdate(working, update, writes);
-      ticket.lastState = working;
-      if (jumpTo) return this.#route(checkJump(hook, jumpTo), working, writes, exit);
-    }
-    return this.#route(pendingToolCalls(working.messages).length > 0 ? "tools" : "end", working, writes, exit);
+    const after = await this.#runHooks(this.#hooks.afterModel, working, runtime, ticket, writes);
+    if (after.jump) return this.#route(after.jump, after.state, writes, exit);
+    return this.#route(pendingToolCalls(after.state.messages).length > 0 ? "tools" : "end", after.state, writes, exit);
   }
 
   #route(target: JumpTarget, working: EngineState, writes: Array<[string, unknown]>, exit: string): Command {
@@ -418,16 +418,9 @@ export class Agent {
   async #afterAgentNode(state: EngineState, config: LangGraphRunnableConfig) {
     const { ticket, runtime } = this.#runtime(config);
     ticket.afterAgentRan = true;
+    ticket.lastState = state;
     const writes: Array<[string, unknown]> = [];
-    let working = state;
-    ticket.lastState = working;
-    for (const hook of this.#hooks.afterAgent) {
-      const result = await hook.fn(working, runtime);
-      if (!result) continue;
-      const { jumpTo: _ignored, ...update } = result;
-      working = applyEngineUpdate(working, update, writes);
-      ticket.lastState = working;
-    }
+    await this.#runHooks(this.#hooks.afterAgent, state, runtime, ticket, writes);
     return new Command({ update: writes });
   }
 }
