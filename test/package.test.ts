@@ -1,0 +1,46 @@
+import { readFile } from "node:fs/promises";
+import { describe, expect, it } from "vitest";
+import * as library from "deerflow-edge";
+import * as extensionApi from "deerflow-edge/extension-api";
+
+const pkg = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8"));
+
+describe("the package", () => {
+  it("is the ESM package deerflow-edge with its bin and five entry points", () => {
+    expect(pkg.name).toBe("deerflow-edge");
+    expect(pkg.type).toBe("module");
+    expect(Object.keys(pkg.bin)).toEqual(["deerflow-edge"]);
+    expect(Object.keys(pkg.exports).sort()).toEqual([".", "./bun", "./deno", "./extension-api", "./node"]);
+  });
+
+  it("pins every dependency to an exact version", () => {
+    for (const [name, version] of Object.entries({ ...pkg.dependencies, ...pkg.devDependencies })) {
+      expect(version, name).toMatch(/^\d+\.\d+\.\d+$/);
+    }
+    expect(pkg.devDependencies.vitest).toBe("4.1.12");
+    expect(pkg.devDependencies.vite).toBe("8.3.8");
+    for (const name of ["hono", "@langchain/core", "@langchain/langgraph", "valibot", "unstorage", "yaml", "just-bash"]) {
+      expect(pkg.dependencies[name], name).toBeDefined();
+    }
+    for (const name of ["deno", "bun", "typescript"]) expect(pkg.devDependencies[name], name).toBeDefined();
+  });
+
+  it("exports the library's named helpers from its entry", () => {
+    expect(library.normalizeToolResult({ toolName: "bash", content: "Error: 401 Unauthorized" })).toEqual({
+      status: "error",
+      error_type: "auth",
+      recoverable_by_model: false,
+      recommended_next_action: "stop",
+      source: "tool_return",
+    });
+    for (const name of ["createAgent", "assembleLeadAgent", "canonicalHash", "KeyValueCheckpointSaver", "createVirtualSandboxProvider", "DemoChatModel", "ChatOpenAICompatible"]) {
+      expect(typeof (library as Record<string, unknown>)[name], name).toBe("function");
+    }
+  });
+
+  it("exports the plugin contract from deerflow-edge/extension-api", async () => {
+    expect(extensionApi.canonicalJson({ b: 1, a: 2 })).toBe('{"a":2,"b":1}');
+    expect(extensionApi.Placement.MODEL_LOGICAL).toBe("model_logical");
+    expect(typeof extensionApi.provenanceKwargs).toBe("function");
+  });
+});
