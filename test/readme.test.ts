@@ -1,0 +1,32 @@
+// Keeps README's extension example true: the same middleware, run through the engine.
+import { describe, expect, it } from "vitest";
+import { AIMessage, HumanMessage, SystemMessage } from "@langchain/core/messages";
+import { fakeModel } from "@langchain/core/testing";
+import { createAgent, systemClock, type AgentMiddleware } from "deerflow-edge";
+import { ContentKind, provenanceKwargs, readProvenance } from "deerflow-edge/extension-api";
+
+const policy = "Answer in British English.";
+
+const spelling: AgentMiddleware = {
+  name: "acme.spelling",
+  async wrapModelCall(request, handler) {
+    const note = new SystemMessage({
+      content: policy,
+      additional_kwargs: provenanceKwargs({ contentKind: ContentKind.MIDDLEWARE_INJECTION, producerKind: "acme.spelling" }),
+    });
+    return handler({ ...request, messages: [note, ...request.messages] });
+  },
+  releasePolicyParameters: () => ({ policy }),
+};
+
+describe("README: writing an extension", () => {
+  it("injects a stamped note into the request only", async () => {
+    const model = fakeModel().respond(new AIMessage("Colour noted."));
+    const agent = createAgent({ model, middlewares: [spelling], services: { clock: systemClock } });
+    const state = await agent.invoke({ messages: [new HumanMessage("hi")] });
+    const sent = model.calls[0]!.messages;
+    expect(sent[0]!.content).toBe(policy);
+    expect(readProvenance(sent[0]!.additional_kwargs)).toMatchObject({ contentKind: "middleware_injection", producerKind: "acme.spelling" });
+    expect(state.messages.map((m) => m.content)).toEqual(["hi", "Colour noted."]);
+  });
+});
