@@ -1,6 +1,6 @@
 import type { ProcessRunner } from "../../src/ports/runtime-ports.ts";
 import { spawnFailed } from "../shared/process-runner-error.ts";
-import { superviseProcess } from "../shared/supervise-process.ts";
+import { groupKiller, superviseProcess } from "../shared/supervise-process.ts";
 
 // Only what this file uses; the project type-checks with @types/node, not bun-types.
 interface BunSubprocess {
@@ -46,24 +46,12 @@ export function createBunProcessRunner(): ProcessRunner {
       } catch (error) {
         throw spawnFailed(command, options.cwd, error);
       }
-      const spawned = child;
       return superviseProcess(
         {
-          stdout: spawned.stdout,
-          stderr: spawned.stderr,
-          exited: spawned.exited,
-          kill: () => {
-            try {
-              if (ownGroup) process.kill(-spawned.pid, "SIGKILL");
-              else spawned.kill("SIGKILL");
-            } catch {
-              try {
-                spawned.kill("SIGKILL");
-              } catch {
-                // already gone
-              }
-            }
-          },
+          stdout: child.stdout,
+          stderr: child.stderr,
+          exited: child.exited,
+          kill: groupKiller(child, ownGroup, (pid, signal) => process.kill(pid, signal)),
         },
         options,
       );

@@ -1,6 +1,6 @@
 import type { ProcessRunner } from "../../src/ports/runtime-ports.ts";
 import { ProcessRunnerError, spawnFailed } from "../shared/process-runner-error.ts";
-import { superviseProcess } from "../shared/supervise-process.ts";
+import { groupKiller, superviseProcess } from "../shared/supervise-process.ts";
 
 // Only what this file uses; the project type-checks with @types/node, not Deno's lib.
 interface DenoChildProcess {
@@ -59,24 +59,12 @@ export function createDenoProcessRunner(): ProcessRunner {
         }
         throw spawnFailed(command, options.cwd, error);
       }
-      const spawned = child;
       return superviseProcess(
         {
-          stdout: spawned.stdout,
-          stderr: spawned.stderr,
-          exited: spawned.status.then((s) => s.code),
-          kill: () => {
-            try {
-              if (ownGroup) Deno.kill(-spawned.pid, "SIGKILL");
-              else spawned.kill("SIGKILL");
-            } catch {
-              try {
-                spawned.kill("SIGKILL");
-              } catch {
-                // already gone
-              }
-            }
-          },
+          stdout: child.stdout,
+          stderr: child.stderr,
+          exited: child.status.then((s) => s.code),
+          kill: groupKiller(child, ownGroup, (pid, signal) => Deno.kill(pid, signal)),
         },
         options,
       );

@@ -12,11 +12,11 @@ import { appendFile, lstat, mkdir, readdir, readFile, realpath, stat, writeFile 
 import { dirname, join, resolve, sep } from "node:path";
 import { pathBelowVirtualRoot } from "../../src/core/path.ts";
 import type { ProcessRunner } from "../../src/ports/runtime-ports.ts";
-import { SandboxError, VIRTUAL_DIRS, VIRTUAL_ROOT } from "../../src/ports/sandbox.ts";
-import type { DirEntry, ExecOptions, ExecResult, Sandbox, SandboxProvider, SandboxScope } from "../../src/ports/sandbox.ts";
-import { SandboxFileOps } from "../../src/sandbox/file-ops.ts";
+import { SandboxError, VIRTUAL_ROOT } from "../../src/ports/sandbox.ts";
+import type { ExecOptions, ExecResult, SandboxProvider, SandboxScope } from "../../src/ports/sandbox.ts";
+import { FileBackedSandbox } from "../../src/sandbox/file-ops.ts";
 import type { BackendKind, FileBackend } from "../../src/sandbox/file-ops.ts";
-import { SandboxRegistry, scopeKey, TIMEOUT_EXIT_CODE, timeoutMessage } from "../../src/sandbox/scope.ts";
+import { SandboxRegistry, scopeKey, timedOutResult } from "../../src/sandbox/scope.ts";
 import { ProcessRunnerError } from "./process-runner-error.ts";
 
 export interface LocalSandboxProviderOptions {
@@ -80,33 +80,17 @@ function replaceAll(text: string, from: string, to: string): string {
   return from === "" ? text : text.split(from).join(to);
 }
 
-class LocalSandbox implements Sandbox {
-  readonly #files: SandboxFileOps;
-  #released = false;
-
+class LocalSandbox extends FileBackedSandbox {
   constructor(
-    readonly id: string,
-    readonly scope: SandboxScope,
+    id: string,
+    scope: SandboxScope,
     /** Symlink-free host path of this thread's user-data folder. */
     readonly userDataDir: string,
     private readonly options: Required<Pick<LocalSandboxProviderOptions, "runner" | "defaultTimeoutMs" | "shell">> & {
       env: Record<string, string>;
     },
   ) {
-    this.#files = new SandboxFileOps(hostBackend(userDataDir));
-  }
-
-  markReleased(): void {
-    this.#released = true;
-  }
-
-  #assertLive(): void {
-    if (this.#released) {
-      throw new SandboxError(
-        "sandbox_unavailable",
-        `Sandbox ${this.id} was released. Acquire the sandbox of user "${this.scope.userId}" and thread "${this.scope.threadId}" again.`,
-      );
-    }
+    super(id, scope, hostBackend(userDataDir));
   }
 
   /** Host paths in output read as the virtual paths the model knows. */
@@ -115,11 +99,8 @@ class LocalSandbox implements Sandbox {
   }
 
   async exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
-    this.#assertLive();
-    const { virtual: cwd, backend: hostCwd } = await this.#files.resolve(options.cwd ?? VIRTUAL_DIRS.workspace);
-    if (!(await stat(hostCwd).then((s) => s.isDirectory(), () => false))) {
-      throw new SandboxError("not_found", `Working directory ${cwd} does not exist. Create it first (mkdir -p ${cwd}).`);
-    }
+    this.assertLive();
+    const { backend: hostCwd } = await this.workingDirectory(options.cwd);
     const hostCommand = command.replace(VIRTUAL_ROOT_IN_COMMAND, () => this.userDataDir);
     const timeoutMs = options.timeoutMs ?? this.options.defaultTimeoutMs;
     let result;
@@ -146,31 +127,8 @@ class LocalSandbox implements Sandbox {
     }
     const stdout = this.#toVirtual(result.stdout);
     const stderr = this.#toVirtual(result.stderr);
-    if (result.timedOut) {
-      const sep = stderr && !stderr.endsWith("\n") ? "\n" : "";
-      return { stdout, stderr: `${stderr}${sep}${timeoutMessage(timeoutMs)}\n`, exitCode: TIMEOUT_EXIT_CODE };
-    }
+    if (result.timedOut) return timedOutResult(stdout, stderr, timeoutMs);
     return { stdout, stderr, exitCode: result.exitCode };
-  }
-
-  async readFile(path: string): Promise<string> {
-    this.#assertLive();
-    return this.#files.readFile(path);
-  }
-
-  async writeFile(path: string, content: string, options?: { append?: boolean }): Promise<void> {
-    this.#assertLive();
-    return this.#files.writeFile(path, content, options);
-  }
-
-  async list(path: string, options?: { depth?: number }): Promise<DirEntry[]> {
-    this.#assertLive();
-    return this.#files.list(path, options);
-  }
-
-  async exists(path: string): Promise<boolean> {
-    this.#assertLive();
-    return this.#files.exists(path);
   }
 }
 

@@ -10,6 +10,29 @@ export interface SpawnedProcess {
   kill(): void;
 }
 
+/**
+ * The `kill` of a SpawnedProcess for a child started `detached` (its own process group): SIGKILL to
+ * the whole group through `killPid(-pid)`, else to the child alone; never throws.
+ */
+export function groupKiller(
+  child: { readonly pid: number; kill(signal: "SIGKILL"): void },
+  ownGroup: boolean,
+  killPid: (pid: number, signal: "SIGKILL") => void,
+): () => void {
+  return () => {
+    try {
+      if (ownGroup) killPid(-child.pid, "SIGKILL");
+      else child.kill("SIGKILL");
+    } catch {
+      try {
+        child.kill("SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+  };
+}
+
 /** How long the pipes may stay open after a killed child exited (a grandchild that left the group). */
 const DRAIN_GRACE_MS = 1_000;
 const MAX_TIMER_MS = 2_147_483_647;

@@ -1,8 +1,8 @@
 import { ToolMessage } from "@langchain/core/messages";
 import type { BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
-import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, ModelHandler, ModelRequest } from "../engine/types.ts";
+import { parseMiddlewareConfig } from "./config.ts";
 
 /*
  * Strict OpenAI-compatible providers reject a request whose assistant tool calls lack results, whose
@@ -24,17 +24,6 @@ const MAX_RECOVERY_ERROR_DETAIL_CHARS = 500;
 export const DanglingToolCallConfigSchema = v.strictObject({});
 export type DanglingToolCallConfig = v.InferOutput<typeof DanglingToolCallConfigSchema>;
 export const DANGLING_TOOL_CALL_DEFAULTS: DanglingToolCallConfig = Object.freeze({});
-
-function parseConfig(config: unknown): DanglingToolCallConfig {
-  const result = v.safeParse(DanglingToolCallConfigSchema, config ?? {});
-  if (result.success) return result.output;
-  const issue = result.issues[0];
-  const path = v.getDotPath(issue);
-  throw new DeerflowError(
-    "invalid_middleware_config",
-    `${DANGLING_TOOL_CALL_NAME}${path ? `.${path}` : ""}: ${issue.message}. Remove or fix this key.`,
-  );
-}
 
 type Dict = Record<string, unknown>;
 
@@ -407,7 +396,7 @@ export function buildPatchedMessages(messages: readonly BaseMessage[]): BaseMess
  * dropped, displaced results regrouped, malformed names/ids/arguments sanitised). State is never touched.
  */
 export function createDanglingToolCallMiddleware(config?: Partial<DanglingToolCallConfig>): AgentMiddleware {
-  parseConfig(config);
+  parseMiddlewareConfig(DanglingToolCallConfigSchema, config, DANGLING_TOOL_CALL_NAME);
   return {
     name: DANGLING_TOOL_CALL_NAME,
     async wrapModelCall(request: ModelRequest, handler: ModelHandler) {

@@ -1,9 +1,9 @@
 import { SystemMessage } from "@langchain/core/messages";
 import type { BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
-import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { ContentKind, ProducerKind, provenanceKwargs } from "../extension-api/provenance.ts";
+import { parseMiddlewareConfig } from "./config.ts";
 
 /*
  * Strict backends (vLLM, SGLang, Qwen, Anthropic) reject a system message that is not the first
@@ -20,17 +20,6 @@ const PART_SEPARATOR = "\n\n";
 export const SystemMessageCoalescingConfigSchema = v.strictObject({});
 export type SystemMessageCoalescingConfig = v.InferOutput<typeof SystemMessageCoalescingConfigSchema>;
 export const SYSTEM_MESSAGE_COALESCING_DEFAULTS: SystemMessageCoalescingConfig = Object.freeze({});
-
-function parseConfig(config: unknown): SystemMessageCoalescingConfig {
-  const result = v.safeParse(SystemMessageCoalescingConfigSchema, config ?? {});
-  if (result.success) return result.output;
-  const issue = result.issues[0];
-  const path = v.getDotPath(issue);
-  throw new DeerflowError(
-    "invalid_middleware_config",
-    `${SYSTEM_MESSAGE_COALESCING_NAME}${path ? `.${path}` : ""}: ${issue.message}. Remove or fix this key.`,
-  );
-}
 
 function isSystem(message: BaseMessage): boolean {
   return (message as { type?: unknown }).type === "system";
@@ -94,7 +83,7 @@ export function coalesceSystemMessages(request: ModelRequest): ModelRequest | nu
 
 /** Merges every SystemMessage of a model request into one leading system message. State is never touched. */
 export function createSystemMessageCoalescingMiddleware(config?: Partial<SystemMessageCoalescingConfig>): AgentMiddleware {
-  parseConfig(config);
+  parseMiddlewareConfig(SystemMessageCoalescingConfigSchema, config, SYSTEM_MESSAGE_COALESCING_NAME);
   return {
     name: SYSTEM_MESSAGE_COALESCING_NAME,
     async wrapModelCall(request: ModelRequest, handler: ModelHandler) {

@@ -3,6 +3,7 @@ import * as v from "valibot";
 import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import type { ThreadDataState } from "../state/thread-state.ts";
+import { parseMiddlewareConfig } from "./config.ts";
 
 export const THREAD_DATA_NAME = "ThreadData";
 export const DEFAULT_BASE_DIR = ".deer-flow";
@@ -31,17 +32,6 @@ export class ThreadDataError extends DeerflowError {
     super(code, message);
     this.name = "ThreadDataError";
   }
-}
-
-function parseConfig(config: unknown): ThreadDataConfig {
-  const result = v.safeParse(ThreadDataConfigSchema, config ?? {});
-  if (result.success) return result.output;
-  const issue = result.issues[0];
-  const path = v.getDotPath(issue);
-  throw new DeerflowError(
-    "invalid_middleware_config",
-    `${THREAD_DATA_NAME}${path ? `.${path}` : ""}: ${issue.message}. Fix this key (lazy_init takes true or false).`,
-  );
 }
 
 function requireSafeId(value: unknown, field: "thread_id" | "user_id"): string {
@@ -78,7 +68,12 @@ export function threadDataPaths(baseDir: string, userId: string, threadId: strin
  * answered it (run_id, timestamp), so history can be attributed to runs.
  */
 export function createThreadDataMiddleware(config?: Partial<ThreadDataConfig>): AgentMiddleware {
-  const { lazy_init } = parseConfig(config);
+  const { lazy_init } = parseMiddlewareConfig(
+    ThreadDataConfigSchema,
+    config,
+    THREAD_DATA_NAME,
+    "Fix this key (lazy_init takes true or false).",
+  );
   return {
     name: THREAD_DATA_NAME,
     beforeAgent(state: AgentState, runtime: AgentRuntime): HookResult {

@@ -2,8 +2,8 @@ import { ToolMessage } from "@langchain/core/messages";
 import { isCommand, isGraphBubbleUp } from "@langchain/langgraph/web";
 import type { Command } from "@langchain/langgraph/web";
 import * as v from "valibot";
-import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, ToolCallRequest, ToolHandler, ToolResult } from "../engine/types.ts";
+import { parseMiddlewareConfig } from "./config.ts";
 import { stampExceptionMeta, stampToolMeta } from "./tool-result-meta.ts";
 
 export const TOOL_ERROR_HANDLING_NAME = "ToolErrorHandling";
@@ -17,17 +17,6 @@ const DETAIL_MAX_CHARS = 500;
 export const ToolErrorHandlingConfigSchema = v.strictObject({});
 export type ToolErrorHandlingConfig = v.InferOutput<typeof ToolErrorHandlingConfigSchema>;
 export const TOOL_ERROR_HANDLING_DEFAULTS: ToolErrorHandlingConfig = Object.freeze({});
-
-function parseConfig(config: unknown): ToolErrorHandlingConfig {
-  const result = v.safeParse(ToolErrorHandlingConfigSchema, config ?? {});
-  if (result.success) return result.output;
-  const issue = result.issues[0];
-  const path = v.getDotPath(issue);
-  throw new DeerflowError(
-    "invalid_middleware_config",
-    `${TOOL_ERROR_HANDLING_NAME}${path ? `.${path}` : ""}: ${issue.message}. Remove or fix this key.`,
-  );
-}
 
 function errorName(error: unknown): string {
   if (!(error instanceof Error)) return "Error";
@@ -98,7 +87,7 @@ export function stampToolResult(result: ToolResult): ToolResult {
  * they are control flow, not tool failures.
  */
 export function createToolErrorHandlingMiddleware(config?: Partial<ToolErrorHandlingConfig>): AgentMiddleware {
-  parseConfig(config);
+  parseMiddlewareConfig(ToolErrorHandlingConfigSchema, config, TOOL_ERROR_HANDLING_NAME);
   return {
     name: TOOL_ERROR_HANDLING_NAME,
     async wrapToolCall(request: ToolCallRequest, handler: ToolHandler): Promise<ToolResult> {

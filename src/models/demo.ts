@@ -10,13 +10,13 @@ import {
   AIMessage,
   AIMessageChunk,
   type BaseMessage,
-  type MessageContent,
   type ToolCall,
   type UsageMetadata,
 } from "@langchain/core/messages";
 import { ChatGenerationChunk, type ChatResult } from "@langchain/core/outputs";
 import type { Runnable } from "@langchain/core/runnables";
 import { DEMO_MODEL_NAME } from "../config/schema.ts";
+import { oneLine, textOf } from "./text.ts";
 import { toOpenAITool, type OpenAIFunctionTool } from "./tools.ts";
 
 /** Set on every AIMessage of the demo model, so a UI or the CLI can label it. */
@@ -62,13 +62,6 @@ const STOPWORDS = new Set(
     "research list recommend draft"
   ).split(" "),
 );
-
-function textOf(content: MessageContent): string {
-  if (typeof content === "string") return content;
-  return content
-    .map((block) => (block.type === "text" && typeof block.text === "string" ? block.text : ""))
-    .join("");
-}
 
 /** Middleware-injected human messages (reminders, data blocks) are not the user's turn. */
 function isUserTurn(message: BaseMessage): boolean {
@@ -116,11 +109,6 @@ function keyTermsOf(task: string): string[] {
     .sort((a, b) => b.count - a.count || a.order - b.order)
     .slice(0, 6)
     .map((entry) => entry.word);
-}
-
-function oneLine(text: string, max: number): string {
-  const flat = text.replace(/\s+/g, " ").trim();
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
 function quote(text: string, max = 600): string {
@@ -290,6 +278,30 @@ function toolIndex(tools: readonly (OpenAIFunctionTool | BindToolsInput)[]): Map
   return index;
 }
 
+/** What the demo says at each step of its script, and the one tool call it makes there. */
+const STEP_SCRIPT: Readonly<
+  Record<Step, { say: string; tool: string; purpose: string; args(task: string): Record<string, unknown> }>
+> = {
+  write: {
+    say: `I'll start by writing my notes on this to ${DEMO_NOTES_PATH}.`,
+    tool: "write_file",
+    purpose: "Write notes for the request",
+    args: (task) => ({ path: DEMO_NOTES_PATH, content: notesFor(task) }),
+  },
+  bash: {
+    say: "Now let me check what is in the workspace.",
+    tool: "bash",
+    purpose: "Count the words in the notes and list the workspace",
+    args: () => ({ command: DEMO_INSPECT_COMMAND }),
+  },
+  read: {
+    say: "Let me read the notes back to check them.",
+    tool: "read_file",
+    purpose: "Read the notes back",
+    args: () => ({ path: DEMO_NOTES_PATH }),
+  },
+};
+
 /** Adds `description` only when the bound tool declares it (DeerFlow's sandbox tools do). */
 function argsFor(tool: OpenAIFunctionTool, description: string, args: Record<string, unknown>): Record<string, unknown> {
   const properties = tool.function.parameters?.properties;
@@ -351,43 +363,16 @@ function planTurn(messages: readonly BaseMessage[], tools: readonly (OpenAIFunct
   let content: string;
   let toolCalls: ToolCall[] = [];
   if (step !== undefined) {
-    const id = `call_demo_${seed.slice(0, 12)}_${rounds}`;
-    if (step === "write") {
-      content = `I'll start by writing my notes on this to ${DEMO_NOTES_PATH}.`;
-      toolCalls = [
-        {
-          type: "tool_call",
-          id,
-          name: "write_file",
-          args: argsFor(bound.get("write_file")!, "Write notes for the request", {
-            path: DEMO_NOTES_PATH,
-            content: notesFor(task),
-          }),
-        },
-      ];
-    } else if (step === "bash") {
-      content = "Now let me check what is in the workspace.";
-      toolCalls = [
-        {
-          type: "tool_call",
-          id,
-          name: "bash",
-          args: argsFor(bound.get("bash")!, "Count the words in the notes and list the workspace", {
-            command: DEMO_INSPECT_COMMAND,
-          }),
-        },
-      ];
-    } else {
-      content = "Let me read the notes back to check them.";
-      toolCalls = [
-        {
-          type: "tool_call",
-          id,
-          name: "read_file",
-          args: argsFor(bound.get("read_file")!, "Read the notes back", { path: DEMO_NOTES_PATH }),
-        },
-      ];
-    }
+    const script = STEP_SCRIPT[step];
+    content = script.say;
+    toolCalls = [
+      {
+        type: "tool_call",
+        id: `call_demo_${seed.slice(0, 12)}_${rounds}`,
+        name: script.tool,
+        args: argsFor(bound.get(script.tool)!, script.purpose, script.args(task)),
+      },
+    ];
   } else {
     content = finalAnswer(task, outcomes, bound);
   }

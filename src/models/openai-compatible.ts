@@ -20,6 +20,7 @@ import {
 import { ChatGenerationChunk, type ChatResult } from "@langchain/core/outputs";
 import type { Runnable } from "@langchain/core/runnables";
 import { ModelError } from "./errors.ts";
+import { oneLine, textOf } from "./text.ts";
 import { toOpenAITool, toOpenAIToolChoice, type OpenAIFunctionTool } from "./tools.ts";
 
 export const DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1";
@@ -72,47 +73,32 @@ interface WireUsage {
   prompt_tokens_details?: { cached_tokens?: number };
   completion_tokens_details?: { reasoning_tokens?: number };
 }
-interface WireCompletion {
+/** What a completion and a stream chunk share; they differ in what a choice carries. */
+interface WireEnvelope<Choice> {
   id?: string;
   model?: string;
   system_fingerprint?: string | null;
-  choices?: {
-    index?: number;
-    finish_reason?: string | null;
-    message?: {
-      content?: string | null;
-      refusal?: string | null;
-      reasoning_content?: string | null;
-      tool_calls?: WireToolCall[] | null;
-    };
-  }[];
+  choices?: ({ index?: number; finish_reason?: string | null } & Choice)[];
   usage?: WireUsage | null;
   error?: unknown;
 }
-interface WireChunk {
-  id?: string;
-  model?: string;
-  system_fingerprint?: string | null;
-  choices?: {
-    index?: number;
-    finish_reason?: string | null;
-    delta?: { content?: string | null; reasoning_content?: string | null; tool_calls?: WireToolCallDelta[] | null };
-  }[];
-  usage?: WireUsage | null;
-  error?: unknown;
-}
+type WireCompletion = WireEnvelope<{
+  message?: {
+    content?: string | null;
+    refusal?: string | null;
+    reasoning_content?: string | null;
+    tool_calls?: WireToolCall[] | null;
+  };
+}>;
+type WireChoice = NonNullable<WireCompletion["choices"]>[number];
+type WireChunk = WireEnvelope<{
+  delta?: { content?: string | null; reasoning_content?: string | null; tool_calls?: WireToolCallDelta[] | null };
+}>;
 
 export type OpenAIChatMessage = Record<string, unknown> & { role: string };
 
 // ---------------------------------------------------------------------------------------------
 // LangChain messages -> OpenAI messages
-
-function textOf(content: MessageContent): string {
-  if (typeof content === "string") return content;
-  return content
-    .map((block) => (block.type === "text" && typeof block.text === "string" ? block.text : ""))
-    .join("");
-}
 
 function toUserContent(content: MessageContent): unknown {
   if (typeof content === "string") return content;
@@ -249,11 +235,6 @@ class Deadline {
   };
 }
 
-function oneLine(text: string, max = 500): string {
-  const flat = text.replace(/\s+/g, " ").trim();
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
-}
-
 function describeCause(error: unknown): string {
   if (!(error instanceof Error)) return oneLine(String(error), 200);
   const cause = (error as Error & { cause?: unknown }).cause;
@@ -350,6 +331,18 @@ async function* readSseData(body: ReadableStream<Uint8Array>, onBytes: () => voi
   } finally {
     await reader.cancel().catch(() => undefined);
   }
+}
+
+/** Hands a streamed chunk to the callback handlers, the way LangChain's own chat models do. */
+async function reportChunk(
+  runManager: CallbackManagerForLLMRun | undefined,
+  generation: ChatGenerationChunk,
+  promptIndex: number,
+  completion: number,
+): Promise<void> {
+  await runManager?.handleLLMNewToken(generation.text, { prompt: promptIndex, completion }, undefined, undefined, undefined, {
+    chunk: generation,
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -450,17 +443,7 @@ export class ChatOpenAICompatible extends BaseChatModel<ChatOpenAICompatibleCall
     try {
       const body = { ...this.invocationParams(options), messages: toOpenAIMessages(messages) };
       const response = await this.#post(body, deadline, false);
-      let data: WireCompletion;
-      try {
-        data = (await response.json()) as WireCompletion;
-      } catch (error) {
-        if (deadline.timedOut || deadline.callerAborted) throw error;
-        throw this.#badResponse("a body that is not JSON", error);
-      }
-      if (data.error !== undefined && data.error !== null) throw this.#errorFromBody(response.status, {}, data);
-      const choice = data.choices?.[0];
-      if (choice === undefined) throw this.#badResponse("a completion without choices");
-      const message = this.#toAIMessage(data, choice);
+      const { message, choice } = await this.#completionFromJson(response, deadline);
       const usage = message.usage_metadata;
       return {
         generations: [
@@ -494,6 +477,7 @@ export class ChatOpenAICompatible extends BaseChatModel<ChatOpenAICompatibleCall
     runManager?: CallbackManagerForLLMRun,
   ): AsyncGenerator<ChatGenerationChunk> {
     const deadline = new Deadline(this.timeoutMs, options.signal);
+    const promptIndex = (options as { promptIndex?: number }).promptIndex ?? 0;
     try {
       const body: Record<string, unknown> = {
         ...this.invocationParams(options),
@@ -507,14 +491,7 @@ export class ChatOpenAICompatible extends BaseChatModel<ChatOpenAICompatibleCall
         // Some OpenAI-compatible servers ignore `stream: true` and answer with one JSON completion.
         const generation = await this.#singleChunkFromJson(response, deadline);
         yield generation;
-        await runManager?.handleLLMNewToken(
-          generation.text,
-          { prompt: (options as { promptIndex?: number }).promptIndex ?? 0, completion: 0 },
-          undefined,
-          undefined,
-          undefined,
-          { chunk: generation },
-        );
+        await reportChunk(runManager, generation, promptIndex, 0);
         return;
       }
       const state = { finished: false };
@@ -532,14 +509,7 @@ export class ChatOpenAICompatible extends BaseChatModel<ChatOpenAICompatibleCall
         yield generation;
         // Every chunk goes to the handlers (text "" for tool-call and usage chunks): LangGraph's
         // "messages" stream mode forwards `fields.chunk`, so tool-call deltas reach the UI too.
-        await runManager?.handleLLMNewToken(
-          generation.text,
-          { prompt: (options as { promptIndex?: number }).promptIndex ?? 0, completion: chunk.choices?.[0]?.index ?? 0 },
-          undefined,
-          undefined,
-          undefined,
-          { chunk: generation },
-        );
+        await reportChunk(runManager, generation, promptIndex, chunk.choices?.[0]?.index ?? 0);
       }
     } catch (error) {
       throw this.#normalizeError(error, deadline);
@@ -650,7 +620,8 @@ export class ChatOpenAICompatible extends BaseChatModel<ChatOpenAICompatibleCall
     return error;
   }
 
-  async #singleChunkFromJson(response: Response, deadline: Deadline): Promise<ChatGenerationChunk> {
+  /** The first choice of a JSON completion body, and the AIMessage it makes. */
+  async #completionFromJson(response: Response, deadline: Deadline): Promise<{ message: AIMessage; choice: WireChoice }> {
     let data: WireCompletion;
     try {
       data = (await response.json()) as WireCompletion;
@@ -661,7 +632,11 @@ export class ChatOpenAICompatible extends BaseChatModel<ChatOpenAICompatibleCall
     if (data.error !== undefined && data.error !== null) throw this.#errorFromBody(response.status, {}, data);
     const choice = data.choices?.[0];
     if (choice === undefined) throw this.#badResponse("a completion without choices");
-    const message = this.#toAIMessage(data, choice);
+    return { message: this.#toAIMessage(data, choice), choice };
+  }
+
+  async #singleChunkFromJson(response: Response, deadline: Deadline): Promise<ChatGenerationChunk> {
+    const { message, choice } = await this.#completionFromJson(response, deadline);
     const rawToolCalls = choice.message?.tool_calls ?? [];
     const chunk = new AIMessageChunk({
       ...(message.id === undefined ? {} : { id: message.id }),
@@ -684,7 +659,7 @@ export class ChatOpenAICompatible extends BaseChatModel<ChatOpenAICompatibleCall
     });
   }
 
-  #toAIMessage(data: WireCompletion, choice: NonNullable<WireCompletion["choices"]>[number]): AIMessage {
+  #toAIMessage(data: WireCompletion, choice: WireChoice): AIMessage {
     const raw = choice.message ?? {};
     const rawToolCalls = Array.isArray(raw.tool_calls) ? raw.tool_calls : [];
     const { toolCalls, invalid } = parseToolCalls(rawToolCalls);

@@ -19,6 +19,7 @@ import type {
   SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
 import type { RunnableConfig } from "@langchain/core/runnables";
+import { base64ToBytes, bytesToBase64 } from "../core/base64.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 
 export type CheckpointerErrorCode =
@@ -162,25 +163,7 @@ function takeSegments(pieces: string[], count: number): { segments: string[]; re
 }
 
 // ---------------------------------------------------------------------------------------------
-// Bytes <-> JSON-safe text (base64 over Web APIs, chunked so large checkpoints do not overflow
-// the argument limit of String.fromCharCode).
-
-const BASE64_CHUNK = 0x8000;
-
-function bytesToBase64(bytes: Uint8Array): string {
-  let binary = "";
-  for (let i = 0; i < bytes.length; i += BASE64_CHUNK) {
-    binary += String.fromCharCode(...bytes.subarray(i, i + BASE64_CHUNK));
-  }
-  return btoa(binary);
-}
-
-function base64ToBytes(base64: string): Uint8Array {
-  const binary = atob(base64);
-  const bytes = new Uint8Array(binary.length);
-  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-  return bytes;
-}
+// Serialized values as JSON-safe records (bytes as base64)
 
 function toSerialized([type, data]: [string, Uint8Array | string]): SerializedValue {
   return typeof data === "string" ? { t: type, s: data } : { t: type, b: bytesToBase64(data) };

@@ -1,6 +1,6 @@
 import { pathOutsideSandbox, resolveVirtualPath } from "../core/path.ts";
-import { SandboxError } from "../ports/sandbox.ts";
-import type { DirEntry } from "../ports/sandbox.ts";
+import { SandboxError, VIRTUAL_DIRS } from "../ports/sandbox.ts";
+import type { DirEntry, ExecOptions, ExecResult, Sandbox, SandboxScope } from "../ports/sandbox.ts";
 
 export type BackendKind = "file" | "directory" | "symlink" | "other";
 
@@ -76,6 +76,18 @@ export class SandboxFileOps {
     }
   }
 
+  /** The working directory of a command, which must exist and be a directory. */
+  async workingDirectory(path: string): Promise<{ virtual: string; backend: string }> {
+    const resolved = await this.resolve(path);
+    if (!(await this.backend.stat(resolved.backend).then((s) => s.kind === "directory", () => false))) {
+      throw new SandboxError(
+        "not_found",
+        `Working directory ${resolved.virtual} does not exist. Create it first (mkdir -p ${resolved.virtual}).`,
+      );
+    }
+    return resolved;
+  }
+
   async #kind(path: string): Promise<{ kind: BackendKind; size: number } | undefined> {
     try {
       return await this.backend.stat(path);
@@ -147,5 +159,62 @@ export class SandboxFileOps {
         if (depth > 1) await this.#walk(childVirtual, childBackend, depth - 1, out);
       }
     }
+  }
+}
+
+/**
+ * What the virtual and local sandboxes share apart from how a command runs: the file API over a
+ * FileBackend, and refusing every call once the registry has released the sandbox.
+ */
+export abstract class FileBackedSandbox implements Sandbox {
+  readonly #files: SandboxFileOps;
+  #released = false;
+
+  constructor(
+    readonly id: string,
+    readonly scope: SandboxScope,
+    backend: FileBackend,
+  ) {
+    this.#files = new SandboxFileOps(backend);
+  }
+
+  abstract exec(command: string, options?: ExecOptions): Promise<ExecResult>;
+
+  markReleased(): void {
+    this.#released = true;
+  }
+
+  protected assertLive(): void {
+    if (this.#released) {
+      throw new SandboxError(
+        "sandbox_unavailable",
+        `Sandbox ${this.id} was released. Acquire the sandbox of user "${this.scope.userId}" and thread "${this.scope.threadId}" again.`,
+      );
+    }
+  }
+
+  /** An exec's working directory (the workspace unless `cwd` names another), which must exist. */
+  protected workingDirectory(cwd: string | undefined): Promise<{ virtual: string; backend: string }> {
+    return this.#files.workingDirectory(cwd ?? VIRTUAL_DIRS.workspace);
+  }
+
+  async readFile(path: string): Promise<string> {
+    this.assertLive();
+    return this.#files.readFile(path);
+  }
+
+  async writeFile(path: string, content: string, options?: { append?: boolean }): Promise<void> {
+    this.assertLive();
+    return this.#files.writeFile(path, content, options);
+  }
+
+  async list(path: string, options?: { depth?: number }): Promise<DirEntry[]> {
+    this.assertLive();
+    return this.#files.list(path, options);
+  }
+
+  async exists(path: string): Promise<boolean> {
+    this.assertLive();
+    return this.#files.exists(path);
   }
 }

@@ -1,5 +1,5 @@
 import { SandboxError } from "../ports/sandbox.ts";
-import type { Sandbox, SandboxScope } from "../ports/sandbox.ts";
+import type { ExecResult, Sandbox, SandboxScope } from "../ports/sandbox.ts";
 
 /** DeerFlow's id alphabet for users and threads; safe as a host directory name and a storage key segment. */
 const SCOPE_ID = /^[A-Za-z0-9_-]{1,128}$/;
@@ -27,6 +27,12 @@ export const TIMEOUT_EXIT_CODE = 124;
 
 export function timeoutMessage(timeoutMs: number): string {
   return `Command timed out after ${timeoutMs} ms and was stopped. Run a shorter command, or pass a larger timeoutMs.`;
+}
+
+/** What a command stopped by its timeout returns: its output so far, the reason appended to stderr. */
+export function timedOutResult(stdout: string, stderr: string, timeoutMs: number): ExecResult {
+  const newline = stderr && !stderr.endsWith("\n") ? "\n" : "";
+  return { stdout, stderr: `${stderr}${newline}${timeoutMessage(timeoutMs)}\n`, exitCode: TIMEOUT_EXIT_CODE };
 }
 
 interface RegisteredSandbox extends Sandbox {

@@ -1,12 +1,13 @@
 import { Bash, InMemoryFs } from "just-bash";
+import { base64ToBytes, bytesToBase64 } from "../core/base64.ts";
 import { isInsideVirtualRoots, normalizePosixPath } from "../core/path.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import { SandboxError, VIRTUAL_DIRS, VIRTUAL_ROOT } from "../ports/sandbox.ts";
-import type { DirEntry, ExecOptions, ExecResult, Sandbox, SandboxProvider, SandboxScope } from "../ports/sandbox.ts";
+import type { ExecOptions, ExecResult, SandboxProvider, SandboxScope } from "../ports/sandbox.ts";
 import { createMemoryKeyValue } from "../storage/key-value.ts";
-import { SandboxFileOps } from "./file-ops.ts";
+import { FileBackedSandbox } from "./file-ops.ts";
 import type { BackendKind, FileBackend } from "./file-ops.ts";
-import { SandboxRegistry, scopeKey, TIMEOUT_EXIT_CODE, timeoutMessage } from "./scope.ts";
+import { SandboxRegistry, scopeKey, timedOutResult } from "./scope.ts";
 
 export interface VirtualSandboxProviderOptions {
   /**
@@ -91,19 +92,6 @@ function memoryBackend(fs: InMemoryFs): FileBackend {
 
 const utf8Strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
-function toBase64(bytes: Uint8Array): string {
-  let binary = "";
-  for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  return btoa(binary);
-}
-
-function fromBase64(text: string): Uint8Array {
-  const binary = atob(text);
-  const bytes = new Uint8Array(binary.length);
-  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-  return bytes;
-}
-
 async function takeSnapshot(fs: InMemoryFs): Promise<VirtualSnapshot> {
   const entries: SnapshotEntry[] = [];
   const walk = async (dir: string): Promise<void> => {
@@ -122,7 +110,7 @@ async function takeSnapshot(fs: InMemoryFs): Promise<VirtualSnapshot> {
         } catch {
           text = undefined;
         }
-        entries.push(text === undefined ? { path, type: "file", base64: toBase64(bytes) } : { path, type: "file", text });
+        entries.push(text === undefined ? { path, type: "file", base64: bytesToBase64(bytes) } : { path, type: "file", text });
       }
     }
   };
@@ -156,7 +144,7 @@ async function restoreSnapshot(value: unknown, key: string): Promise<InMemoryFs>
     } else if (entry.type === "file") {
       await fs.mkdir(posixDirname(entry.path), { recursive: true });
       if ("text" in entry && typeof entry.text === "string") await fs.writeFile(entry.path, entry.text, "utf8");
-      else if ("base64" in entry && typeof entry.base64 === "string") await fs.writeFile(entry.path, fromBase64(entry.base64));
+      else if ("base64" in entry && typeof entry.base64 === "string") await fs.writeFile(entry.path, base64ToBytes(entry.base64));
     } else if (entry.type === "symlink" && typeof entry.target === "string") {
       await fs.mkdir(posixDirname(entry.path), { recursive: true });
       await fs.symlink(entry.target, entry.path);
@@ -181,19 +169,17 @@ function defenseInDepthSupported(): Promise<boolean> {
   return defenseInDepthSupport;
 }
 
-class VirtualSandbox implements Sandbox {
-  readonly #files: SandboxFileOps;
+class VirtualSandbox extends FileBackedSandbox {
   readonly #bash: Bash;
-  #released = false;
 
   constructor(
-    readonly id: string,
-    readonly scope: SandboxScope,
+    id: string,
+    scope: SandboxScope,
     readonly fs: InMemoryFs,
     defenseInDepth: boolean,
     private readonly defaultTimeoutMs: number,
   ) {
-    this.#files = new SandboxFileOps(memoryBackend(fs));
+    super(id, scope, memoryBackend(fs));
     this.#bash = new Bash({
       fs,
       cwd: VIRTUAL_DIRS.workspace,
@@ -202,25 +188,9 @@ class VirtualSandbox implements Sandbox {
     });
   }
 
-  markReleased(): void {
-    this.#released = true;
-  }
-
-  #assertLive(): void {
-    if (this.#released) {
-      throw new SandboxError(
-        "sandbox_unavailable",
-        `Sandbox ${this.id} was released. Acquire the sandbox of user "${this.scope.userId}" and thread "${this.scope.threadId}" again.`,
-      );
-    }
-  }
-
   async exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
-    this.#assertLive();
-    const { virtual: cwd, backend } = await this.#files.resolve(options.cwd ?? VIRTUAL_DIRS.workspace);
-    if (!(await this.fs.stat(backend).then((s) => s.isDirectory, () => false))) {
-      throw new SandboxError("not_found", `Working directory ${cwd} does not exist. Create it first (mkdir -p ${cwd}).`);
-    }
+    this.assertLive();
+    const { virtual: cwd } = await this.workingDirectory(options.cwd);
     options.signal?.throwIfAborted();
     const timeoutMs = options.timeoutMs ?? this.defaultTimeoutMs;
     const controller = new AbortController();
@@ -236,36 +206,13 @@ class VirtualSandbox implements Sandbox {
     options.signal?.addEventListener("abort", onAbort, { once: true });
     try {
       const result = await this.#bash.exec(command, { cwd, signal: controller.signal });
-      if (timedOut) {
-        const stderr = result.stderr && !result.stderr.endsWith("\n") ? `${result.stderr}\n` : result.stderr;
-        return { stdout: result.stdout, stderr: `${stderr}${timeoutMessage(timeoutMs)}\n`, exitCode: TIMEOUT_EXIT_CODE };
-      }
+      if (timedOut) return timedOutResult(result.stdout, result.stderr, timeoutMs);
       options.signal?.throwIfAborted();
       return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode };
     } finally {
       if (timer !== undefined) clearTimeout(timer);
       options.signal?.removeEventListener("abort", onAbort);
     }
-  }
-
-  async readFile(path: string): Promise<string> {
-    this.#assertLive();
-    return this.#files.readFile(path);
-  }
-
-  async writeFile(path: string, content: string, options?: { append?: boolean }): Promise<void> {
-    this.#assertLive();
-    return this.#files.writeFile(path, content, options);
-  }
-
-  async list(path: string, options?: { depth?: number }): Promise<DirEntry[]> {
-    this.#assertLive();
-    return this.#files.list(path, options);
-  }
-
-  async exists(path: string): Promise<boolean> {
-    this.#assertLive();
-    return this.#files.exists(path);
   }
 }
 

@@ -1,0 +1,20 @@
+import * as v from "valibot";
+import { DeerflowError } from "../core/errors.ts";
+
+/**
+ * A built-in middleware's config, validated by its schema (undefined or null reads as `{}`). The
+ * first issue fails with code `invalid_middleware_config` and a message that names the middleware,
+ * the key's path and what to do: `<Name>.<key.path>: <issue>. <hint>`.
+ */
+export function parseMiddlewareConfig<TSchema extends v.GenericSchema>(
+  schema: TSchema,
+  input: unknown,
+  middlewareName: string,
+  hint = "Remove or fix this key.",
+): v.InferOutput<TSchema> {
+  const result = v.safeParse(schema, input ?? {});
+  if (result.success) return result.output;
+  const issue = result.issues[0];
+  const path = v.getDotPath(issue);
+  throw new DeerflowError("invalid_middleware_config", `${middlewareName}${path ? `.${path}` : ""}: ${issue.message}. ${hint}`);
+}
