@@ -1,0 +1,43 @@
+import { HumanMessage, type BaseMessage } from "@langchain/core/messages";
+import { toolContentText } from "./tool-result-meta.ts";
+
+/**
+ * Conventions every middleware shares for messages the framework itself adds to a conversation:
+ * hidden messages carry `additional_kwargs.hide_from_ui = true` and a stable `name` saying what
+ * they are (progress_hint, loop_warning, budget_warning, todo_reminder, ...).
+ */
+export const HIDE_FROM_UI = "hide_from_ui";
+
+/** The legacy summary message name: never counts as real user input. */
+export const SUMMARY_MESSAGE_NAME = "summary";
+
+export function isHidden(message: BaseMessage): boolean {
+  return message.additional_kwargs?.[HIDE_FROM_UI] === true;
+}
+
+/**
+ * A message the user really typed: a HumanMessage that is not the legacy summary and not hidden,
+ * except a hidden reply to a clarification card (it carries `human_input_response`).
+ */
+export function isRealUserMessage(message: BaseMessage): boolean {
+  if (!HumanMessage.isInstance(message)) return false;
+  if (message.name === SUMMARY_MESSAGE_NAME) return false;
+  if (isHidden(message)) return message.additional_kwargs?.human_input_response !== undefined;
+  return true;
+}
+
+/** Index of the newest real user message, or -1. */
+export function latestRealUserIndex(messages: readonly BaseMessage[]): number {
+  for (let i = messages.length - 1; i >= 0; i--) if (isRealUserMessage(messages[i]!)) return i;
+  return -1;
+}
+
+/** A hidden HumanMessage the framework adds for the model only (a hint, a warning, a reminder). */
+export function hiddenHumanMessage(name: string, content: string, kwargs: Record<string, unknown> = {}, id?: string): HumanMessage {
+  return new HumanMessage({ content, name, ...(id ? { id } : {}), additional_kwargs: { ...kwargs, [HIDE_FROM_UI]: true } });
+}
+
+/** The text of a message's content, whether a string or a list of content blocks (joined by newlines). */
+export function messageText(message: BaseMessage): string {
+  return toolContentText(message.content);
+}
