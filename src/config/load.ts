@@ -4,8 +4,15 @@ import { ConfigError, type ConfigIssue } from "./errors.ts";
 import { describeIssue, formatKeyPath } from "./issues.ts";
 import { AppConfigSchema, DEMO_MODEL_NAME, describeValue, type AppConfig } from "./schema.ts";
 
+/**
+ * The schema a config is validated with: the base sections here, or a larger one that adds the
+ * sections of layers above config (each middleware owns its section's schema; the agent layer
+ * composes them with {@link mapping} over {@link appConfigEntries}).
+ */
+export type ConfigSchema<T extends AppConfig> = v.GenericSchema<unknown, T> & { pipe: readonly [unknown, { entries: v.ObjectEntries }] };
+
 /** Parses the text of config.yaml (YAML; JSON is YAML too). An empty file gives every default. */
-export function parseConfigText(text: string, fileName: string): AppConfig {
+export function parseConfigText<T extends AppConfig = AppConfig>(text: string, fileName: string, schema?: ConfigSchema<T>): T {
   let value: unknown;
   try {
     value = parseYaml(text, { uniqueKeys: true, prettyErrors: true });
@@ -14,20 +21,21 @@ export function parseConfigText(text: string, fileName: string): AppConfig {
       cause: error,
     });
   }
-  return validateConfig(value ?? {}, fileName);
+  return validateConfig(value ?? {}, fileName, schema);
 }
 
 /** Validates an already-parsed config value; throws ConfigError naming the first bad key path. */
-export function validateConfig(value: unknown, fileName: string): AppConfig {
+export function validateConfig<T extends AppConfig = AppConfig>(value: unknown, fileName: string, schema?: ConfigSchema<T>): T {
+  const root = (schema ?? AppConfigSchema) as unknown as ConfigSchema<T>;
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    const sections = Object.keys(AppConfigSchema.pipe[1].entries).join(", ");
+    const sections = Object.keys(root.pipe[1].entries).join(", ");
     throw new ConfigError("config_invalid", fileName, [
       { path: "", message: `expected a mapping of top-level sections (${sections}), got ${describeValue(value)}` },
     ]);
   }
-  const result = v.safeParse(AppConfigSchema, value);
+  const result = v.safeParse(root, value);
   if (!result.success) {
-    const issues = result.issues.map((issue) => describeIssue(issue, AppConfigSchema, fileName));
+    const issues = result.issues.map((issue) => describeIssue(issue, root, fileName));
     throw new ConfigError("config_invalid", fileName, issues);
   }
   const crossIssues = checkCrossReferences(result.output);
