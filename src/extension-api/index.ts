@@ -4,3 +4,5 @@ export * from "./provenance.ts";
 export * from "./placement.ts";
 export * from "./release.ts";
 export * from "./assembly.ts";
+export * from "./compaction.ts";
+export * from "./sha256-sync.ts";
