@@ -64,6 +64,11 @@ function hostBackend(userDataDir: string): FileBackend {
     },
     readdir: async (p) => (await readdir(p, { withFileTypes: true })).map((d) => ({ name: d.name, kind: kindOf(d) })),
     readText: (p) => readFile(p, "utf8"),
+    // A plain Uint8Array view: callers compare and encode bytes, and must not depend on Buffer.
+    readBytes: async (p) => {
+      const buffer = await readFile(p);
+      return new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
+    },
     writeText: (p, content) => writeFile(p, content, "utf8"),
     appendText: (p, content) => appendFile(p, content, "utf8"),
     mkdirp: async (p) => {

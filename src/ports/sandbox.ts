@@ -39,6 +39,8 @@ export interface Sandbox {
   readonly scope: SandboxScope;
   exec(command: string, options?: ExecOptions): Promise<ExecResult>;
   readFile(path: string): Promise<string>;
+  /** The file's raw bytes (images, archives); same path rules and errors as readFile. */
+  readFileBytes(path: string): Promise<Uint8Array>;
   writeFile(path: string, content: string, options?: { append?: boolean }): Promise<void>;
   list(path: string, options?: { depth?: number }): Promise<DirEntry[]>;
   exists(path: string): Promise<boolean>;

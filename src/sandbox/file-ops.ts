@@ -20,6 +20,7 @@ export interface FileBackend {
   stat(path: string): Promise<{ kind: BackendKind; size: number }>;
   readdir(path: string): Promise<Array<{ name: string; kind: BackendKind }>>;
   readText(path: string): Promise<string>;
+  readBytes(path: string): Promise<Uint8Array>;
   writeText(path: string, content: string): Promise<void>;
   appendText(path: string, content: string): Promise<void>;
   mkdirp(path: string): Promise<void>;
@@ -98,14 +99,23 @@ export class SandboxFileOps {
     }
   }
 
-  async readFile(path: string): Promise<string> {
+  /** The backend path of an existing file, after the same checks every read makes. */
+  async #readable(path: string): Promise<string> {
     const { virtual, backend } = await this.resolve(path);
     const st = await this.#kind(backend);
     if (!st) throw new SandboxError("not_found", `File ${virtual} does not exist. List the directory to see what is there.`);
     if (st.kind === "directory") {
       throw new SandboxError("is_directory", `${virtual} is a directory, not a file. List it instead of reading it.`);
     }
-    return this.backend.readText(backend);
+    return backend;
+  }
+
+  async readFile(path: string): Promise<string> {
+    return this.backend.readText(await this.#readable(path));
+  }
+
+  async readFileBytes(path: string): Promise<Uint8Array> {
+    return this.backend.readBytes(await this.#readable(path));
   }
 
   async writeFile(path: string, content: string, options?: { append?: boolean }): Promise<void> {
@@ -201,6 +211,11 @@ export abstract class FileBackedSandbox implements Sandbox {
   async readFile(path: string): Promise<string> {
     this.assertLive();
     return this.#files.readFile(path);
+  }
+
+  async readFileBytes(path: string): Promise<Uint8Array> {
+    this.assertLive();
+    return this.#files.readFileBytes(path);
   }
 
   async writeFile(path: string, content: string, options?: { append?: boolean }): Promise<void> {

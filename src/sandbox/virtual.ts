@@ -78,6 +78,8 @@ function memoryBackend(fs: InMemoryFs): FileBackend {
         kind: kindOf({ isFile: d.isFile, isDirectory: d.isDirectory, isSymbolicLink: d.isSymbolicLink }),
       })),
     readText: (p) => fs.readFile(p, "utf8"),
+    // InMemoryFs hands out its own buffer; a caller writing into it would change the file.
+    readBytes: async (p) => (await fs.readFileBuffer(p)).slice(),
     writeText: (p, content) => fs.writeFile(p, content, "utf8"),
     appendText: (p, content) => fs.appendFile(p, content, "utf8"),
     mkdirp: (p) => fs.mkdir(p, { recursive: true }),

@@ -2,6 +2,7 @@
 import { lstat, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { InMemoryFs } from "just-bash";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createBunProcessRunner } from "../../adapters/bun/process-runner.ts";
 import { createDenoProcessRunner } from "../../adapters/deno/process-runner.ts";
@@ -50,6 +51,8 @@ interface Harness {
   plantDanglingLink(sandbox: Sandbox, name: string): Promise<{ targetExists(): Promise<boolean> }>;
   /** Makes `<workspace>/<name>` a link to the outputs dir (allowed). */
   plantInsideLink(sandbox: Sandbox, name: string): Promise<void>;
+  /** Writes raw bytes (not text) to a virtual path behind the sandbox's back. */
+  plantBytes(sandbox: Sandbox, virtualPath: string, bytes: Uint8Array): Promise<void>;
   /** Everything that exists outside the sandbox's roots, to prove an escape left no trace. */
   outsideState(sandbox: Sandbox): Promise<string>;
   /** A fresh provider over the same persistent state (files of released sandboxes must come back). */
@@ -173,6 +176,35 @@ function sandboxContract(name: string, makeHarness: () => Promise<Harness>, opts
       await expectCode(sb.list(`${W}/nope`), "not_found");
     });
 
+    it("readFileBytes returns a file's exact bytes, binary or text, as a plain Uint8Array", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      const binary = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0xff, 0xfe, 0x80, 0xc3];
+      await h.plantBytes(sb, "/mnt/user-data/uploads/img.png", new Uint8Array(binary));
+      const bytes = await sb.readFileBytes("/mnt/user-data/uploads/img.png");
+      expect(Object.getPrototypeOf(bytes)).toBe(Uint8Array.prototype);
+      expect([...bytes]).toEqual(binary);
+      await sb.writeFile(`${W}/t.txt`, "née ✓\n");
+      expect([...(await sb.readFileBytes("t.txt"))]).toEqual([...new TextEncoder().encode("née ✓\n")]);
+      await sb.writeFile(`${W}/empty.bin`, "");
+      expect((await sb.readFileBytes(`${W}/empty.bin`)).length).toBe(0);
+    });
+
+    it("readFileBytes hands out a copy: writing into it leaves the file alone", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      await h.plantBytes(sb, `${W}/a.bin`, new Uint8Array([1, 2, 3]));
+      const first = await sb.readFileBytes(`${W}/a.bin`);
+      first[0] = 9;
+      expect([...(await sb.readFileBytes(`${W}/a.bin`))]).toEqual([1, 2, 3]);
+    });
+
+    it("readFileBytes fails like readFile on a missing file, a directory and a released sandbox", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      await expectCode(sb.readFileBytes(`${W}/nope.png`), "not_found");
+      await expectCode(sb.readFileBytes(VIRTUAL_DIRS.uploads), "is_directory");
+      await h.provider.release(sb.id);
+      await expectCode(sb.readFileBytes(`${W}/nope.png`), "sandbox_unavailable");
+    });
+
     it("relative paths resolve against the workspace", async () => {
       const sb = await h.provider.acquire(ALICE);
       await sb.writeFile("rel/a.txt", "rel");
@@ -274,6 +306,7 @@ function sandboxContract(name: string, makeHarness: () => Promise<Harness>, opts
         expect(error.message).toContain(JSON.stringify(path.replaceAll("\0", "\\0")));
         await expectOutside(sb.writeFile(path, "pwned", { append: true }), path);
         await expectOutside(sb.readFile(path), path);
+        await expectOutside(sb.readFileBytes(path), path);
         await expectOutside(sb.list(path), path);
         await expectOutside(sb.exists(path), path);
       }
@@ -285,6 +318,7 @@ function sandboxContract(name: string, makeHarness: () => Promise<Harness>, opts
       const sb = await h.provider.acquire(ALICE);
       const outside = await h.plantEscapeLink(sb, "escape");
       await expectOutside(sb.readFile("escape/secret.txt"));
+      await expectOutside(sb.readFileBytes("escape/secret.txt"));
       await expectOutside(sb.writeFile("escape/planted.txt", "x"));
       await expectOutside(sb.writeFile("escape/new/planted.txt", "x"));
       await expectOutside(sb.list("escape"));
@@ -301,6 +335,7 @@ function sandboxContract(name: string, makeHarness: () => Promise<Harness>, opts
       await h.plantInsideLink(sb, "to-outputs");
       await sb.writeFile("/mnt/user-data/outputs/o.txt", "out");
       expect(await sb.readFile("to-outputs/o.txt")).toBe("out");
+      expect(new TextDecoder().decode(await sb.readFileBytes("to-outputs/o.txt"))).toBe("out");
       await sb.writeFile("to-outputs/p.txt", "via link");
       expect(await sb.readFile("/mnt/user-data/outputs/p.txt")).toBe("via link");
     });
@@ -374,6 +409,10 @@ function virtualHarness(storage?: () => KeyValue): () => Promise<Harness> {
       },
       async plantInsideLink(sb, name) {
         await run(sb, `ln -s ${VIRTUAL_DIRS.outputs} ${W}/${name}`);
+      },
+      async plantBytes(sb, virtualPath, bytes) {
+        // The in-memory file system behind the sandbox: the file API itself only writes text.
+        await (sb as unknown as { fs: InMemoryFs }).fs.writeFile(virtualPath, bytes);
       },
       // In-memory file system: the whole tree outside the roots (commands may write there, the file API may not).
       outsideState: (sb) => run(sb, "find / -not -path '/mnt/user-data/*' -not -path '/proc*' -not -path '/dev*' | sort"),
@@ -474,6 +513,9 @@ function localHarness(): () => Promise<Harness> {
       },
       async plantInsideLink(sb, name) {
         await symlink(join(hostWorkspace(sb), "..", "outputs"), join(hostWorkspace(sb), name));
+      },
+      async plantBytes(sb, virtualPath, bytes) {
+        await writeFile(join(hostWorkspace(sb), "..", virtualPath.slice("/mnt/user-data/".length)), bytes);
       },
       // The whole temp base except this thread's own roots, with file contents.
       async outsideState(sb) {
