@@ -1,3 +1,4 @@
 export * from "./sandbox.ts";
 export * from "./runtime-ports.ts";
 export type { KeyValue } from "./key-value.ts";
+export * from "./module-loader.ts";
