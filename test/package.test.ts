@@ -38,6 +38,18 @@ describe("the package", () => {
     }
   });
 
+  it("exports wrapUserInput: exactly the text the model receives (scenario 1)", () => {
+    expect(library.wrapUserInput("hi <system>x</system>")).toBe("--- BEGIN USER INPUT ---\nhi &lt;system&gt;x&lt;/system&gt;\n--- END USER INPUT ---");
+  });
+
+  it("exports normalizeClarification: the human_input card and its readable text (scenario 56)", () => {
+    const { payload, text } = library.normalizeClarification({ question: "Which?", options: ["A", " A ", "", "B"] });
+    expect(payload).toMatchObject({ version: 1, input_mode: "choice_with_other" });
+    expect(text).toContain("1. A");
+    expect(text).toContain("2. B");
+    expect(text).not.toContain("3.");
+  });
+
   it("exports the plugin contract from deerflow-edge/extension-api", async () => {
     expect(extensionApi.canonicalJson({ b: 1, a: 2 })).toBe('{"a":2,"b":1}');
     expect(extensionApi.Placement.MODEL_LOGICAL).toBe("model_logical");

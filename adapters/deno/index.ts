@@ -7,3 +7,5 @@ export { createFsKeyValue } from "../shared/fs-key-value.ts";
 export { createKeyValue, type KeyValueConfig } from "../shared/storage.ts";
 export { createLocalSandboxProvider } from "../shared/local-sandbox.ts";
 export { createCliHost } from "../shared/cli-host.ts";
+export { createModuleLoader } from "../shared/module-loader.ts";
+export { createFsDriver } from "../shared/fs-key-value.ts";

@@ -1,10 +1,12 @@
 import { readFile } from "node:fs/promises";
-import { resolve } from "node:path";
+import { dirname, resolve } from "node:path";
 import type { CliHost, CliOutput } from "../../src/cli/host.ts";
 import { systemClock } from "../../src/core/clock.ts";
 import type { Env, ProcessRunner } from "../../src/ports/runtime-ports.ts";
 import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
 import { createLocalSandboxProvider } from "./local-sandbox.ts";
+import { createFsDriver } from "./fs-key-value.ts";
+import { createModuleLoader } from "./module-loader.ts";
 import { createKeyValue } from "./storage.ts";
 
 export interface RuntimeBits {
@@ -28,6 +30,8 @@ export function createCliHost(bits: RuntimeBits): CliHost {
     stdout: bits.stdout,
     stderr: bits.stderr,
     onInterrupt: bits.onInterrupt,
+    createModuleLoader: (baseDir) => createModuleLoader({ baseDir }),
+    dirname,
     async readFile(path) {
       try {
         return await readFile(path, "utf8");
@@ -36,7 +40,11 @@ export function createCliHost(bits: RuntimeBits): CliHost {
         throw error;
       }
     },
-    createStorage: (config) => createKeyValue(config.driver === "fs" ? { driver: "fs", base: resolve(config.base) } : { driver: "memory" }),
+    createStorage(config, options) {
+      const storage = createKeyValue(config.driver === "fs" ? { driver: "fs", base: resolve(config.base) } : { driver: "memory" });
+      if (options?.skillsDir) storage.mount("skills", createFsDriver(resolve(options.skillsDir), { readOnly: true }));
+      return storage;
+    },
     createSandboxProvider(config, storage) {
       if (config.sandbox.use === "local") {
         return createLocalSandboxProvider({ rootDir: resolve(config.storage.base), runner: bits.runner });

@@ -15,8 +15,13 @@ import type { KeyValue } from "../../src/ports/key-value.ts";
  * scoped to the base's subtree here.
  */
 export function createFsKeyValue(baseDir: string): KeyValue {
+  return createStorage({ driver: createFsDriver(baseDir) });
+}
+
+/** The scoped fs driver itself, for mounting a folder into another storage (a read-only skills folder). */
+export function createFsDriver(baseDir: string, options: { readOnly?: boolean } = {}): Driver {
   const root = resolve(baseDir);
-  const stock = fsDriver({ base: root });
+  const stock = fsDriver({ base: root, ...(options.readOnly ? { readOnly: true } : {}) });
   const dirOf = (base: string | undefined): string | undefined => {
     const segments = (base ?? "").split(":").filter(Boolean);
     if (segments.some((s) => s === ".." || s === ".")) return undefined;
@@ -31,7 +36,7 @@ export function createFsKeyValue(baseDir: string): KeyValue {
       return (await walk(dir)).map((parts) => [...prefix, ...parts].join(":"));
     },
   };
-  return createStorage({ driver });
+  return driver;
 }
 
 async function walk(dir: string): Promise<string[][]> {

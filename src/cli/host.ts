@@ -1,5 +1,6 @@
 import type { AppConfig } from "../config/index.ts";
 import type { KeyValue } from "../ports/key-value.ts";
+import type { ModuleLoader } from "../ports/module-loader.ts";
 import type { Clock, Env } from "../ports/runtime-ports.ts";
 import type { SandboxProvider } from "../ports/sandbox.ts";
 
@@ -17,8 +18,13 @@ export interface CliHost {
   readonly stderr: CliOutput;
   /** The file's text, or undefined when it does not exist. */
   readFile(path: string): Promise<string | undefined>;
-  createStorage(config: AppConfig["storage"]): KeyValue;
+  /** The configured storage; a skills folder, when given, is mounted read-only under `skills`. */
+  createStorage(config: AppConfig["storage"], options?: { skillsDir?: string | undefined }): KeyValue;
   createSandboxProvider(config: AppConfig, storage: KeyValue): SandboxProvider;
+  /** Loads extension modules; relative specifiers resolve against `baseDir` (the config file's folder). */
+  createModuleLoader(baseDir: string): ModuleLoader;
+  /** The folder of a file path, as this runtime's paths go. */
+  dirname(path: string): string;
   /** Registers a handler for Ctrl-C; returns a function that unregisters it. */
   onInterrupt(handler: () => void): () => void;
 }

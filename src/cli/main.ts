@@ -1,4 +1,4 @@
-import { parseConfigText, validateConfig, type AppConfig } from "../config/index.ts";
+import { parseLeadConfigText, validateLeadConfig, type LeadConfig } from "../agents/app-config.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import type { CliHost } from "./host.ts";
 import { runCommand } from "./run.ts";
@@ -51,18 +51,18 @@ function parseArgs(argv: readonly string[]): ParsedArgs {
 }
 
 /** --config FILE, else $DEER_FLOW_CONFIG, else ./config.yaml when present, else the embedded defaults. */
-export async function loadCliConfig(host: CliHost, explicit: string | undefined): Promise<{ config: AppConfig; source: string }> {
+export async function loadCliConfig(host: CliHost, explicit: string | undefined): Promise<{ config: LeadConfig; source: string; dir: string }> {
   const named = explicit ?? host.env.get("DEER_FLOW_CONFIG");
   if (named) {
     const text = await host.readFile(named);
     if (text === undefined) {
       throw new DeerflowError("config_not_found", `Config file ${named} does not exist; create it or leave out --config to use the embedded defaults.`);
     }
-    return { config: parseConfigText(text, named), source: `config ${named}` };
+    return { config: parseLeadConfigText(text, named), source: `config ${named}`, dir: host.dirname(named) };
   }
   const local = await host.readFile("config.yaml");
-  if (local !== undefined) return { config: parseConfigText(local, "config.yaml"), source: "config config.yaml" };
-  return { config: validateConfig({}, "(embedded defaults)"), source: "embedded defaults" };
+  if (local !== undefined) return { config: parseLeadConfigText(local, "config.yaml"), source: "config config.yaml", dir: "." };
+  return { config: validateLeadConfig({}, "(embedded defaults)"), source: "embedded defaults", dir: "." };
 }
 
 /** The whole CLI; returns the process exit code. */
@@ -87,11 +87,12 @@ export async function main(host: CliHost): Promise<number> {
           host.stderr.write(`error: run needs a prompt, for example: deerflow-edge run "Summarise README.md"\n`);
           return 2;
         }
-        const { config, source } = await loadCliConfig(host, args.flags.get("--config"));
+        const { config, source, dir } = await loadCliConfig(host, args.flags.get("--config"));
         return await runCommand(host, {
           prompt,
           config,
           configSource: source,
+          configDir: dir,
           model: args.flags.get("--model"),
           threadId: args.flags.get("--thread"),
         });

@@ -1,6 +1,7 @@
 import { AIMessage, AIMessageChunk, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
+import { loadConfiguredMiddlewares } from "../agents/configured-middlewares.ts";
 import { assembleLeadAgent } from "../agents/lead-agent.ts";
-import type { AppConfig } from "../config/index.ts";
+import type { LeadConfig } from "../agents/app-config.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
 import { KeyValueCheckpointSaver } from "../runtime/kv-checkpointer.ts";
@@ -10,9 +11,11 @@ export interface RunCommandOptions {
   readonly prompt: string;
   readonly model?: string;
   readonly threadId?: string;
-  readonly config: AppConfig;
+  readonly config: LeadConfig;
   /** Where the config came from, for the header line. */
   readonly configSource: string;
+  /** The config file's folder: extension module paths resolve against it. */
+  readonly configDir: string;
 }
 
 const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
@@ -82,21 +85,29 @@ function updateMessages(update: unknown): BaseMessage[] {
 export async function runCommand(host: CliHost, options: RunCommandOptions): Promise<number> {
   const { stdout } = host;
   const started = host.clock.now();
-  const storage = host.createStorage(options.config.storage);
+  const storage = host.createStorage(options.config.storage, { skillsDir: options.config.skills?.path });
   const sandbox = host.createSandboxProvider(options.config, storage);
   const checkpointer = new KeyValueCheckpointSaver({ storage });
   const threadId = options.threadId ?? newId("thread");
   const controller = new AbortController();
   const unregister = host.onInterrupt(() => controller.abort(new DeerflowError("cancelled", "Cancelled by the user.")));
   const spinner = new Spinner(stdout);
+  let memoryStore: { close(): Promise<boolean> } | undefined;
   try {
+    // Extension middlewares are trusted operator code named in config; a bad entry stops here, before any run.
+    const configuredMiddlewares = await loadConfiguredMiddlewares(
+      options.config.extensions.middlewares,
+      host.createModuleLoader(options.configDir),
+    );
     const assembly = await assembleLeadAgent({
+      configuredMiddlewares,
       config: options.config,
       model: options.model,
       env: host.env,
       services: { clock: host.clock, sandbox, storage, env: host.env, baseDir: options.config.storage.base },
       checkpointer,
     });
+    memoryStore = assembly.memoryStore;
     const modelName = assembly.model.name;
     const isDemo = assembly.model.is_demo;
     stdout.write(
@@ -113,6 +124,7 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
     };
     waiting(`thinking (model step ${++step})`);
     const runMessages: BaseMessage[] = [];
+    let failure: string | undefined;
     const stream = assembly.agent.stream(
       { messages: [new HumanMessage(options.prompt)] },
       { threadId, streamMode: ["messages", "updates"], signal: controller.signal, context: { thread_id: threadId, user_id: "default" } },
@@ -135,6 +147,12 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
         for (const message of updateMessages(update)) {
           runMessages.push(message);
           if (AIMessage.isInstance(message) && node === "model") {
+            // LLMErrorHandling turns a provider failure into a fallback answer so the run ends
+            // cleanly; the run itself has failed, and says so.
+            const kwargs = message.additional_kwargs as Record<string, unknown>;
+            if (kwargs.deerflow_error_fallback === true) {
+              failure = oneLine(String(kwargs.error_detail ?? "") || textOf(message), 400);
+            }
             spinner.stop();
             if (midLine) stdout.write("\n");
             midLine = false;
@@ -151,6 +169,10 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
     }
     spinner.stop();
     if (midLine) stdout.write("\n");
+    if (failure !== undefined) {
+      host.stderr.write(`\nerror: ${failure}\n`);
+      return 1;
+    }
     const usage = runMessages.reduce(
       (sum, m) => {
         const u = AIMessage.isInstance(m) ? m.usage_metadata : undefined;
@@ -172,8 +194,10 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
     return 1;
   } finally {
     unregister();
-    // Closing the sandbox provider saves the thread's files to storage for the next run.
+    // Closing the sandbox provider saves the thread's files to storage for the next run; closing
+    // the memory store processes the conversation it queued instead of waiting out its debounce.
     await sandbox.close().catch(() => {});
+    await memoryStore?.close().catch(() => false);
   }
 }
 

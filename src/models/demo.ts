@@ -71,6 +71,15 @@ function isUserTurn(message: BaseMessage): boolean {
 }
 
 /** A small, stable string hash (cyrb53), so equal inputs give equal ids on every runtime. */
+/**
+ * The user's own words: the lead chain hands the model the latest input inside a
+ * `--- BEGIN USER INPUT ---` guard, which a real model reads past, and so does the demo.
+ */
+function userInputOf(text: string): string {
+  const guarded = /--- BEGIN USER INPUT ---\n([\s\S]*)\n--- END USER INPUT ---/.exec(text);
+  return (guarded ? guarded[1]! : text).trim();
+}
+
 function hash(text: string): string {
   let h1 = 0xdeadbeef;
   let h2 = 0x41c6ce57;
@@ -313,7 +322,7 @@ function argsFor(tool: OpenAIFunctionTool, description: string, args: Record<str
 function planTurn(messages: readonly BaseMessage[], tools: readonly (OpenAIFunctionTool | BindToolsInput)[]): DemoTurn {
   const bound = toolIndex(tools);
   const userIndex = messages.findLastIndex(isUserTurn);
-  const task = userIndex >= 0 ? textOf(messages[userIndex]!.content).trim() : "";
+  const task = userInputOf(userIndex >= 0 ? textOf(messages[userIndex]!.content) : "");
   const since = messages.slice(userIndex + 1);
 
   const calls = new Map<string, ToolCall>();

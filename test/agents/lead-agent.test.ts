@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { HumanMessage, ToolMessage } from "@langchain/core/messages";
 import { MemorySaver } from "@langchain/langgraph/web";
 import { assembleLeadAgent } from "../../src/agents/lead-agent.ts";
-import { validateConfig } from "../../src/config/index.ts";
+import { validateLeadConfig } from "../../src/agents/app-config.ts";
 import { systemClock } from "../../src/core/clock.ts";
 import { mapEnv } from "../../src/core/env.ts";
 import { assemblyFingerprint } from "../../src/extension-api/index.ts";
@@ -14,18 +14,36 @@ function services() {
   return { clock: systemClock, storage, sandbox: createVirtualSandboxProvider({ storage }) };
 }
 
-const config = validateConfig({}, "test");
+const config = validateLeadConfig({}, "test");
+
+const DEFAULT_CHAIN = [
+  "InputSanitization",
+  "ThreadData",
+  "DanglingToolCall",
+  "LLMErrorHandling",
+  "ToolErrorHandling",
+  "DynamicContext",
+  "SkillActivation",
+  "SkillToolPolicy",
+  "DurableContext",
+  "TokenUsage",
+  "Title",
+  "Memory",
+  "SystemMessageCoalescing",
+  "LoopDetection",
+  "TerminalResponse",
+  "ModelLengthFinishReason",
+  "SafetyFinishReason",
+  "Clarification",
+];
 
 describe("lead agent assembly", () => {
-  it("builds the chain in the spec's order with the sandbox tools", async () => {
+  it("scenario 58: builds the code-default chain in the spec's order", async () => {
     const assembly = await assembleLeadAgent({ config, services: services(), env: mapEnv({}) });
-    expect(assembly.agent.middlewares.map((m) => m.name)).toEqual([
-      "ThreadData",
-      "DanglingToolCall",
-      "ToolErrorHandling",
-      "SystemMessageCoalescing",
-    ]);
-    expect(assembly.agent.tools.map((t) => t.name).sort()).toEqual(["bash", "ls", "read_file", "str_replace", "write_file"]);
+    // Upstream's default chain less what the tool-side chain builds (ToolOutputBudget,
+    // ToolResultSanitization, Uploads, Sandbox, SandboxAudit, ReadBeforeWrite).
+    expect(assembly.agent.middlewares.map((m) => m.name)).toEqual(DEFAULT_CHAIN);
+    expect(assembly.agent.tools.map((t) => t.name).sort()).toEqual(["ask_clarification", "bash", "ls", "read_file", "str_replace", "write_file"]);
     expect(assembly.model).toMatchObject({ name: "demo", is_demo: true });
   });
 
@@ -34,7 +52,7 @@ describe("lead agent assembly", () => {
     const { descriptor, fingerprint } = assembly;
     expect(fingerprint).toMatch(/^[0-9a-f]{64}$/);
     expect(fingerprint).toBe(await assemblyFingerprint(descriptor));
-    expect(descriptor.middlewares.map((m) => m.name)).toEqual(["ThreadData", "DanglingToolCall", "ToolErrorHandling", "SystemMessageCoalescing"]);
+    expect(descriptor.middlewares.map((m) => m.name)).toEqual(DEFAULT_CHAIN);
     expect(descriptor.middlewares.find((m) => m.name === "SystemMessageCoalescing")?.policy_parameters).toEqual({
       strategy: "merge_leading_system_message",
       dynamic_context_reminder_dedup: "keep_last",
@@ -49,7 +67,7 @@ describe("lead agent assembly", () => {
     const b = await assembleLeadAgent({ config, services: services(), env: mapEnv({}), model: "demo" });
     expect(b.descriptor.requested_model).toBe("demo");
     expect(b.fingerprint).toBe(a.fingerprint);
-    const custom = validateConfig({ agent: { system_prompt: "You are terse." } }, "test");
+    const custom = validateLeadConfig({ agent: { system_prompt: "You are terse." } }, "test");
     const c = await assembleLeadAgent({ config: custom, services: services(), env: mapEnv({}) });
     expect(c.fingerprint).not.toBe(a.fingerprint);
   });

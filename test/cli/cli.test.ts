@@ -1,4 +1,7 @@
 import { createServer } from "node:net";
+import { dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { createModuleLoader } from "../../adapters/shared/module-loader.ts";
 import { describe, expect, it } from "vitest";
 import type { CliHost } from "../../src/cli/host.ts";
 import { main } from "../../src/cli/main.ts";
@@ -33,8 +36,12 @@ function fakeHost(argv: string[], files: Record<string, string> = {}, options: {
     createStorage: () => storage,
     createSandboxProvider: (_config, kv) => createVirtualSandboxProvider({ storage: kv }),
     onInterrupt: () => () => {},
+    createModuleLoader: (baseDir) => createModuleLoader({ baseDir }),
+    dirname,
   };
 }
+
+const fixtures = `${dirname(fileURLToPath(import.meta.url))}/../fixtures/extensions`;
 
 async function closedPort(): Promise<number> {
   const server = createServer();
@@ -113,12 +120,30 @@ describe("deerflow-edge run", () => {
 
   it("names the provider URL when the provider cannot be reached", async () => {
     const port = await closedPort();
-    const config = `models:\n  - name: remote\n    use: openai-compatible\n    model: gpt-4o-mini\n    base_url: http://127.0.0.1:${port}/v1\n`;
+    // One attempt: the retries themselves are LLMErrorHandling's tests.
+    const config = `llm_call:\n  retry_max_attempts: 1\nmodels:\n  - name: remote\n    use: openai-compatible\n    model: gpt-4o-mini\n    base_url: http://127.0.0.1:${port}/v1\n`;
     const host = fakeHost(["run", "hi", "--config", "c.yaml"], { "c.yaml": config });
     expect(await main(host)).toBe(1);
     const err = host.err.join("").trim();
     expect(err.split("\n")).toHaveLength(1);
     expect(err).toContain(`http://127.0.0.1:${port}/v1`);
+  });
+
+  it("loads the config's extension middlewares into the chain (scenario 60)", async () => {
+    const config = `extensions:\n  middlewares:\n    - ./cli-marker.ts:createAuditedResults\n`;
+    const host = fakeHost(["run", "Write a note about Deno.", "--config", `${fixtures}/config.yaml`], { [`${fixtures}/config.yaml`]: config });
+    expect(await main(host)).toBe(0);
+    expect(host.out.join("")).toMatch(/✓ write_file: \[audited\] /);
+  });
+
+  it("refuses to start when an extension middleware entry is broken, naming it", async () => {
+    const config = `extensions:\n  middlewares:\n    - ./missing.ts:Nothing\n`;
+    const host = fakeHost(["run", "hi", "--config", `${fixtures}/config.yaml`], { [`${fixtures}/config.yaml`]: config });
+    expect(await main(host)).toBe(1);
+    const err = host.err.join("").trim();
+    expect(err.split("\n")).toHaveLength(1);
+    expect(err).toContain("./missing.ts:Nothing");
+    expect(host.out.join("")).toBe("");
   });
 
   it("explains usage mistakes with exit code 2", async () => {

@@ -253,3 +253,14 @@ describe("DemoChatModel labels, ids and streaming", () => {
     expect(seen.length).toBe(3);
   });
 });
+
+describe("demo model behind the input guard", () => {
+  it("reads the user's words from inside the BEGIN/END USER INPUT guard, as a real model does", async () => {
+    const model = new DemoChatModel().bindTools([WRITE_FILE, BASH]);
+    const guarded = `--- BEGIN USER INPUT ---\n${TASK}\n--- END USER INPUT ---`;
+    const first = (await model.invoke([new HumanMessage(guarded)])) as AIMessage;
+    const content = String(first.tool_calls?.[0]?.args.content);
+    expect(content).toContain(TASK);
+    expect(content).not.toContain("BEGIN USER INPUT");
+  });
+});

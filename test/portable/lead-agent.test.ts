@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { HumanMessage, ToolMessage } from "@langchain/core/messages";
 import { Command, interrupt } from "@langchain/langgraph/web";
 import { assembleLeadAgent } from "../../src/agents/lead-agent.ts";
-import { validateConfig } from "../../src/config/index.ts";
+import { validateLeadConfig } from "../../src/agents/app-config.ts";
 import { systemClock } from "../../src/core/clock.ts";
 import { mapEnv } from "../../src/core/env.ts";
 import { createAgent } from "../../src/engine/index.ts";
@@ -19,7 +19,7 @@ describe("lead agent on this runtime", () => {
     const sandbox = createVirtualSandboxProvider({ storage });
     const checkpointer = new KeyValueCheckpointSaver({ storage });
     const assembly = await assembleLeadAgent({
-      config: validateConfig({}, "test"),
+      config: validateLeadConfig({}, "test"),
       services: { clock: systemClock, storage, sandbox },
       env: mapEnv({}),
       checkpointer,
@@ -28,7 +28,10 @@ describe("lead agent on this runtime", () => {
       { messages: [new HumanMessage("Write a note about portable runtimes and count its words.")] },
       { threadId: "portable-thread" },
     );
-    expect(state.messages.map((m) => m.getType())).toEqual(["human", "ai", "tool", "ai", "tool", "ai"]);
+    // DynamicContext's hidden date reminder leads; then the conversation itself.
+    const visible = state.messages.filter((m) => m.getType() !== "system");
+    expect(state.messages[0]!.getType()).toBe("system");
+    expect(visible.map((m) => m.getType())).toEqual(["human", "ai", "tool", "ai", "tool", "ai"]);
     const results = state.messages.filter((m): m is ToolMessage => ToolMessage.isInstance(m));
     expect(results.map((m) => m.additional_kwargs.deerflow_tool_meta)).toEqual([
       expect.objectContaining({ status: "success" }),
@@ -37,7 +40,7 @@ describe("lead agent on this runtime", () => {
     const box = await sandbox.acquire({ userId: "default", threadId: "portable-thread" });
     expect(await box.readFile("/mnt/user-data/workspace/notes.md")).toContain("portable runtimes");
     const saved = await assembly.graph.getState({ configurable: { thread_id: "portable-thread" } });
-    expect(saved.values.messages).toHaveLength(6);
+    expect(saved.values.messages).toHaveLength(state.messages.length);
     expect(assembly.fingerprint).toMatch(/^[0-9a-f]{64}$/);
   });
 

@@ -1,0 +1,119 @@
+import { describe, expect, it } from "vitest";
+import { validateLeadConfig, type LeadConfig } from "../../src/agents/app-config.ts";
+import { assembleLeadAgent } from "../../src/agents/lead-agent.ts";
+import { systemClock } from "../../src/core/clock.ts";
+import { mapEnv } from "../../src/core/env.ts";
+import type { AgentMiddleware } from "../../src/engine/types.ts";
+import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
+import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
+
+function services() {
+  const storage = createMemoryKeyValue();
+  return { clock: systemClock, storage, sandbox: createVirtualSandboxProvider({ storage }) };
+}
+
+async function assemble(raw: Record<string, unknown>, extra: Partial<Parameters<typeof assembleLeadAgent>[0]> = {}) {
+  const config: LeadConfig = validateLeadConfig(raw, "config.yaml");
+  return assembleLeadAgent({ config, services: services(), env: mapEnv({}), ...extra });
+}
+
+async function names(raw: Record<string, unknown>, extra: Partial<Parameters<typeof assembleLeadAgent>[0]> = {}) {
+  return (await assemble(raw, extra)).agent.middlewares.map((m) => m.name);
+}
+
+function after(list: string[], name: string): string | undefined {
+  return list[list.indexOf(name) + 1];
+}
+
+describe("lead chain: each optional middleware under its condition", () => {
+  it("Summarization only when enabled, right after DurableContext", async () => {
+    expect(await names({})).not.toContain("Summarization");
+    const list = await names({ summarization: { enabled: true, trigger: { tokens: 4000 } } });
+    expect(after(list, "DurableContext")).toBe("Summarization");
+  });
+
+  it("Todo only in plan mode, with its write_todos tool", async () => {
+    const plain = await assemble({});
+    expect(plain.agent.middlewares.map((m) => m.name)).not.toContain("Todo");
+    const plan = await assemble({}, { planMode: true });
+    expect(after(plan.agent.middlewares.map((m) => m.name), "DurableContext")).toBe("Todo");
+    expect(plan.agent.tools.map((t) => t.name)).toContain("write_todos");
+  });
+
+  it("TokenUsage unless token_usage.enabled is false", async () => {
+    expect(await names({ token_usage: { enabled: false } })).not.toContain("TokenUsage");
+  });
+
+  it("Memory unless memory.enabled is false; DynamicContext stays for the date", async () => {
+    const list = await names({ memory: { enabled: false } });
+    expect(list).not.toContain("Memory");
+    expect(list).toContain("DynamicContext");
+  });
+
+  it("ViewImage and its tool only for a model that supports vision, inside the coalescer", async () => {
+    expect(await names({})).not.toContain("ViewImage");
+    const vision = await assemble({ models: [{ name: "eyes", use: "demo", supports_vision: true }], default_model: "eyes" });
+    const list = vision.agent.middlewares.map((m) => m.name);
+    expect(after(list, "ViewImage")).toBe("SystemMessageCoalescing");
+    expect(vision.agent.tools.map((t) => t.name)).toContain("view_image");
+  });
+
+  it("LoopDetection unless disabled; TokenBudget only when enabled, after it", async () => {
+    expect(await names({ loop_detection: { enabled: false } })).not.toContain("LoopDetection");
+    expect(await names({})).not.toContain("TokenBudget");
+    const list = await names({ token_budget: { enabled: true, max_tokens: 50_000 } });
+    expect(after(list, "LoopDetection")).toBe("TokenBudget");
+  });
+
+  it("SafetyFinishReason unless disabled, after the terminal tail and before Clarification", async () => {
+    expect(await names({ safety_finish_reason: { enabled: false } })).not.toContain("SafetyFinishReason");
+    const list = await names({});
+    expect(list.slice(-4)).toEqual(["TerminalResponse", "ModelLengthFinishReason", "SafetyFinishReason", "Clarification"]);
+  });
+
+  it("custom then configured extension middlewares after the guards and before the terminal tail", async () => {
+    const custom: AgentMiddleware = { name: "acme.custom" };
+    const configured: AgentMiddleware = { name: "acme.configured" };
+    const list = await names({}, { customMiddlewares: [custom], configuredMiddlewares: [configured] });
+    const at = list.indexOf("LoopDetection");
+    expect(list.slice(at, at + 4)).toEqual(["LoopDetection", "acme.custom", "acme.configured", "TerminalResponse"]);
+  });
+});
+
+describe("lead chain: the fingerprint follows behaviour", () => {
+  const behaviour: Array<[string, Record<string, unknown>]> = [
+    ["llm_call.retry_max_attempts", { llm_call: { retry_max_attempts: 5 } }],
+    ["circuit_breaker.failure_threshold", { circuit_breaker: { failure_threshold: 9 } }],
+    ["dynamic_context.current_date_timezone", { dynamic_context: { current_date_timezone: "Asia/Shanghai" } }],
+    ["memory.debounce_seconds", { memory: { debounce_seconds: 5 } }],
+    ["memory.enabled", { memory: { enabled: false } }],
+    ["summarization.enabled", { summarization: { enabled: true, trigger: { tokens: 4000 } } }],
+    ["title.max_chars", { title: { max_chars: 40 } }],
+    ["token_usage.enabled", { token_usage: { enabled: false } }],
+    ["loop_detection.warn_threshold", { loop_detection: { warn_threshold: 4 } }],
+    ["token_budget.enabled", { token_budget: { enabled: true } }],
+    ["safety_finish_reason.enabled", { safety_finish_reason: { enabled: false } }],
+    ["agent.system_prompt", { agent: { system_prompt: "Be brief." } }],
+  ];
+
+  it.each(behaviour)("moves when %s changes", async (_key, raw) => {
+    const base = await assemble({});
+    const changed = await assemble(raw);
+    expect(changed.fingerprint).not.toBe(base.fingerprint);
+  });
+
+  it("stays when only where things are stored or how a model is labelled changes", async () => {
+    const base = await assemble({ models: [{ name: "d", use: "demo" }], default_model: "d" });
+    const relabelled = await assemble({
+      models: [{ name: "d", use: "demo", display_name: "Demo!", description: "for docs" }],
+      default_model: "d",
+      storage: { driver: "memory", base: "elsewhere" },
+    });
+    expect(relabelled.fingerprint).toBe(base.fingerprint);
+  });
+
+  it("fails loudly on a misspelt key inside a middleware section, naming its path", () => {
+    expect(() => validateLeadConfig({ loop_detection: { warn_treshold: 3 } }, "config.yaml")).toThrow(/config\.yaml: loop_detection\.warn_treshold/);
+    expect(() => validateLeadConfig({ title: { max_chars: "long" } }, "config.yaml")).toThrow(/config\.yaml: title\.max_chars/);
+  });
+});
