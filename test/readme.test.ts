@@ -30,3 +30,16 @@ describe("README: writing an extension", () => {
     expect(state.messages.map((m) => m.content)).toEqual(["hi", "Colour noted."]);
   });
 });
+
+describe("README: configuration", () => {
+  it("documents a config.yaml that validates, key for key", async () => {
+    const { readFile } = await import("node:fs/promises");
+    const { parseLeadConfigText } = await import("../src/agents/app-config.ts");
+    const readme = await readFile(new URL("../README.md", import.meta.url), "utf8");
+    const block = /```yaml\n# config\.yaml\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(block).toBeDefined();
+    const config = parseLeadConfigText(block!, "README.md");
+    expect(config.loop_detection?.warn_threshold).toBe(3);
+    expect(config.extensions.middlewares).toEqual(["./my-middlewares.ts:AuditMiddleware"]);
+  });
+});
