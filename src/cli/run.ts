@@ -4,6 +4,7 @@ import { assembleLeadAgent } from "../agents/lead-agent.ts";
 import type { LeadConfig } from "../agents/app-config.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
+import { oneLine, textOf } from "../models/text.ts";
 import { KeyValueCheckpointSaver } from "../runtime/kv-checkpointer.ts";
 import type { CliHost, CliOutput } from "./host.ts";
 
@@ -39,17 +40,6 @@ class Spinner {
     this.#timer = undefined;
     this.out.write("\r\x1b[2K");
   }
-}
-
-function oneLine(text: string, max = 100): string {
-  const flat = text.replace(/\s+/g, " ").trim();
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
-}
-
-function textOf(message: BaseMessage): string {
-  const content = message.content;
-  if (typeof content === "string") return content;
-  return content.map((part) => (typeof part === "string" ? part : part.type === "text" ? String(part.text) : "")).join("");
 }
 
 function describeCall(name: string, args: Record<string, unknown>): string {
@@ -134,7 +124,7 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
       if (mode === "messages") {
         const [chunk] = payload as [BaseMessage, Record<string, unknown>];
         if (AIMessageChunk.isInstance(chunk)) {
-          const text = textOf(chunk);
+          const text = textOf(chunk.content);
           if (text) {
             spinner.stop();
             stdout.write(text);
@@ -151,7 +141,7 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
             // cleanly; the run itself has failed, and says so.
             const kwargs = message.additional_kwargs as Record<string, unknown>;
             if (kwargs.deerflow_error_fallback === true) {
-              failure = oneLine(String(kwargs.error_detail ?? "") || textOf(message), 400);
+              failure = oneLine(String(kwargs.error_detail ?? "") || textOf(message.content), 400);
             }
             spinner.stop();
             if (midLine) stdout.write("\n");
@@ -161,7 +151,7 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
           } else if (ToolMessage.isInstance(message)) {
             spinner.stop();
             const failed = message.status === "error";
-            stdout.write(`    ${failed ? "✗" : "✓"} ${message.name ?? "tool"}: ${oneLine(textOf(message)) || "(no output)"}\n`);
+            stdout.write(`    ${failed ? "✗" : "✓"} ${message.name ?? "tool"}: ${oneLine(textOf(message.content), 100) || "(no output)"}\n`);
           }
         }
         if (node === "tools") waiting(`thinking (model step ${++step})`);

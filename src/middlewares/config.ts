@@ -18,3 +18,20 @@ export function parseMiddlewareConfig<TSchema extends v.GenericSchema>(
   const path = v.getDotPath(issue);
   throw new DeerflowError("invalid_middleware_config", `${middlewareName}${path ? `.${path}` : ""}: ${issue.message}. ${hint}`);
 }
+
+/**
+ * A pipe action for a config object: `high` may not be below `low`. The issue lands on `high`, the
+ * key to fix, and is raised even when an unrelated key failed too.
+ */
+export function notBelow<TInput extends Record<THigh | TLow, number>, const THigh extends string, const TLow extends string>(
+  high: THigh,
+  low: TLow,
+): v.BaseValidation<TInput, TInput, v.BaseIssue<unknown>> {
+  type Values = Record<string, number>;
+  const check = v.partialCheck<Values, readonly [readonly [string], readonly [string]], Values, string>(
+    [[low], [high]],
+    (values) => values[high]! >= values[low]!,
+    `${high} must be greater than or equal to ${low}`,
+  );
+  return v.forward(check, [high]) as unknown as v.BaseValidation<TInput, TInput, v.BaseIssue<unknown>>;
+}

@@ -1,10 +1,10 @@
 import type { AIMessage, BaseMessage, ToolMessage } from "@langchain/core/messages";
+import { contentText } from "../core/content.ts";
 import { normalizePosixPath } from "../core/path.ts";
 import { readFrontMatterMapping } from "../skills/front-matter.ts";
 import { MAX_SKILL_DESCRIPTION_CHARS } from "../state/reducers.ts";
 import type { SkillContextEntry } from "../state/types.ts";
 import { escapeHtml } from "./durable-context-ledger.ts";
-import { toolContentText } from "./tool-result-meta.ts";
 
 /*
  * Which skills the model has loaded: a read of `<skills root>/.../SKILL.md` becomes a compact
@@ -120,7 +120,7 @@ export function extractSkills(messages: readonly BaseMessage[], options: { skill
       if (stamped.path !== expected) continue;
       description = stamped.description;
     } else {
-      const fromContent = skillEntryFromRead(expected, toolContentText(message.content), root);
+      const fromContent = skillEntryFromRead(expected, contentText(message.content), root);
       if (fromContent === undefined) continue;
       description = fromContent.description;
     }

@@ -1,6 +1,7 @@
 import { HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import { contentText, type ContentTextOptions } from "../core/content.ts";
 import type { AgentMiddleware, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { parseMiddlewareConfig } from "./config.ts";
 import { isRealUserMessage } from "./messages.ts";
@@ -24,6 +25,9 @@ export const NEUTRALIZED_END = "[END USER INPUT]";
 
 /** Server-owned: the user's text before the server prefixed trusted blocks (uploads, IM transport). */
 export const ORIGINAL_USER_CONTENT_KEY = "original_user_content";
+
+/** How a user's content reads as plain text, as upstream's message_content_to_text: non-empty parts, newline-joined. */
+export const USER_CONTENT_TEXT: ContentTextOptions = Object.freeze({ skipEmpty: true });
 
 /**
  * Tag names escaped wherever untrusted text enters the model context. Framework blocks are listed
@@ -158,20 +162,6 @@ function blockText(block: string | { text: string }): string {
   return typeof block === "string" ? block : block.text;
 }
 
-/** The plain text of message content as upstream's message_content_to_text: non-empty parts, newline-joined. */
-export function contentToText(content: unknown): string {
-  if (typeof content === "string") return content;
-  if (!Array.isArray(content)) return content === undefined || content === null ? "" : String(content);
-  const parts: string[] = [];
-  for (const item of content) {
-    if (typeof item === "string") parts.push(item);
-    else if (typeof item === "object" && item !== null && typeof (item as { text?: unknown }).text === "string") {
-      parts.push((item as { text: string }).text);
-    }
-  }
-  return parts.filter((part) => part !== "").join("\n");
-}
-
 /**
  * Text blocks (bare strings count: some IM/SDK clients send them, and skipping them would skip
  * sanitising the whole message) collapse into one merged text block at the first one's place;
@@ -266,7 +256,7 @@ export function sanitizeLatestUserInput(messages: readonly BaseMessage[]): BaseM
     processed = wrapUserInput(text);
     // Keep the genuine input recoverable (slash skills, regenerate) once the request is framed;
     // a non-string or empty value is not the server's, so it is replaced rather than trusted.
-    kwargs[ORIGINAL_USER_CONTENT_KEY] = contentToText(content);
+    kwargs[ORIGINAL_USER_CONTENT_KEY] = contentText(content, USER_CONTENT_TEXT);
   }
   if (processed === text) return null;
   return replaceWith(blocks ? rebuildContent(blocks, processed) : processed);

@@ -1,8 +1,9 @@
 import { AIMessage } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
-import type { AgentMiddleware, AgentRuntime, ModelHandler, ModelRequest } from "../engine/types.ts";
+import type { AgentMiddleware, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { parseMiddlewareConfig } from "./config.ts";
+import { emitEvent } from "./events.ts";
 import {
   CIRCUIT_OPEN_MESSAGE,
   RETRIABLE_STATUS_CODES,
@@ -166,15 +167,6 @@ class CircuitBreaker {
   }
 }
 
-function emitRetryEvent(runtime: AgentRuntime, event: Record<string, unknown>): void {
-  try {
-    runtime.writer(event);
-  } catch (error) {
-    // A stream consumer that failed must not fail the model call; control flow still propagates.
-    if (isGraphBubbleUp(error) || runtime.signal?.aborted) throw error;
-  }
-}
-
 /**
  * Retries transient model failures, turns every final failure into an error-fallback AIMessage,
  * and fast-fails through a circuit breaker while the provider keeps failing.
@@ -243,7 +235,7 @@ export function createLLMErrorHandlingMiddleware(config?: LLMErrorHandlingConfig
           const waitMs = retryDelayMs(previousDelay, failure, reason, clock.now());
           previousDelay = waitMs;
           try {
-            emitRetryEvent(runtime, {
+            emitEvent(runtime, {
               type: LLM_RETRY_EVENT_TYPE,
               attempt: attemptNo,
               max_attempts: maxAttempts,

@@ -1,8 +1,8 @@
 import { AIMessage } from "@langchain/core/messages";
-import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ModelHandler, ModelRequest } from "../engine/types.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { notBelow, parseMiddlewareConfig } from "./config.ts";
+import { emitEvent } from "./events.ts";
 import { forceFinalAnswer } from "./loop-detection-forced-stop.ts";
 import { hashToolCalls } from "./loop-detection-hash.ts";
 import { hiddenHumanMessage } from "./messages.ts";
@@ -68,22 +68,8 @@ export const LoopDetectionConfigSchema = v.pipe(
     /** Per-tool `{ warn, hard_limit }` replacing tool_freq_warn / tool_freq_hard_limit for that tool. */
     tool_freq_overrides: v.optional(v.record(v.string(), ToolFreqOverrideSchema), {}),
   }),
-  v.forward(
-    v.partialCheck(
-      [["warn_threshold"], ["hard_limit"]],
-      (c) => c.hard_limit >= c.warn_threshold,
-      "hard_limit must be greater than or equal to warn_threshold",
-    ),
-    ["hard_limit"],
-  ),
-  v.forward(
-    v.partialCheck(
-      [["tool_freq_warn"], ["tool_freq_hard_limit"]],
-      (c) => c.tool_freq_hard_limit >= c.tool_freq_warn,
-      "tool_freq_hard_limit must be greater than or equal to tool_freq_warn",
-    ),
-    ["tool_freq_hard_limit"],
-  ),
+  notBelow("hard_limit", "warn_threshold"),
+  notBelow("tool_freq_hard_limit", "tool_freq_warn"),
 );
 export type LoopDetectionConfig = v.InferOutput<typeof LoopDetectionConfigSchema>;
 export type LoopDetectionConfigInput = v.InferInput<typeof LoopDetectionConfigSchema>;
@@ -133,16 +119,6 @@ function threadKey(runtime: AgentRuntime): string {
   if (runtime.threadId) return `thread:${runtime.threadId}`;
   // A run without a thread has no history to continue, so its window must not meet another run's.
   return `run:${runtime.runId}`;
-}
-
-function emit(runtime: AgentRuntime, event: Record<string, unknown>): void {
-  try {
-    runtime.writer(event);
-  } catch (error) {
-    if (isGraphBubbleUp(error)) throw error;
-    if (runtime.signal?.aborted) throw error;
-    // The event is an audit trail; a broken consumer must not change what the agent does.
-  }
 }
 
 /**
@@ -254,7 +230,7 @@ export function createLoopDetectionMiddleware(config?: LoopDetectionConfigInput)
     const toolNames = (message.tool_calls ?? []).map((call) => call.name || "unknown");
     // Names and counts only: arguments, content, results and anything hashed from arguments could
     // carry what the user or a fetched page wrote.
-    emit(runtime, {
+    emitEvent(runtime, {
       type: LOOP_DETECTION_EVENT,
       middleware: LOOP_DETECTION_NAME,
       hook: "after_model",

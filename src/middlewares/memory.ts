@@ -1,10 +1,11 @@
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import type { BaseMessage } from "@langchain/core/messages";
+import { contentText } from "../core/content.ts";
 import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import { parseMiddlewareConfig } from "./config.ts";
-import { ORIGINAL_USER_CONTENT_KEY, contentToText } from "./input-sanitization.ts";
+import { ORIGINAL_USER_CONTENT_KEY, USER_CONTENT_TEXT } from "./input-sanitization.ts";
 import { MemoryConfigSchema, type MemoryConfig, type MemoryConfigInput } from "./memory-config.ts";
 import {
   createMemoryStore,
@@ -63,7 +64,7 @@ export function filterMessagesForMemory(messages: readonly BaseMessage[]): Memor
     if (message.type === "human") {
       if (!isRealUserMessage(message)) continue;
       const original = message.additional_kwargs?.[ORIGINAL_USER_CONTENT_KEY];
-      const text = (typeof original === "string" ? original : contentToText(message.content).replace(UPLOAD_BLOCK, "")).trim();
+      const text = (typeof original === "string" ? original : contentText(message.content, USER_CONTENT_TEXT).replace(UPLOAD_BLOCK, "")).trim();
       if (text === "") {
         skipNextAnswer = true;
         continue;

@@ -1,5 +1,5 @@
 import { HumanMessage, type BaseMessage } from "@langchain/core/messages";
-import { toolContentText } from "./tool-result-meta.ts";
+import { contentText } from "../core/content.ts";
 
 /**
  * Conventions every middleware shares for messages the framework itself adds to a conversation:
@@ -39,5 +39,5 @@ export function hiddenHumanMessage(name: string, content: string, kwargs: Record
 
 /** The text of a message's content, whether a string or a list of content blocks (joined by newlines). */
 export function messageText(message: BaseMessage): string {
-  return toolContentText(message.content);
+  return contentText(message.content);
 }

@@ -1,9 +1,9 @@
 import { AIMessage, type MessageContent } from "@langchain/core/messages";
-import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
 import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { parseMiddlewareConfig } from "./config.ts";
+import { emitEvent } from "./events.ts";
 import { messageText } from "./messages.ts";
 import { detectFirst } from "./model-length-finish-reason.ts";
 import { describeDetector, type FinishReasonDetector, type FinishReasonHit } from "./model-length-finish-reason-detectors.ts";
@@ -122,15 +122,6 @@ function threadIdOf(runtime: AgentRuntime): string | null {
   if (runtime.threadId !== undefined) return runtime.threadId;
   const fromContext = runtime.context["thread_id"];
   return typeof fromContext === "string" ? fromContext : null;
-}
-
-function emitEvent(runtime: AgentRuntime, event: Record<string, unknown>): void {
-  try {
-    runtime.writer(event);
-  } catch (error) {
-    // Best effort for live clients; only control flow may escape.
-    if (isGraphBubbleUp(error) || runtime.signal?.aborted) throw error;
-  }
 }
 
 /** Strips the tool calls of a response the provider safety-terminated and records `safety_capped`. */

@@ -7,6 +7,8 @@ import { ContentKind, ProducerKind, provenanceKwargs } from "../extension-api/pr
 import type { Skill, SkillRegistry, SkillRegistrySnapshot } from "../skills/registry.ts";
 import { RESERVED_SLASH_SKILL_NAMES, parseSlashSkillReference } from "../skills/slash.ts";
 import { parseMiddlewareConfig } from "./config.ts";
+import { emitEvent } from "./events.ts";
+import { ORIGINAL_USER_CONTENT_KEY } from "./input-sanitization.ts";
 import { hiddenHumanMessage, latestRealUserIndex, messageText } from "./messages.ts";
 import { requireSkillChainBinding, type SkillChainBinding } from "./skill-chain-binding.ts";
 
@@ -26,7 +28,6 @@ export const SKILL_ACTIVATION_EVENT = "middleware:skill_activation";
 /** Run-scope key holding the id (or text digest) of the slash message already activated in this run. */
 export const SKILL_ACTIVATION_RUN_KEY = "skill_activation:activated_target";
 
-const ORIGINAL_USER_CONTENT_KEY = "original_user_content";
 const MISSING_TASK_TEXT =
   "No additional task text was provided after the slash skill command. Ask the user what they want to do with this skill if the next step is unclear.";
 
@@ -232,10 +233,5 @@ function emitActivation(runtime: AgentRuntime, skill: Skill): void {
     action: "activate",
     changes: { skill_name: skill.name, category: skill.category, path: skill.path, content_hash: skill.sha256 },
   };
-  try {
-    runtime.writer(event);
-  } catch (error) {
-    // The audit trail must not cost the user their answer.
-    if (isGraphBubbleUp(error) || runtime.signal?.aborted) throw error;
-  }
+  emitEvent(runtime, event);
 }

@@ -1,6 +1,7 @@
 import { ToolMessage, type AIMessage, type BaseMessage } from "@langchain/core/messages";
 import { Command, isCommand, isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import { contentText } from "../core/content.ts";
 import type {
   AgentMiddleware,
   AgentRuntime,
@@ -19,7 +20,6 @@ import {
   type PolicySource,
   type SkillChainBinding,
 } from "./skill-chain-binding.ts";
-import { toolContentText } from "./tool-result-meta.ts";
 
 /*
  * A skill's `allowed-tools` binds only once the skill is really in use: slash-activated in this
@@ -244,7 +244,7 @@ function filterToolSearchResult(result: ToolResult, allowed: ReadonlySet<string>
   if (rawNames.length > 0) {
     let schemas: unknown;
     try {
-      schemas = JSON.parse(toolContentText(message.content));
+      schemas = JSON.parse(contentText(message.content));
     } catch (error) {
       if (!(error instanceof SyntaxError)) throw error;
       schemas = undefined;

@@ -123,9 +123,11 @@ function safeCutoff(messages: readonly BaseMessage[], target: number): number {
   return 0;
 }
 
-async function tokenBudgetCutoff(messages: readonly BaseMessage[], budget: number, counter: TokenCounter): Promise<number> {
-  if (messages.length === 0 || (await counter(messages)) <= budget) return 0;
-  // The earliest start whose tail fits the budget; the empty tail always fits.
+/**
+ * The earliest start whose tail costs at most `budget`; `messages.length` when not even the newest
+ * message fits. A longer tail never costs less, so it is found by bisection.
+ */
+export async function earliestStartWithin(messages: readonly BaseMessage[], budget: number, counter: TokenCounter): Promise<number> {
   let low = 0;
   let high = messages.length;
   while (low < high) {
@@ -133,7 +135,12 @@ async function tokenBudgetCutoff(messages: readonly BaseMessage[], budget: numbe
     if ((await counter(messages.slice(mid))) <= budget) high = mid;
     else low = mid + 1;
   }
-  let cutoff = low;
+  return low;
+}
+
+async function tokenBudgetCutoff(messages: readonly BaseMessage[], budget: number, counter: TokenCounter): Promise<number> {
+  if (messages.length === 0 || (await counter(messages)) <= budget) return 0;
+  let cutoff = await earliestStartWithin(messages, budget, counter);
   if (cutoff >= messages.length) {
     // Even the newest message alone is over budget: keep it anyway, a summary cannot stand in for it.
     if (messages.length === 1) return 0;

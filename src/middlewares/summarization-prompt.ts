@@ -1,5 +1,5 @@
 import { HumanMessage, getBufferString, type BaseMessage } from "@langchain/core/messages";
-import type { TokenCounter } from "./summarization-context.ts";
+import { earliestStartWithin, type TokenCounter } from "./summarization-context.ts";
 
 /*
  * The summary model's prompt: what it is asked, and how much of the old history and the previous
@@ -84,15 +84,8 @@ export async function trimTextToTokens(
 
 /** The newest messages whose total fits the budget; at least the newest one, however long. */
 async function newestMessagesWithin(messages: readonly BaseMessage[], budget: number, counter: TokenCounter): Promise<BaseMessage[]> {
-  // A longer tail never costs less, so the earliest start that fits can be found by bisection.
-  let low = 0;
-  let high = messages.length;
-  while (low < high) {
-    const mid = Math.floor((low + high) / 2);
-    if ((await counter(messages.slice(mid))) <= budget) high = mid;
-    else low = mid + 1;
-  }
-  return low === messages.length ? messages.slice(-1) : messages.slice(low);
+  const start = await earliestStartWithin(messages, budget, counter);
+  return start === messages.length ? messages.slice(-1) : messages.slice(start);
 }
 
 function formatMessages(messages: readonly BaseMessage[]): string {

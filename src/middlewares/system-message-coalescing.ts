@@ -1,9 +1,11 @@
 import { SystemMessage } from "@langchain/core/messages";
 import type { BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
+import { contentText } from "../core/content.ts";
 import type { AgentMiddleware, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { ContentKind, ProducerKind, provenanceKwargs } from "../extension-api/provenance.ts";
 import { parseMiddlewareConfig } from "./config.ts";
+import { isDynamicContextReminder } from "./dynamic-context.ts";
 
 /*
  * Strict backends (vLLM, SGLang, Qwen, Anthropic) reject a system message that is not the first
@@ -14,7 +16,6 @@ import { parseMiddlewareConfig } from "./config.ts";
 
 export const SYSTEM_MESSAGE_COALESCING_NAME = "SystemMessageCoalescing";
 
-const DYNAMIC_CONTEXT_REMINDER_KEY = "dynamic_context_reminder";
 const PART_SEPARATOR = "\n\n";
 
 export const SystemMessageCoalescingConfigSchema = v.strictObject({});
@@ -25,23 +26,9 @@ function isSystem(message: BaseMessage): boolean {
   return (message as { type?: unknown }).type === "system";
 }
 
-function isDynamicContextReminder(message: BaseMessage): boolean {
-  return Boolean(message.additional_kwargs?.[DYNAMIC_CONTEXT_REMINDER_KEY]);
-}
-
-/** Message content as plain text: strings as-is, list items by their text, one per line. */
+/** Message content as plain text, one item per line; an item without text is kept as its JSON, so merging loses nothing. */
 export function flattenContent(content: unknown): string {
-  if (typeof content === "string") return content;
-  if (Array.isArray(content)) {
-    return content
-      .map((item: unknown) => {
-        if (typeof item === "string") return item;
-        if (typeof item === "object" && item !== null && "text" in item) return String((item as { text: unknown }).text);
-        return typeof item === "object" ? JSON.stringify(item) : String(item);
-      })
-      .join("\n");
-  }
-  return String(content);
+  return contentText(content, { nonText: "json" });
 }
 
 /**

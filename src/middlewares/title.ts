@@ -2,11 +2,13 @@ import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import { contentText, type ContentTextOptions } from "../core/content.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { canonicalJson } from "../extension-api/index.ts";
 import { sha256HexSync } from "../extension-api/sha256-sync.ts";
 import { parseMiddlewareConfig } from "./config.ts";
 import { isDynamicContextReminder } from "./dynamic-context.ts";
+import { ORIGINAL_USER_CONTENT_KEY } from "./input-sanitization.ts";
 import { isRealUserMessage } from "./messages.ts";
 
 /*
@@ -81,6 +83,9 @@ export interface TitleDeps {
   readonly model?: BaseChatModel;
 }
 
+/** Any content shape a provider returns: a string, content blocks, or nested `{ content }` objects. */
+const ANY_SHAPE: ContentTextOptions = Object.freeze({ skipEmpty: true, nonText: "nested" });
+
 /** A message the user typed, not a framework reminder or a hidden hint. */
 function isTitleUserMessage(message: BaseMessage): boolean {
   return isRealUserMessage(message) && !isDynamicContextReminder(message);
@@ -91,8 +96,8 @@ function isTitleUserMessage(message: BaseMessage): boolean {
  * text in the server-owned `original_user_content`; the title is about what the user asked.
  */
 function typedText(message: BaseMessage): string {
-  const original = message.additional_kwargs?.["original_user_content"];
-  return (typeof original === "string" ? original : contentText(message.content)).trim();
+  const original = message.additional_kwargs?.[ORIGINAL_USER_CONTENT_KEY];
+  return (typeof original === "string" ? original : contentText(message.content, ANY_SHAPE)).trim();
 }
 
 /** Whether a title is due: none yet, exactly one user message, and an answer to it (unless partial). */
@@ -125,18 +130,6 @@ export function fallbackTitle(userText: string, maxChars: number): string {
   return chars.slice(0, body).join("").trimEnd() + ELLIPSIS;
 }
 
-/** Text of any content shape a provider returns: a string, content blocks, or nested `{ content }` objects. */
-function contentText(content: unknown): string {
-  if (typeof content === "string") return content;
-  if (Array.isArray(content)) return content.map(contentText).filter((part) => part !== "").join("\n");
-  if (typeof content === "object" && content !== null) {
-    const record = content as Record<string, unknown>;
-    if (typeof record["text"] === "string") return record["text"];
-    if (record["content"] !== undefined) return contentText(record["content"]);
-  }
-  return "";
-}
-
 function stripThinking(text: string): string {
   return text.replace(/<think>[\s\S]*?<\/think>/gi, "").trim();
 }
@@ -156,7 +149,7 @@ const QUOTE_PAIRS: ReadonlyArray<[string, string]> = [
  * heading and emphasis markers, a "Title:" label and wrapping quotes removed, cut to maxChars.
  */
 export function cleanModelTitle(content: unknown, maxChars: number): string {
-  const text = stripThinking(contentText(content));
+  const text = stripThinking(contentText(content, ANY_SHAPE));
   let title = text.split(/\r?\n/).find((line) => line.trim() !== "")?.trim() ?? "";
   title = title.replace(/^#{1,6}\s+/, "").replace(/^title\s*[:：]\s*/i, "");
   for (let changed = true; changed; ) {
@@ -192,7 +185,7 @@ export function createTitleMiddleware(config?: TitleConfigInput, deps: TitleDeps
     const prompt = formatTitleTemplate(parsed.prompt_template, {
       max_words: String(parsed.max_words),
       user_msg: excerpt(userText),
-      assistant_msg: excerpt(firstAnswer ? stripThinking(contentText(firstAnswer.content)) : ""),
+      assistant_msg: excerpt(firstAnswer ? stripThinking(contentText(firstAnswer.content, ANY_SHAPE)) : ""),
     });
     const response = await model!.invoke(prompt, {
       runName: "title_agent",

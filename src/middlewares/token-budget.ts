@@ -1,7 +1,7 @@
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ModelHandler, ModelRequest } from "../engine/types.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { notBelow, parseMiddlewareConfig } from "./config.ts";
 import { forceFinalAnswer } from "./loop-detection-forced-stop.ts";
 import { hiddenHumanMessage } from "./messages.ts";
 import { recordStopReason } from "./stop-reason.ts";
@@ -36,14 +36,7 @@ export const TokenBudgetConfigSchema = v.pipe(
     /** Fraction of a limit at which tool calls are stripped and the run ends. */
     hard_stop_threshold: v.optional(ratio, 1),
   }),
-  v.forward(
-    v.partialCheck(
-      [["warn_threshold"], ["hard_stop_threshold"]],
-      (c) => c.hard_stop_threshold >= c.warn_threshold,
-      "hard_stop_threshold must be greater than or equal to warn_threshold",
-    ),
-    ["hard_stop_threshold"],
-  ),
+  notBelow("hard_stop_threshold", "warn_threshold"),
 );
 export type TokenBudgetConfig = v.InferOutput<typeof TokenBudgetConfigSchema>;
 export type TokenBudgetConfigInput = v.InferInput<typeof TokenBudgetConfigSchema>;

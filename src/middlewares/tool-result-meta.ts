@@ -1,4 +1,5 @@
 import type { ToolMessage } from "@langchain/core/messages";
+import { contentText } from "../core/content.ts";
 
 /**
  * Structured meaning of one tool result, stamped onto `additional_kwargs.deerflow_tool_meta` so that
@@ -244,18 +245,6 @@ function makeMeta(
   };
 }
 
-/** Text of a tool result: strings as-is, content blocks joined by their text parts. */
-export function toolContentText(content: unknown): string {
-  if (typeof content === "string") return content;
-  if (!Array.isArray(content)) return "";
-  const parts: string[] = [];
-  for (const block of content) {
-    if (typeof block === "string") parts.push(block);
-    else if (isPlainObject(block) && typeof block["text"] === "string") parts.push(block["text"]);
-  }
-  return parts.join("\n");
-}
-
 export interface NormalizeToolResultInput {
   toolName: string | undefined;
   content: unknown;
@@ -264,7 +253,7 @@ export interface NormalizeToolResultInput {
 
 /** Derives the meta of a tool's own return value (never of an exception). */
 export function normalizeToolResult(input: NormalizeToolResultInput): ToolResultMeta {
-  const content = toolContentText(input.content);
+  const content = contentText(input.content);
 
   // A tool that flags status=error without the "Error:" convention: when the body is JSON, only its
   // `error` field may classify it, never incidental fields such as {"user_id": 401}.

@@ -1,6 +1,7 @@
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import { bytesToBase64 } from "../core/base64.ts";
+import { contentText } from "../core/content.ts";
 import type { AgentMiddleware, AgentRuntime, AgentTool, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { ContentKind, ProducerKind, provenanceKwargs } from "../extension-api/provenance.ts";
 import type { ViewedImage } from "../state/types.ts";
@@ -63,12 +64,6 @@ export function isViewImageContextMessage(message: BaseMessage): boolean {
   return (id.startsWith(VIEW_IMAGE_CONTEXT_ID_PREFIX) || id.startsWith(LEGACY_VIEW_IMAGE_CONTEXT_ID_PREFIX)) && hasMarker(message);
 }
 
-function contentText(content: unknown): string {
-  if (typeof content === "string") return content;
-  if (!Array.isArray(content)) return "";
-  return content.map((block) => (typeof block === "string" ? block : typeof block?.text === "string" ? block.text : "")).join("");
-}
-
 /**
  * True when the newest assistant turn called view_image, every one of its calls has a result, and
  * no (unmarked, legacy) image message already follows it. Judged on state, not the request: a
@@ -91,7 +86,7 @@ export function imagesWarranted(messages: readonly BaseMessage[]): boolean {
     if (ToolMessage.isInstance(later) && later.tool_call_id) answered.add(later.tool_call_id);
     if (HumanMessage.isInstance(later)) {
       if (hasMarker(later)) return false;
-      const text = contentText(later.content);
+      const text = contentText(later.content, { separator: "" });
       if (ALREADY_SENT_HEADERS.some((header) => text.includes(header))) return false;
     }
   }

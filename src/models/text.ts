@@ -1,11 +1,9 @@
 import type { MessageContent } from "@langchain/core/messages";
+import { contentText } from "../core/content.ts";
 
-/** The text of message content: a string as-is, else its text blocks joined (images and the like drop out). */
+/** The text of message content as a provider reads it: its text blocks run together, images and the like drop out. */
 export function textOf(content: MessageContent): string {
-  if (typeof content === "string") return content;
-  return content
-    .map((block) => (block.type === "text" && typeof block.text === "string" ? block.text : ""))
-    .join("");
+  return contentText(content, { separator: "", typedOnly: true });
 }
 
 /** Whitespace collapsed to single spaces, cut to `max` characters with an ellipsis. */

@@ -124,26 +124,21 @@ export class SkillRegistryError extends DeerflowError {
   }
 }
 
-export function parseSkillsConfig(input: unknown): SkillsConfig {
-  const result = v.safeParse(SkillsConfigSchema, input ?? {});
+/** `input` (undefined or null reads as `{}`) parsed by `schema`; the first issue fails naming `section` and the key's path. */
+function parseSkillsSection<TSchema extends v.GenericSchema>(schema: TSchema, input: unknown, section: string, hint: string): v.InferOutput<TSchema> {
+  const result = v.safeParse(schema, input ?? {});
   if (result.success) return result.output;
   const issue = result.issues[0];
   const path = v.getDotPath(issue);
-  throw new SkillRegistryError(
-    "invalid_skills_config",
-    `skills${path ? `.${path}` : ""}: ${issue.message}. Fix this key in the skills section of config.yaml.`,
-  );
+  throw new SkillRegistryError("invalid_skills_config", `${section}${path ? `.${path}` : ""}: ${issue.message}. ${hint}`);
+}
+
+export function parseSkillsConfig(input: unknown): SkillsConfig {
+  return parseSkillsSection(SkillsConfigSchema, input, "skills", "Fix this key in the skills section of config.yaml.");
 }
 
 function parseSkillStates(input: unknown): SkillStates {
-  const result = v.safeParse(SkillStatesSchema, input ?? {});
-  if (result.success) return result.output;
-  const issue = result.issues[0];
-  const path = v.getDotPath(issue);
-  throw new SkillRegistryError(
-    "invalid_skills_config",
-    `extensions skills${path ? `.${path}` : ""}: ${issue.message}. Each entry looks like { "enabled": true }.`,
-  );
+  return parseSkillsSection(SkillStatesSchema, input, "extensions skills", 'Each entry looks like { "enabled": true }.');
 }
 
 /** The SKILL.md path the model sees for a skill folder. */
