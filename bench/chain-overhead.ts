@@ -1,7 +1,9 @@
 /**
  * chain-overhead: the time the engine adds per model step and per tool call, over calling the same
  * scripted model and tool in a plain loop, with 0, 10 and 35 pass-through middlewares; for our
- * engine and for LangChain.js createAgent, in one process so both see the same machine state.
+ * engine and for LangChain.js createAgent, in one process so both see the same machine state. Also
+ * our full default lead chain (buildLeadMiddlewares for code defaults, engine
+ * "deerflow-edge-lead-chain") on the same model and tool, against our bare engine (0 middlewares).
  *
  * Run: npx tsx --expose-gc bench/chain-overhead.ts | npx deno run -A --v8-flags=--expose-gc
  * bench/chain-overhead.ts | npx bun bench/chain-overhead.ts (or `npm run bench` for all three).
@@ -19,6 +21,9 @@
  *   direct A)) / 4, B being 5 model steps and 4 tool calls per run. If a run costs F + s·steps +
  *   t·tools over the direct loop (F: graph start, input and output handling), the per-step figure is
  *   s + F and the per-tool-call figure is t − F; a negative tool-call figure means F > t.
+ * - lead_chain_vs_bare_per_step_ms: median over samples of (lead chain A − bare engine A per run),
+ *   the per-step cost of the default lead chain (its per-run hooks included, as F above);
+ *   lead_chain_step_time_vs_bare: lead chain A per run / bare A per run (medians).
  */
 // Installed first so both engines run with the same AsyncLocalStorage, whatever imports langchain
 // pulls in later (toolchain pitfall P3b).
@@ -31,6 +36,12 @@ import { createAgent as createLangchainAgent, createMiddleware, tool } from "lan
 import { z } from "zod";
 import { createAgent, type AgentMiddleware, type AgentTool } from "../src/engine/index.ts";
 import { systemClock } from "../src/core/clock.ts";
+import { validateLeadConfig } from "../src/agents/app-config.ts";
+import { buildLeadMiddlewares } from "../src/agents/lead-agent.ts";
+import { createMemoryStore, type MemoryStore } from "../src/middlewares/memory-store.ts";
+import { createVirtualSandboxProvider } from "../src/sandbox/virtual.ts";
+import { createSkillRegistry } from "../src/skills/registry.ts";
+import { createMemoryKeyValue } from "../src/storage/key-value.ts";
 // bench/ is not src/: a node:* import is fine here, and node:os exists on Node, Deno and Bun.
 import { loadavg } from "node:os";
 
@@ -192,7 +203,7 @@ function langchainPassThrough(index: number) {
 // ---------------------------------------------------------------------------------------------
 // Configurations
 
-type EngineName = "deerflow-edge" | "langchain-createAgent" | "direct";
+type EngineName = "deerflow-edge" | "deerflow-edge-lead-chain" | "langchain-createAgent" | "direct";
 type Workload = "A" | "B";
 type CheckpointerSetting = "none" | "memory";
 
@@ -206,6 +217,8 @@ interface Config {
   readonly run: () => Promise<BaseMessage[]>;
   /** Drops what the runs left in the checkpointer (outside the timed region). */
   readonly cleanup: () => Promise<void>;
+  /** Releases what outlives the runs (the lead chain's memory store), once, after the last block. */
+  readonly close?: () => Promise<void>;
   runsPerSample: number;
   readonly perRunMs: number[];
 }
@@ -225,8 +238,9 @@ function threadTracker(saver: MemorySaver | undefined) {
       return id;
     },
     async cleanup(): Promise<void> {
+      const ids = used.splice(0);
       if (!saver) return;
-      for (const id of used.splice(0)) await saver.deleteThread(id);
+      for (const id of ids) await saver.deleteThread(id);
     },
   };
 }
@@ -316,6 +330,60 @@ function langchainConfig(middlewares: number, workload: Workload, checkpointer: 
   };
 }
 
+/**
+ * The full default lead chain: what buildLeadMiddlewares returns for code defaults (config `{}`, no
+ * plan mode, a model without vision), on the bench's scripted model and noop tool (Clarification
+ * adds its ask_clarification tool), no system prompt, so it differs from the bare engine
+ * (deerflow-edge with 0 middlewares) by the middlewares only. The services are the lead agent's
+ * (memory storage, virtual sandbox, system clock); each run gets a fresh thread id (ThreadData needs
+ * one), as a new conversation does, so DynamicContext injects its date reminder and recalls memory
+ * on every run and Memory queues every run's conversation. The memory store's debounce timers are
+ * real (system clock, as in production): cleanup, outside the timed region, flushes the queued
+ * updates before a timer could fire, and `close` closes the store at the end so the process exits.
+ */
+function leadChainConfig(workload: Workload, checkpointer: CheckpointerSetting): Config {
+  const saver = checkpointer === "memory" ? new MemorySaver() : undefined;
+  const threads = threadTracker(saver);
+  const storage = createMemoryKeyValue();
+  const config = validateLeadConfig({}, "bench");
+  const memoryStore: MemoryStore = createMemoryStore(storage, systemClock, { config: config.memory ?? {} });
+  const middlewares = buildLeadMiddlewares(config, {
+    model: models[workload],
+    memoryStore,
+    skillRegistry: createSkillRegistry(storage, { config: config.skills ?? {} }),
+  });
+  const agent = createAgent({
+    model: models[workload],
+    tools: [ourNoop],
+    middlewares,
+    checkpointer: saver,
+    services: { clock: systemClock, storage, sandbox: createVirtualSandboxProvider({ storage }) },
+    recursionLimit: RECURSION_LIMIT,
+  });
+  leadChainNames = middlewares.map((m) => m.name);
+  const run = async () => (await agent.invoke({ messages: [new HumanMessage("go")] }, { threadId: threads.next() })).messages;
+  return {
+    key: `deerflow-edge-lead-chain/${middlewares.length}/${workload}/${checkpointer}`,
+    engine: "deerflow-edge-lead-chain",
+    middlewares: middlewares.length,
+    workload,
+    checkpointer,
+    run,
+    cleanup: async () => {
+      await threads.cleanup();
+      await memoryStore.flush();
+    },
+    close: async () => {
+      await memoryStore.close();
+    },
+    runsPerSample: 1,
+    perRunMs: [],
+  };
+}
+
+/** The lead chain's middleware names, as built (reported in the summary; 18 for code defaults). */
+let leadChainNames: string[] = [];
+
 // ---------------------------------------------------------------------------------------------
 // Sanity check: every engine yields the same message list as the direct loop, and every hook ran.
 
@@ -330,6 +398,33 @@ function projection(messages: readonly BaseMessage[]): unknown[] {
   });
 }
 
+/**
+ * The lead chain adds hidden context to state (DynamicContext's date reminder takes the user
+ * message's id and the user's text comes back as `<id>__user`), so its list is compared on what the
+ * model and tools produced: the AI/tool sequence must equal the direct loop's, the list must end
+ * with the final answer, the user's turn must be there exactly once, and so must the reminder (proof
+ * that the chain ran).
+ */
+function checkLeadChainMessages(config: Config, messages: readonly BaseMessage[], expected: readonly BaseMessage[]): void {
+  const fail = (what: string) => {
+    throw new Error(`sanity check failed for ${config.key}: ${what}. Refusing to time a broken run.`);
+  };
+  const aiAndTools = (list: readonly BaseMessage[]) =>
+    JSON.stringify(projection(list.filter((m) => AIMessage.isInstance(m) || ToolMessage.isInstance(m))));
+  const want = aiAndTools(expected);
+  const got = aiAndTools(messages);
+  if (got !== want) fail(`its AI/tool messages differ from the direct loop's.\n  expected: ${want}\n  got:      ${got}\n`);
+  const last = messages.at(-1);
+  const finalAnswer = expected.at(-1)!.content;
+  if (!last || !AIMessage.isInstance(last) || last.content !== finalAnswer) {
+    fail(`its last message is ${JSON.stringify(last ? projection([last]) : null)}, expected the final answer ${JSON.stringify(finalAnswer)}`);
+  }
+  const users = messages.filter((m) => HumanMessage.isInstance(m) && m.additional_kwargs?.["hide_from_ui"] !== true);
+  if (users.length !== 1 || users[0]!.content !== "go") fail(`expected the user's turn "go" once, got ${JSON.stringify(projection(users))}`);
+  const reminders = messages.filter((m) => m.additional_kwargs?.["dynamic_context_reminder"] === true);
+  if (reminders.length !== 1) fail(`expected one DynamicContext reminder, got ${reminders.length}`);
+}
+
 function expectedHookCalls(middlewares: number, workload: Workload): number {
   // beforeModel + wrapModelCall + afterModel per model step, wrapToolCall per tool call.
   return middlewares * (3 * modelSteps[workload] + toolRounds[workload]);
@@ -337,6 +432,7 @@ function expectedHookCalls(middlewares: number, workload: Workload): number {
 
 async function sanityCheck(configs: readonly Config[]): Promise<void> {
   const expected = new Map<Workload, string>();
+  const expectedMessages = new Map<Workload, BaseMessage[]>();
   for (const workload of ["A", "B"] as const) {
     const direct = configs.find((c) => c.engine === "direct" && c.workload === workload)!;
     const messages = await direct.run();
@@ -346,6 +442,7 @@ async function sanityCheck(configs: readonly Config[]): Promise<void> {
       throw new Error(`direct loop for workload ${workload} produced [${got}], expected [${wanted}]; the scripted model is broken.`);
     }
     expected.set(workload, JSON.stringify(projection(messages)));
+    expectedMessages.set(workload, messages);
   }
   for (const config of configs) {
     const before = hookCalls;
@@ -353,13 +450,15 @@ async function sanityCheck(configs: readonly Config[]): Promise<void> {
     await config.cleanup();
     const calls = hookCalls - before;
     const got = JSON.stringify(projection(messages));
-    if (got !== expected.get(config.workload)) {
+    if (config.engine === "deerflow-edge-lead-chain") {
+      checkLeadChainMessages(config, messages, expectedMessages.get(config.workload)!);
+    } else if (got !== expected.get(config.workload)) {
       throw new Error(
         `sanity check failed for ${config.key}: its final message list differs from the direct loop's.\n` +
           `  expected: ${expected.get(config.workload)}\n  got:      ${got}\nRefusing to time a broken run.`,
       );
     }
-    const wantCalls = config.engine === "direct" ? 0 : expectedHookCalls(config.middlewares, config.workload);
+    const wantCalls = config.engine === "deerflow-edge" || config.engine === "langchain-createAgent" ? expectedHookCalls(config.middlewares, config.workload) : 0;
     if (calls !== wantCalls) {
       throw new Error(`sanity check failed for ${config.key}: ${calls} pass-through hook calls, expected ${wantCalls}. Refusing to time it.`);
     }
@@ -448,6 +547,7 @@ async function main(): Promise<void> {
         configs.push(oursConfig(middlewares, workload, checkpointer));
         configs.push(langchainConfig(middlewares, workload, checkpointer));
       }
+      configs.push(leadChainConfig(workload, checkpointer));
     }
   }
 
@@ -475,6 +575,7 @@ async function main(): Promise<void> {
     }
     log(`sample ${s + 1}/${samples} done (${((performance.now() - began) / 1000).toFixed(1)} s)`);
   }
+  for (const config of configs) await config.close?.();
 
   const find = (engine: EngineName, middlewares: number, workload: Workload, checkpointer: CheckpointerSetting) =>
     configs.find((c) => c.engine === engine && c.middlewares === middlewares && c.workload === workload && c.checkpointer === checkpointer)!;
@@ -544,6 +645,15 @@ async function main(): Promise<void> {
     const a0 = find("deerflow-edge", 0, "A", checkpointer).perRunMs;
     const a35 = find("deerflow-edge", 35, "A", checkpointer).perRunMs;
     const pairedStepRatio = median(a35.map((t, s) => t / a0[s]!));
+    // The full default lead chain over the bare engine (0 middlewares), paired per sample like the
+    // rest. Workload A is one model step per run, so its per-run difference is the per-step cost,
+    // including the chain's once-per-run hooks (beforeAgent/afterAgent), as with the engine's F.
+    const leadA = find("deerflow-edge-lead-chain", leadChainNames.length, "A", checkpointer).perRunMs;
+    const leadB = find("deerflow-edge-lead-chain", leadChainNames.length, "B", checkpointer).perRunMs;
+    const b0 = find("deerflow-edge", 0, "B", checkpointer).perRunMs;
+    const leadExtraA = leadA.map((t, s) => t - a0[s]!);
+    const leadExtraB = leadB.map((t, s) => t - b0[s]!);
+    const leadStepMs = median(leadA);
     console.log(
       JSON.stringify({
         bench: "chain-overhead",
@@ -561,6 +671,17 @@ async function main(): Promise<void> {
         ours_step_ms_0: round(oursStep0),
         ours_step_ms_35: round(oursStep35),
         ours_step_time_35_vs_0_paired: round(pairedStepRatio),
+        lead_chain_middlewares: leadChainNames,
+        bare_step_ms: round(oursStep0),
+        lead_chain_step_ms: round(leadStepMs),
+        lead_chain_vs_bare_per_step_ms: round(median(leadExtraA)),
+        lead_chain_step_time_vs_bare: round(leadStepMs / oursStep0),
+        lead_chain_step_time_vs_bare_paired: round(median(leadA.map((t, s) => t / a0[s]!))),
+        lead_chain_vs_bare_per_run_ms_workload_B: round(median(leadExtraB)),
+        lead_chain_vs_bare_per_tool_call_ms: round(
+          median(leadExtraB.map((o, s) => (o - modelSteps.B * leadExtraA[s]!) / TOOL_ROUNDS_B)),
+        ),
+        lead_chain_run_time_vs_bare_workload_B: round(median(leadB) / median(b0)),
         goal_met: {
           beats_createAgent_at_35: ours35.perStep < theirs35.perStep,
           adding_35_under_50pct: oursStep35 <= 1.5 * oursStep0,
@@ -570,6 +691,10 @@ async function main(): Promise<void> {
           overhead_per_tool_call:
             "median over samples of ((engine B − direct B) − 5 × (engine A − direct A)) / 4; with run cost F + s·steps + t·tools this is t − F, while the per-step figure is s + F",
           adding_35_under_50pct: "ours workload-A per-run time (model call included) at 35 ≤ 1.5 × at 0",
+          lead_chain_vs_bare_per_step_ms:
+            "median over samples of (lead chain A − bare A per run), bare = deerflow-edge with 0 middlewares; A = 1 model step, so this includes the chain's per-run hooks",
+          lead_chain_step_time_vs_bare: "lead chain workload-A per-run time / bare workload-A per-run time (medians; _paired: median of per-sample ratios)",
+          lead_chain_vs_bare_per_tool_call_ms: "median over samples of ((lead B − bare B) − 5 × (lead A − bare A)) / 4: per tool call minus the per-run hooks (t − F)",
         },
         total_s: round((performance.now() - began) / 1000),
         load_avg_1m: { start: loadAtStart, end: loadAtEnd },
