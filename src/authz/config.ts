@@ -1,0 +1,103 @@
+import * as v from "valibot";
+import { RbacRolesSchema } from "./rbac.ts";
+
+/*
+ * The `authorization` and `guardrails` sections of config.yaml. Both mirror upstream's shape
+ * (`provider: { use, config }`, so an upstream config.yaml ports verbatim) and add shorthands:
+ * `authorization.roles` for the built-in RBAC, `guardrails.provider: allowlist` with the lists
+ * beside it. Custom providers are objects handed to the middleware factories, not class paths.
+ */
+
+const nonEmptyString = v.pipe(v.string(), v.minLength(1, "expected a non-empty string"));
+
+const ProviderSpecSchema = v.strictObject({
+  /** A built-in provider's name (or upstream's class path for it). */
+  use: nonEmptyString,
+  /** The provider's own settings. */
+  config: v.optional(v.pipe(v.nullable(v.record(v.string(), v.unknown())), v.transform((value) => value ?? {})), {}),
+});
+export type ProviderSpec = v.InferOutput<typeof ProviderSpecSchema>;
+
+export const AuthorizationConfigSchema = v.pipe(
+  v.strictObject({
+    /** Off by default: every authenticated user may use every tool, model and sandbox. */
+    enabled: v.optional(v.boolean(), false),
+    /** Deny when the provider fails or identity cannot be resolved. */
+    fail_closed: v.optional(v.boolean(), true),
+    /** The role of a caller whose context carries none (an unbound IM channel, an internal job). */
+    default_role: v.optional(nonEmptyString, "user"),
+    /** `{ use: rbac, config: { roles } }`, upstream's form. */
+    provider: v.optional(v.nullable(ProviderSpecSchema), null),
+    /** Shorthand for the built-in RBAC provider: `{ <role>: { tools: { allow, deny }, models: { allow, deny } } }`. */
+    roles: v.optional(v.nullable(RbacRolesSchema), null),
+  }),
+  v.forward(
+    v.partialCheck(
+      [["provider"], ["roles"]],
+      (input) => input.provider === null || input.provider === undefined || input.roles === null || input.roles === undefined,
+      "set either roles (the built-in RBAC) or provider, not both",
+    ),
+    ["roles"],
+  ),
+);
+export type AuthorizationConfig = v.InferOutput<typeof AuthorizationConfigSchema>;
+export type AuthorizationConfigInput = v.InferInput<typeof AuthorizationConfigSchema>;
+
+export const AUTHORIZATION_DEFAULTS: AuthorizationConfig = Object.freeze({
+  enabled: false,
+  fail_closed: true,
+  default_role: "user",
+  provider: null,
+  roles: null,
+});
+
+const toolNames = v.array(nonEmptyString);
+
+export const GuardrailsConfigSchema = v.pipe(
+  v.strictObject({
+    enabled: v.optional(v.boolean(), false),
+    /** Deny the call when the provider fails. */
+    fail_closed: v.optional(v.boolean(), true),
+    /** OAP passport path or hosted agent id, handed to the provider as the agent id. */
+    passport: v.optional(v.nullable(v.string()), null),
+    /** `allowlist`, or upstream's `{ use, config }`. */
+    provider: v.optional(v.nullable(v.union([nonEmptyString, ProviderSpecSchema], "expected a provider name or { use, config }")), null),
+    /** With `provider: allowlist`: only these tools may run (absent allows all, `[]` allows none). */
+    allowed_tools: v.optional(v.nullable(toolNames), null),
+    /** With `provider: allowlist`: these tools never run. */
+    denied_tools: v.optional(v.nullable(toolNames), null),
+  }),
+  v.forward(
+    v.partialCheck(
+      [["provider"], ["allowed_tools"]],
+      (input) => typeof input.provider === "string" || input.provider === null || input.provider === undefined || input.allowed_tools === null || input.allowed_tools === undefined,
+      "with provider { use, config } the lists go under provider.config",
+    ),
+    ["allowed_tools"],
+  ),
+  v.forward(
+    v.partialCheck(
+      [["provider"], ["denied_tools"]],
+      (input) => typeof input.provider === "string" || input.provider === null || input.provider === undefined || input.denied_tools === null || input.denied_tools === undefined,
+      "with provider { use, config } the lists go under provider.config",
+    ),
+    ["denied_tools"],
+  ),
+);
+export type GuardrailsConfig = v.InferOutput<typeof GuardrailsConfigSchema>;
+export type GuardrailsConfigInput = v.InferInput<typeof GuardrailsConfigSchema>;
+
+export const GUARDRAILS_DEFAULTS: GuardrailsConfig = Object.freeze({
+  enabled: false,
+  fail_closed: true,
+  passport: null,
+  provider: null,
+  allowed_tools: null,
+  denied_tools: null,
+});
+
+/** The allowlist provider's `provider.config`. */
+export const AllowlistProviderConfigSchema = v.strictObject({
+  allowed_tools: v.optional(v.nullable(toolNames), null),
+  denied_tools: v.optional(v.nullable(toolNames), null),
+});
