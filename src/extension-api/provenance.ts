@@ -122,6 +122,7 @@ export const SERVER_OWNED_MESSAGE_METADATA_KEYS: readonly string[] = Object.free
   "token_usage_attribution",
   "subagent_token_usage_attributed",
   "deerflow_tool_receipt",
+  "deerflow_tool_receipt_ledger",
 ]);
 
 const SERVER_OWNED_KEY_SET: ReadonlySet<string> = new Set(SERVER_OWNED_MESSAGE_METADATA_KEYS);

@@ -165,6 +165,7 @@ describe("server-owned message metadata", () => {
     "token_usage_attribution",
     "subagent_token_usage_attributed",
     "deerflow_tool_receipt",
+    "deerflow_tool_receipt_ledger",
   ];
 
   it("covers the provenance keys and every other key only the server writes", () => {
