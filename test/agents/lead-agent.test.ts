@@ -43,7 +43,7 @@ describe("lead agent assembly", () => {
     // Upstream's default chain less what the tool-side chain builds (ToolOutputBudget,
     // ToolResultSanitization, Uploads, Sandbox, SandboxAudit, ReadBeforeWrite).
     expect(assembly.agent.middlewares.map((m) => m.name)).toEqual(DEFAULT_CHAIN);
-    expect(assembly.agent.tools.map((t) => t.name).sort()).toEqual(["ask_clarification", "bash", "ls", "read_file", "str_replace", "write_file"]);
+    expect(assembly.agent.tools.map((t) => t.name).sort()).toEqual(["ask_clarification", "bash", "glob", "grep", "ls", "read_file", "str_replace", "write_file"]);
     expect(assembly.model).toMatchObject({ name: "demo", is_demo: true });
   });
 

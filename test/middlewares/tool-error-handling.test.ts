@@ -8,15 +8,31 @@ import { createAgent } from "../../src/engine/agent.ts";
 import type { AgentTool, ToolCallRequest, ToolResult } from "../../src/engine/types.ts";
 import { emptyThreadState } from "../../src/state/thread-state.ts";
 import {
+  TOOL_ERROR_HANDLING_DEFAULTS,
   TOOL_ERROR_HANDLING_NAME,
   buildToolErrorMessage,
   createToolErrorHandlingMiddleware,
 } from "../../src/middlewares/tool-error-handling.ts";
+import {
+  SUBAGENT_ERROR_KEY,
+  SUBAGENT_RESULT_BRIEF_KEY,
+  SUBAGENT_RESULT_SHA256_KEY,
+  SUBAGENT_STATUS_KEY,
+  SUBAGENT_STOP_REASON_KEY,
+  boundSubagentText,
+  formatSubagentResultMessage,
+  makeSubagentAdditionalKwargs,
+} from "../../src/middlewares/tool-error-handling-subagent.ts";
+import { sha256HexSync } from "../../src/extension-api/sha256-sync.ts";
 import { TOOL_META_KEY, type ToolResultMeta } from "../../src/middlewares/tool-result-meta.ts";
 import { makeRuntime } from "./runtime.ts";
 
 class ValueError extends Error {
   override name = "ValueError";
+}
+
+class RuntimeError extends Error {
+  override name = "RuntimeError";
 }
 
 function request(toolCall: Partial<ToolCall> = {}, signal?: AbortSignal): ToolCallRequest {
@@ -43,7 +59,18 @@ describe("ToolErrorHandling", () => {
   it("has a stable name and declares its policy", () => {
     expect(middleware.name).toBe(TOOL_ERROR_HANDLING_NAME);
     expect(middleware.name).toBe("ToolErrorHandling");
-    expect(middleware.releasePolicyParameters?.()).toEqual({ error_detail_max_chars: 500, meta_key: "deerflow_tool_meta" });
+    expect(middleware.releasePolicyParameters?.()).toEqual({
+      error_detail_max_chars: 500,
+      meta_key: "deerflow_tool_meta",
+      task_exception_status: "failed",
+      skill_file_read_tool_names: ["cat", "read", "read_file", "view"],
+      skills_container_path: "/mnt/skills",
+      skill_context_key: "skill_context_entry",
+    });
+    expect(TOOL_ERROR_HANDLING_DEFAULTS).toEqual({ skill_file_read_tool_names: ["read_file", "read", "view", "cat"], skills_container_path: "/mnt/skills" });
+    expect(
+      createToolErrorHandlingMiddleware({ skill_file_read_tool_names: ["view", "read_file", "view"], skills_container_path: "/custom/skills/" }).releasePolicyParameters?.(),
+    ).toMatchObject({ skill_file_read_tool_names: ["read_file", "view"], skills_container_path: "/custom/skills" });
   });
 
   it("scenario 29: a tool raising ValueError('boom') becomes a recoverable error ToolMessage", async () => {
@@ -188,9 +215,147 @@ describe("ToolErrorHandling", () => {
     expect(await middleware.wrapToolCall!(request(), async () => command)).toBe(command);
   });
 
-  it("rejects unknown config keys with a code", () => {
+  it("rejects unknown config keys with a code, and a relative skills path", () => {
     expect(() => createToolErrorHandlingMiddleware({ nope: 1 } as never)).toThrow(
       expect.objectContaining({ code: "invalid_middleware_config" }),
     );
+    expect(() => createToolErrorHandlingMiddleware({ skills_container_path: "skills" })).toThrow(/^ToolErrorHandling\.skills_container_path: /);
+  });
+});
+
+describe("ToolErrorHandling: task exception wrappers", () => {
+  const middleware = createToolErrorHandlingMiddleware();
+
+  it("a raising task gets the subagent formatter's text and failed subagent metadata", async () => {
+    const result = (await middleware.wrapToolCall!(request({ name: "task", id: "tc-task" }), failing(new RuntimeError("network down")))) as ToolMessage;
+    expect(result).toMatchObject({ tool_call_id: "tc-task", name: "task", status: "error" });
+    expect(result.content).toBe("Task failed. Error: RuntimeError: network down. Continue with available context, or choose an alternative tool.");
+    expect(result.additional_kwargs[SUBAGENT_STATUS_KEY]).toBe("failed");
+    expect(result.additional_kwargs[SUBAGENT_ERROR_KEY]).toBe("RuntimeError: network down");
+    expect(metaOf(result)).toMatchObject({ status: "error", source: "exception" });
+  });
+
+  it("only task is stamped, and a task's own results are never stamped from their text", async () => {
+    const bash = (await middleware.wrapToolCall!(request({ name: "bash" }), failing(new RuntimeError("command failed")))) as ToolMessage;
+    expect(bash.additional_kwargs[SUBAGENT_STATUS_KEY]).toBeUndefined();
+    const plain = new ToolMessage({ content: "Task Succeeded. Result: ok", tool_call_id: "tc-1", name: "task" });
+    const returned = (await middleware.wrapToolCall!(request({ name: "task" }), async () => plain)) as ToolMessage;
+    expect(returned.additional_kwargs[SUBAGENT_STATUS_KEY]).toBeUndefined();
+    const command = new Command({
+      update: {
+        messages: [
+          new ToolMessage({
+            content: "Task Succeeded. Result: ok",
+            tool_call_id: "tc-1",
+            name: "task",
+            additional_kwargs: { subagent_status: "completed", subagent_result_brief: "ok" },
+          }),
+        ],
+      },
+    });
+    expect(await middleware.wrapToolCall!(request({ name: "task" }), async () => command)).toBe(command);
+  });
+
+  it("the subagent result contract builds text and metadata from the same inputs", () => {
+    expect(formatSubagentResultMessage("completed", { result: "42" })).toEqual({ content: "Task Succeeded. Result: 42", error: undefined });
+    expect(formatSubagentResultMessage("completed", { result: "42", stopReason: "token_capped" }).content).toBe("Task Succeeded (capped: token budget). Result: 42");
+    expect(formatSubagentResultMessage("failed")).toEqual({ content: "Task failed.", error: "Task failed." });
+    expect(formatSubagentResultMessage("failed", { error: "boom", stopReason: "turn_capped" }).content).toBe("Task failed (capped: turn budget). Error: boom");
+    expect(formatSubagentResultMessage("cancelled").content).toBe("Task cancelled by user.");
+    expect(formatSubagentResultMessage("timed_out", { error: "after 900s" }).content).toBe("Task timed out. Error: after 900s");
+    expect(formatSubagentResultMessage("polling_timed_out").content).toBe("Task polling timed out.");
+    expect(makeSubagentAdditionalKwargs("completed", { result: "ok", error: "ignored" })).toEqual({
+      [SUBAGENT_STATUS_KEY]: "completed",
+      [SUBAGENT_RESULT_BRIEF_KEY]: "ok",
+      [SUBAGENT_RESULT_SHA256_KEY]: sha256HexSync("ok"),
+    });
+    expect(makeSubagentAdditionalKwargs("failed", { error: "  ", stopReason: "loop_capped" })).toEqual({
+      [SUBAGENT_STATUS_KEY]: "failed",
+      [SUBAGENT_STOP_REASON_KEY]: "loop_capped",
+    });
+    const long = boundSubagentText("x".repeat(1500) + "y".repeat(1500));
+    expect(Array.from(long)).toHaveLength(2000);
+    expect(long.startsWith("x".repeat(1333))).toBe(true);
+    expect(long.endsWith(`\n...\n${"y".repeat(662)}`)).toBe(true);
+  });
+});
+
+describe("ToolErrorHandling: skill-read metadata", () => {
+  const SKILL = "/mnt/skills/public/data-analysis/SKILL.md";
+  const body = "---\nname: data-analysis\ndescription: Analyze data.\n---\nBODY";
+
+  function readOf(path: string, options: { name?: string; id?: string } = {}): ToolCallRequest {
+    return request({ name: options.name ?? "read_file", id: options.id ?? "read-1", args: { path } });
+  }
+
+  const returning = (content: string, status?: "error") => async (): Promise<ToolResult> =>
+    new ToolMessage({ content, tool_call_id: "read-1", name: "read_file", ...(status ? { status } : {}) });
+
+  it("a successful read of a SKILL.md under the skills root stamps its compact reference", async () => {
+    const result = (await createToolErrorHandlingMiddleware().wrapToolCall!(readOf(SKILL), returning(body))) as ToolMessage;
+    expect(result.additional_kwargs["skill_context_entry"]).toEqual({ path: SKILL, description: "Analyze data." });
+    expect(metaOf(result).status).toBe("success");
+  });
+
+  it("respects a custom skills root and read-tool list; [] turns stamping off", async () => {
+    const custom = createToolErrorHandlingMiddleware({ skills_container_path: "/custom/skills", skill_file_read_tool_names: ["read_file"] });
+    const result = (await custom.wrapToolCall!(readOf("/custom/skills/public/x/SKILL.md"), returning("---\ndescription: X\n---\nBody"))) as ToolMessage;
+    expect(result.additional_kwargs["skill_context_entry"]).toEqual({ path: "/custom/skills/public/x/SKILL.md", description: "X" });
+    const off = createToolErrorHandlingMiddleware({ skill_file_read_tool_names: [] });
+    const none = (await off.wrapToolCall!(readOf(SKILL), returning(body))) as ToolMessage;
+    expect(none.additional_kwargs["skill_context_entry"]).toBeUndefined();
+  });
+
+  it("stamps nothing for errors, other files, other roots, other tools, or Error: text", async () => {
+    const mw = createToolErrorHandlingMiddleware();
+    const cases: Array<[ToolCallRequest, () => Promise<ToolResult>]> = [
+      [readOf(SKILL), returning(body, "error")],
+      [readOf(SKILL), returning("Error: Not found: SKILL.md")],
+      [readOf("/mnt/skills/public/data-analysis/README.md"), returning(body)],
+      [readOf("/mnt/user-data/workspace/SKILL.md"), returning(body)],
+      [readOf("/mnt/skills/../user-data/SKILL.md"), returning(body)],
+      [readOf(SKILL, { name: "bash" }), returning(body)],
+    ];
+    for (const [req, handler] of cases) {
+      const result = (await mw.wrapToolCall!(req, handler)) as ToolMessage;
+      expect(result.additional_kwargs["skill_context_entry"]).toBeUndefined();
+    }
+  });
+
+  it("normalizes the path, flattens whitespace and caps the description at 500 characters", async () => {
+    const long = `---\ndescription: |\n  ${"word ".repeat(150)}\n  tail\n---\nBody`;
+    const result = (await createToolErrorHandlingMiddleware().wrapToolCall!(
+      readOf("/mnt/skills/public/./data-analysis/SKILL.md"),
+      returning(long),
+    )) as ToolMessage;
+    const entry = result.additional_kwargs["skill_context_entry"] as { path: string; description: string };
+    expect(entry.path).toBe(SKILL);
+    expect(entry.description).toHaveLength(500);
+    expect(entry.description).not.toMatch(/\s{2}|\n/);
+    const noFrontMatter = (await createToolErrorHandlingMiddleware().wrapToolCall!(readOf(SKILL), returning("# Just a body"))) as ToolMessage;
+    expect(noFrontMatter.additional_kwargs["skill_context_entry"]).toEqual({ path: SKILL, description: "" });
+  });
+
+  it("stamps the read answering the call inside a Command (a first read also binding the sandbox)", async () => {
+    const message = new ToolMessage({ content: body, tool_call_id: "read-1", name: "read_file" });
+    const command = new Command({ update: { sandbox: { sandbox_id: "sb1" }, messages: [message] } });
+    expect(await createToolErrorHandlingMiddleware().wrapToolCall!(readOf(SKILL), async () => command)).toBe(command);
+    expect(message.additional_kwargs["skill_context_entry"]).toEqual({ path: SKILL, description: "Analyze data." });
+  });
+
+  it("through the real engine the read result in state carries the reference", async () => {
+    const reader: AgentTool = {
+      name: "read_file",
+      description: "reads a skill",
+      schema: { type: "object", properties: { path: { type: "string" } } },
+      invoke: async () => body,
+    };
+    const model = fakeModel()
+      .respondWithTools([{ name: "read_file", args: { path: SKILL }, id: "r1" }])
+      .respond(new AIMessage("loaded"));
+    const agent = createAgent({ model, tools: [reader], middlewares: [createToolErrorHandlingMiddleware()], services: { clock: systemClock } });
+    const state = await agent.invoke({ messages: [new HumanMessage("use the skill")] }, { threadId: "t1" });
+    const read = state.messages.find((m) => ToolMessage.isInstance(m)) as ToolMessage;
+    expect(read.additional_kwargs["skill_context_entry"]).toEqual({ path: SKILL, description: "Analyze data." });
   });
 });

@@ -5,13 +5,23 @@ import { isCommand, type Command } from "@langchain/langgraph/web";
 import { afterEach, describe, expect, it } from "vitest";
 import { systemClock } from "../../src/core/clock.ts";
 import { createAgent } from "../../src/engine/agent.ts";
-import type { AgentTool, ToolContext, ToolOutput } from "../../src/engine/types.ts";
+import type { AgentRuntime, AgentTool, ToolContext, ToolOutput } from "../../src/engine/types.ts";
 import { createToolErrorHandlingMiddleware } from "../../src/middlewares/tool-error-handling.ts";
 import { TOOL_META_KEY, type ToolResultMeta } from "../../src/middlewares/tool-result-meta.ts";
-import type { SandboxProvider } from "../../src/ports/sandbox.ts";
+import { SandboxError, type SandboxProvider } from "../../src/ports/sandbox.ts";
 import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
 import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
-import { createSandboxTools } from "../../src/tools/sandbox-tools.ts";
+import {
+  SANDBOX_ACQUIRED_SCOPE_KEY,
+  SandboxAuthorizationError,
+  acquireRunSandbox,
+  acquiredSandboxId,
+  compileGrepPattern,
+  createSandboxTools,
+  globPathMatches,
+  isIgnoredSearchName,
+  type SandboxAuthorizer,
+} from "../../src/tools/sandbox-tools.ts";
 import { makeRuntime } from "../middlewares/runtime.ts";
 
 const providers: SandboxProvider[] = [];
@@ -26,20 +36,23 @@ afterEach(async () => {
   await Promise.all(providers.splice(0).map((p) => p.close()));
 });
 
-function toolsByName(): Record<string, AgentTool> {
-  return Object.fromEntries(createSandboxTools().map((tool) => [tool.name, tool]));
+function toolsByName(authorizer?: SandboxAuthorizer): Record<string, AgentTool> {
+  return Object.fromEntries(createSandboxTools(authorizer ? { authorizer } : {}).map((tool) => [tool.name, tool]));
 }
 
 interface Harness {
   sandboxes: SandboxProvider;
+  runtime: AgentRuntime;
   call(name: string, args: Record<string, unknown>): Promise<ToolOutput>;
   text(name: string, args: Record<string, unknown>): Promise<string>;
 }
 
 /** Tools invoked the way the engine invokes them, for thread t1 of user u1, sandbox already bound. */
-function harness(options: { state?: Partial<ThreadState>; context?: Record<string, unknown>; threadId?: string | null } = {}): Harness {
+function harness(
+  options: { state?: Partial<ThreadState>; context?: Record<string, unknown>; threadId?: string | null; authorizer?: SandboxAuthorizer } = {},
+): Harness {
   const sandboxes = provider();
-  const tools = toolsByName();
+  const tools = toolsByName(options.authorizer);
   let counter = 0;
   const state: ThreadState = { ...emptyThreadState(), sandbox: { sandbox_id: "bound" }, ...options.state };
   const runtime = makeRuntime({
@@ -54,6 +67,7 @@ function harness(options: { state?: Partial<ThreadState>; context?: Record<strin
   };
   return {
     sandboxes,
+    runtime,
     call,
     async text(name, args) {
       const out = await call(name, args);
@@ -65,9 +79,9 @@ function harness(options: { state?: Partial<ThreadState>; context?: Record<strin
 }
 
 describe("createSandboxTools", () => {
-  it("offers bash, ls, read_file, write_file and str_replace with JSON Schemas", () => {
+  it("offers bash, ls, glob, grep, read_file, write_file and str_replace with JSON Schemas", () => {
     const tools = createSandboxTools();
-    expect(tools.map((t) => t.name)).toEqual(["bash", "ls", "read_file", "write_file", "str_replace"]);
+    expect(tools.map((t) => t.name)).toEqual(["bash", "ls", "glob", "grep", "read_file", "write_file", "str_replace"]);
     const byName = toolsByName();
     expect(byName["bash"]!.schema).toMatchObject({ type: "object", required: ["command"] });
     expect(Object.keys(byName["bash"]!.schema["properties"] as object)).toEqual(["description", "command"]);
@@ -77,6 +91,14 @@ describe("createSandboxTools", () => {
     expect(byName["str_replace"]!.schema).toMatchObject({
       required: ["path", "old_str", "new_str"],
       properties: { replace_all: { type: "boolean" } },
+    });
+    expect(byName["glob"]!.schema).toMatchObject({
+      required: ["pattern", "path"],
+      properties: { include_dirs: { type: "boolean" }, max_results: { type: "integer", maximum: 1000 } },
+    });
+    expect(byName["grep"]!.schema).toMatchObject({
+      required: ["pattern", "path"],
+      properties: { glob: { type: "string" }, literal: { type: "boolean" }, case_sensitive: { type: "boolean" }, max_results: { maximum: 500 } },
     });
     for (const tool of tools) {
       expect(tool.description.length).toBeGreaterThan(40);
@@ -369,3 +391,231 @@ async function metaOfText(text: string, name: string): Promise<ToolResultMeta> {
   )) as ToolMessage;
   return out.additional_kwargs[TOOL_META_KEY] as ToolResultMeta;
 }
+
+const WS = "/mnt/user-data/workspace";
+
+describe("glob", () => {
+  it("returns virtual paths in walk order and skips dependency folders", async () => {
+    const h = harness();
+    await h.call("write_file", { path: `${WS}/app.py`, content: "print('hi')\n" });
+    await h.call("write_file", { path: `${WS}/pkg/util.py`, content: "print('util')\n" });
+    await h.call("write_file", { path: `${WS}/node_modules/skip.py`, content: "ignored\n" });
+    await h.call("write_file", { path: `${WS}/notes.md`, content: "x" });
+    expect(await h.text("glob", { description: "find python files", pattern: "**/*.py", path: WS })).toBe(
+      [`Found 2 paths under ${WS}`, `1. ${WS}/app.py`, `2. ${WS}/pkg/util.py`].join("\n"),
+    );
+  });
+
+  it("matches a relative pattern against the tail of the path, as DeerFlow's glob does", async () => {
+    const h = harness();
+    await h.call("write_file", { path: `${WS}/a.py`, content: "" });
+    await h.call("write_file", { path: `${WS}/src/deep/b.py`, content: "" });
+    await h.call("write_file", { path: `${WS}/src/c.ts`, content: "" });
+    const any = await h.text("glob", { pattern: "*.py", path: WS });
+    expect(any).toContain(`${WS}/a.py`);
+    expect(any).toContain(`${WS}/src/deep/b.py`);
+    expect(await h.text("glob", { pattern: "src/*.ts", path: WS })).toBe(`Found 1 paths under ${WS}\n1. ${WS}/src/c.ts`);
+  });
+
+  it("lists directories only with include_dirs, and prunes ignored directories with their contents", async () => {
+    const h = harness();
+    await h.call("write_file", { path: `${WS}/src/main.py`, content: "x\n" });
+    await h.call("write_file", { path: `${WS}/node_modules/lib/index.js`, content: "x\n" });
+    const withDirs = await h.text("glob", { pattern: "**", path: WS, include_dirs: true });
+    expect(withDirs).toBe([`Found 2 paths under ${WS}`, `1. ${WS}/src`, `2. ${WS}/src/main.py`].join("\n"));
+    expect(withDirs).not.toContain("node_modules");
+    expect(await h.text("glob", { pattern: "**", path: WS })).toBe(`Found 1 paths under ${WS}\n1. ${WS}/src/main.py`);
+  });
+
+  it("reports truncation only when more matches exist than were shown", async () => {
+    const h = harness();
+    for (const name of ["a", "b", "c"]) await h.call("write_file", { path: `${WS}/${name}.txt`, content: "" });
+    expect(await h.text("glob", { pattern: "*.txt", path: WS, max_results: 2 })).toBe(
+      [
+        `Found 2 paths under ${WS} (showing first 2)`,
+        `1. ${WS}/a.txt`,
+        `2. ${WS}/b.txt`,
+        "Results truncated. Narrow the path or pattern to see fewer matches.",
+      ].join("\n"),
+    );
+    expect(await h.text("glob", { pattern: "*.txt", path: WS, max_results: 3 })).not.toContain("truncated");
+    // 0 or less means the default, as upstream clamps it.
+    expect(await h.text("glob", { pattern: "*.txt", path: WS, max_results: 0 })).toContain("Found 3 paths");
+  });
+
+  it("answers a missing root, a file root, no match and an outside path in words", async () => {
+    const h = harness();
+    await h.call("write_file", { path: `${WS}/f.txt`, content: "" });
+    expect(await h.text("glob", { pattern: "*", path: `${WS}/nope` })).toBe(`Error: Directory not found: ${WS}/nope`);
+    expect(await h.text("glob", { pattern: "*", path: `${WS}/f.txt` })).toBe(`Error: Path is not a directory: ${WS}/f.txt`);
+    expect(await h.text("glob", { pattern: "*.rs", path: WS })).toBe(`No files matched under ${WS}`);
+    expect(await h.text("glob", { pattern: "*", path: "/etc" })).toMatch(/^Error: Permission denied: /);
+    expect(await h.text("glob", { pattern: "", path: WS })).toBe("Error: glob needs `pattern` as a non-empty string.");
+  });
+
+  it("pattern helpers follow Python's fnmatch and PurePosixPath.match", () => {
+    expect(globPathMatches("*.py", "a/b/c.py")).toBe(true);
+    expect(globPathMatches("**/*.py", "c.py")).toBe(true);
+    expect(globPathMatches("**/*.py", "x/c.py")).toBe(true);
+    expect(globPathMatches("src/*.ts", "lib/src/a.ts")).toBe(true);
+    expect(globPathMatches("src/*.ts", "src/a/b.ts")).toBe(false);
+    expect(globPathMatches("/x/*.py", "y/x/a.py")).toBe(false);
+    expect(globPathMatches("[!a]*.md", "b.md")).toBe(true);
+    expect(globPathMatches("[!a]*.md", "a.md")).toBe(false);
+    expect(globPathMatches("file?.txt", "file1.txt")).toBe(true);
+    expect(globPathMatches("*.PY", "a.py")).toBe(false);
+    expect(globPathMatches("a.b", "axb")).toBe(false);
+    expect(isIgnoredSearchName("node_modules")).toBe(true);
+    expect(isIgnoredSearchName("pkg.egg-info")).toBe(true);
+    expect(isIgnoredSearchName("run.log")).toBe(true);
+    expect(isIgnoredSearchName("main.py")).toBe(false);
+  });
+});
+
+describe("grep", () => {
+  it("filters by glob and skips binary files", async () => {
+    const h = harness();
+    await h.call("write_file", { path: `${WS}/main.py`, content: "TODO = 'ship it'\nprint(TODO)\n" });
+    await h.call("write_file", { path: `${WS}/notes.txt`, content: "TODO in txt should be filtered\n" });
+    await h.call("write_file", { path: `${WS}/image.py`, content: "\u0000binary TODO" });
+    expect(await h.text("grep", { description: "find todos", pattern: "TODO", path: WS, glob: "**/*.py" })).toBe(
+      [`Found 2 matches under ${WS}`, `${WS}/main.py:1: TODO = 'ship it'`, `${WS}/main.py:2: print(TODO)`].join("\n"),
+    );
+  });
+
+  it("accepts a single file as the path", async () => {
+    const h = harness();
+    await h.call("write_file", { path: "/mnt/user-data/uploads/report.md", content: "intro\r\nRevenue grew 20%\n" });
+    expect(await h.text("grep", { pattern: "Revenue", path: "/mnt/user-data/uploads/report.md" })).toBe(
+      "Found 1 matches under /mnt/user-data/uploads/report.md\n/mnt/user-data/uploads/report.md:2: Revenue grew 20%",
+    );
+  });
+
+  it("truncates at max_results", async () => {
+    const h = harness();
+    await h.call("write_file", { path: `${WS}/main.py`, content: "TODO one\nTODO two\nTODO three\n" });
+    const text = await h.text("grep", { pattern: "TODO", path: WS, max_results: 2 });
+    expect(text).toBe(
+      [
+        `Found 2 matches under ${WS} (showing first 2)`,
+        `${WS}/main.py:1: TODO one`,
+        `${WS}/main.py:2: TODO two`,
+        "Results truncated. Narrow the path or add a glob filter.",
+      ].join("\n"),
+    );
+  });
+
+  it("literal, case-sensitive and Python-dialect patterns", async () => {
+    const h = harness();
+    await h.call("write_file", { path: `${WS}/file.py`, content: "price = (a+b)\nresult = a+b\nTODO: fix\ntodo: also fix\n" });
+    const literal = await h.text("grep", { pattern: "(a+b)", path: WS, literal: true });
+    expect(literal).toContain("price = (a+b)");
+    expect(literal).not.toContain("result = a+b");
+    const sensitive = await h.text("grep", { pattern: "TODO", path: WS, case_sensitive: true });
+    expect(sensitive).toContain("TODO: fix");
+    expect(sensitive).not.toContain("todo: also fix");
+    expect(await h.text("grep", { pattern: "todo", path: WS })).toContain("Found 2 matches");
+    expect(await h.text("grep", { pattern: "(?P<w>TO)DO: (?P=w)?fix", path: WS, case_sensitive: true })).toContain(":3: TODO: fix");
+    expect(await h.text("grep", { pattern: "(?i)todo: also", path: WS, case_sensitive: true })).toContain(":4: todo: also fix");
+  });
+
+  it("answers an invalid pattern, a missing path and no match in words", async () => {
+    const h = harness();
+    await h.call("write_file", { path: `${WS}/a.txt`, content: "alpha\n" });
+    expect(await h.text("grep", { pattern: "[invalid", path: WS })).toMatch(/^Error: Invalid regex pattern: /);
+    expect(await h.text("grep", { pattern: "x", path: `${WS}/missing` })).toBe(`Error: Directory not found: ${WS}/missing`);
+    expect(await h.text("grep", { pattern: "omega", path: WS })).toBe(`No matches found under ${WS}`);
+    expect(() => compileGrepPattern("(?x) a b", { literal: false, caseSensitive: false })).toThrow(/verbose mode/);
+  });
+
+  it("skips over-long lines and files over 1 MB, and shortens long match lines", async () => {
+    const h = harness();
+    await h.call("write_file", { path: `${WS}/min.js`, content: `${"x".repeat(2001)} NEEDLE\nshort NEEDLE\n${"y".repeat(300)} NEEDLE\n` });
+    await h.call("write_file", { path: `${WS}/big.txt`, content: `NEEDLE\n${"z".repeat(1_000_000)}`, append: true });
+    const text = await h.text("grep", { pattern: "NEEDLE", path: WS });
+    expect(text).toContain(`${WS}/min.js:2: short NEEDLE`);
+    expect(text).toContain(`${WS}/min.js:3: ${"y".repeat(197)}...`);
+    expect(text).not.toContain(":1:");
+    expect(text).not.toContain("big.txt");
+  });
+});
+
+describe("sandbox authorization (sandbox:execute)", () => {
+  it("a denied run gets a permission error from every sandbox tool, and no sandbox is acquired", async () => {
+    const seen: Array<[Readonly<Record<string, unknown>>, unknown]> = [];
+    const deny: SandboxAuthorizer = async (context, scope) => {
+      seen.push([context, scope]);
+      return false;
+    };
+    const h = harness({ authorizer: deny, context: { user_id: "u1", authz_attributes: { tier: "free" } } });
+    let acquired = 0;
+    const acquire = h.sandboxes.acquire.bind(h.sandboxes);
+    h.sandboxes.acquire = async (scope) => {
+      acquired++;
+      return acquire(scope);
+    };
+    for (const [name, args] of [
+      ["bash", { command: "ls" }],
+      ["ls", { path: WS }],
+      ["glob", { pattern: "*", path: WS }],
+      ["grep", { pattern: "x", path: WS }],
+      ["read_file", { path: `${WS}/a` }],
+      ["write_file", { path: `${WS}/a`, content: "x" }],
+      ["str_replace", { path: `${WS}/a`, old_str: "x", new_str: "y" }],
+    ] as const) {
+      const text = await h.text(name, args);
+      expect(text).toBe(
+        'Error: Permission denied: user "u1" may not use the sandbox of thread "t1" (sandbox:execute was denied). ' +
+          "Answer without files and commands, or ask an administrator to grant sandbox access.",
+      );
+    }
+    expect(acquired).toBe(0);
+    expect(seen[0]).toEqual([{ user_id: "u1", authz_attributes: { tier: "free" } }, { userId: "u1", threadId: "t1" }]);
+    expect(h.runtime.scope.has(SANDBOX_ACQUIRED_SCOPE_KEY)).toBe(false);
+    expect(await metaOfText(await h.text("ls", { path: WS }), "ls")).toMatchObject({ error_type: "permission", recoverable_by_model: true });
+  });
+
+  it("an authorizer that throws denies (fail closed)", async () => {
+    const h = harness({
+      authorizer: async () => {
+        throw new Error("policy store down");
+      },
+    });
+    expect(await h.text("ls", { path: WS })).toMatch(/^Error: Permission denied: .*sandbox:execute was denied/);
+  });
+
+  it("an allowing authorizer lets the tools run", async () => {
+    const h = harness({ authorizer: async () => true });
+    expect(await h.text("write_file", { path: `${WS}/ok.txt`, content: "ok" })).toBe("OK");
+  });
+
+  it("one decision per tool call id: every acquisition under that key shares it", async () => {
+    let asked = 0;
+    const authorizer: SandboxAuthorizer = async () => {
+      asked++;
+      return asked === 1;
+    };
+    const sandboxes = provider();
+    const runtime = makeRuntime({ threadId: "t1", services: { sandbox: sandboxes } });
+    await acquireRunSandbox(runtime, { authorizer, decisionKey: "call-1" });
+    await acquireRunSandbox(runtime, { authorizer, decisionKey: "call-1" });
+    expect(asked).toBe(1);
+    await expect(acquireRunSandbox(runtime, { authorizer, decisionKey: "call-2" })).rejects.toBeInstanceOf(SandboxAuthorizationError);
+    await expect(acquireRunSandbox(runtime, { authorizer, decisionKey: "call-2" })).rejects.toMatchObject({ code: "sandbox_not_authorized" });
+    expect(asked).toBe(2);
+  });
+
+  it("acquisition records the run's sandbox id in the run scope (first id wins)", async () => {
+    const sandboxes = provider();
+    const runtime = makeRuntime({ threadId: "t1", context: { user_id: "u1" }, services: { sandbox: sandboxes } });
+    expect(acquiredSandboxId(runtime)).toBeUndefined();
+    const sandbox = await acquireRunSandbox(runtime);
+    expect(acquiredSandboxId(runtime)).toBe(sandbox.id);
+    expect(sandbox.scope).toEqual({ userId: "u1", threadId: "t1" });
+  });
+
+  it("without a provider or a thread acquisition fails with a SandboxError", async () => {
+    await expect(acquireRunSandbox(makeRuntime({ threadId: "t1" }))).rejects.toBeInstanceOf(SandboxError);
+    await expect(acquireRunSandbox(makeRuntime({ services: { sandbox: provider() } }))).rejects.toMatchObject({ code: "sandbox_unavailable" });
+  });
+});
