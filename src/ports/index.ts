@@ -2,3 +2,4 @@ export * from "./sandbox.ts";
 export * from "./runtime-ports.ts";
 export type { KeyValue } from "./key-value.ts";
 export * from "./module-loader.ts";
+export type { McpStdioLaunch, McpStdioTransport, McpStdioTransportFactory, McpTransport } from "./mcp-transport.ts";

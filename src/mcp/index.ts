@@ -1,0 +1,6 @@
+export * from "./metadata.ts";
+export * from "./config.ts";
+export * from "./client.ts";
+export * from "./result.ts";
+export * from "./session-pool.ts";
+export * from "./tools.ts";
