@@ -16,6 +16,16 @@ import { TitleConfigSchema } from "../middlewares/title.ts";
 import { TokenBudgetConfigSchema } from "../middlewares/token-budget.ts";
 import { TokenUsageConfigSchema } from "../middlewares/token-usage.ts";
 import { SkillsConfigSchema } from "../skills/registry.ts";
+import { AuthorizationConfigSchema, GuardrailsConfigSchema } from "../authz/config.ts";
+import { ToolSearchConfigSchema } from "../middlewares/deferred-tool-filter.ts";
+import { ReadBeforeWriteConfigSchema } from "../middlewares/read-before-write.ts";
+import { SandboxConfigSchema as SandboxMiddlewareConfigSchema } from "../middlewares/sandbox.ts";
+import { ToolOutputBudgetConfigSchema } from "../middlewares/tool-output-budget.ts";
+import { ToolProgressConfigSchema } from "../middlewares/tool-progress.ts";
+import { ToolReceiptConfigSchema } from "../middlewares/tool-receipt.ts";
+import { UploadsConfigSchema } from "../middlewares/uploads.ts";
+import { WebFetchConfigSchema, WebSearchConfigSchema } from "../tools/web.ts";
+import { SandboxConfigSchema } from "../config/schema.ts";
 
 /**
  * config.yaml as the lead agent reads it: the base sections plus one section per configurable
@@ -24,6 +34,18 @@ import { SkillsConfigSchema } from "../skills/registry.ts";
  */
 export const leadConfigEntries = {
   ...appConfigEntries,
+  // The base section picks the sandbox kind; the Sandbox middleware adds when it is acquired.
+  sandbox: v.nullish(mapping({ ...SandboxConfigSchema.pipe[1].entries, ...SandboxMiddlewareConfigSchema.entries }), {}),
+  tool_output: v.nullish(ToolOutputBudgetConfigSchema),
+  uploads: v.nullish(UploadsConfigSchema),
+  authorization: v.nullish(AuthorizationConfigSchema),
+  guardrails: v.nullish(GuardrailsConfigSchema),
+  read_before_write: v.nullish(ReadBeforeWriteConfigSchema),
+  tool_progress: v.nullish(ToolProgressConfigSchema),
+  verification: v.nullish(ToolReceiptConfigSchema),
+  tool_search: v.nullish(ToolSearchConfigSchema),
+  web_fetch: v.nullish(WebFetchConfigSchema),
+  web_search: v.nullish(WebSearchConfigSchema),
   circuit_breaker: v.nullish(LLMErrorHandlingConfigSchema.entries.circuit_breaker.wrapped),
   llm_call: v.nullish(LLMErrorHandlingConfigSchema.entries.llm_call.wrapped),
   dynamic_context: v.nullish(

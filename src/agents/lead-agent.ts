@@ -28,6 +28,38 @@ import { createTokenBudgetMiddleware } from "../middlewares/token-budget.ts";
 import { createTokenUsageMiddleware } from "../middlewares/token-usage.ts";
 import { createToolErrorHandlingMiddleware } from "../middlewares/tool-error-handling.ts";
 import { createViewImageMiddleware } from "../middlewares/view-image.ts";
+import { createToolOutputBudgetMiddleware } from "../middlewares/tool-output-budget.ts";
+import { createToolResultSanitizationMiddleware } from "../middlewares/tool-result-sanitization.ts";
+import { createUploadsMiddleware } from "../middlewares/uploads.ts";
+import { createSandboxMiddleware } from "../middlewares/sandbox.ts";
+import { createToolReceiptMiddleware } from "../middlewares/tool-receipt.ts";
+import { createAuthorizationMiddleware } from "../middlewares/authorization.ts";
+import { createGuardrailMiddleware } from "../middlewares/guardrail.ts";
+import { createSandboxAuditMiddleware } from "../middlewares/sandbox-audit.ts";
+import { createReadBeforeWriteMiddleware } from "../middlewares/read-before-write.ts";
+import { createToolProgressMiddleware } from "../middlewares/tool-progress.ts";
+import { createMcpRoutingMiddleware } from "../middlewares/mcp-routing.ts";
+import { createDeferredToolFilterMiddleware } from "../middlewares/deferred-tool-filter.ts";
+import {
+  buildPrincipalFromContext,
+  createSandboxAuthorizer,
+  filterToolsForPrincipal,
+  authorizeModelName,
+  resolveAuthorizationProvider,
+  resolveGuardrailProvider,
+  AUTHORIZATION_DEFAULTS,
+  GUARDRAILS_DEFAULTS,
+  type AuthorizationProvider,
+  type GuardrailProvider,
+} from "../authz/index.ts";
+import { availableModelNames } from "../config/index.ts";
+import { orderingViolations } from "../extensions/ordering.ts";
+import { DeerflowError } from "../core/errors.ts";
+import type { SandboxAuthorizer } from "../tools/sandbox-tools.ts";
+import { createPresentFileTool } from "../tools/present-file.ts";
+import { assembleDeferredTools, deferredToolsPromptSection, type DeferredToolSetup } from "../tools/tool-search.ts";
+import { createWebTools } from "../tools/web.ts";
+import type { AgentTool } from "../engine/types.ts";
 import { createSkillRegistry, type SkillRegistry } from "../skills/registry.ts";
 import { createMemoryKeyValue } from "../storage/key-value.ts";
 import { createSandboxTools } from "../tools/sandbox-tools.ts";
@@ -55,6 +87,13 @@ export interface LeadChainDeps {
   readonly configuredMiddlewares?: readonly AgentMiddleware[];
   /** Plan mode adds the todo list (write_todos). */
   readonly planMode?: boolean;
+  /** The provider Layer 1 used; the Authorization middleware reuses the same instance. */
+  readonly authorizationProvider?: AuthorizationProvider | null;
+  readonly guardrailProvider?: GuardrailProvider | null;
+  /** The `sandbox:execute` gate shared by every sandbox user. */
+  readonly sandboxAuthorizer?: SandboxAuthorizer;
+  /** What tool_search defers; absent or empty when nothing is. */
+  readonly deferred?: DeferredToolSetup;
 }
 
 /**
@@ -64,15 +103,35 @@ export interface LeadChainDeps {
 export function buildLeadMiddlewares(config: LeadConfig, deps: LeadChainDeps): AgentMiddleware[] {
   const memory = config.memory;
   const memoryEnabled = memory?.enabled !== false;
+  const authorizer = deps.sandboxAuthorizer ? { authorizer: deps.sandboxAuthorizer } : {};
+  const deferred = deps.deferred && deps.deferred.deferredNames.length > 0 && deps.deferred.catalogHash ? deps.deferred : undefined;
   const chain: AgentMiddleware[] = [
     createInputSanitizationMiddleware(), // 1
+    createToolOutputBudgetMiddleware(config.tool_output ?? {}, authorizer), // 2
+    createToolResultSanitizationMiddleware(), // 3
     createThreadDataMiddleware(), // 4
+    createUploadsMiddleware(config.uploads ?? {}, authorizer), // 5
+    createSandboxMiddleware({ ...(config.sandbox.lazy_init === undefined ? {} : { lazy_init: config.sandbox.lazy_init }) }, authorizer), // 6
     createDanglingToolCallMiddleware(), // 7
     createLLMErrorHandlingMiddleware({
       ...(config.circuit_breaker ? { circuit_breaker: config.circuit_breaker } : {}),
       ...(config.llm_call ? { llm_call: config.llm_call } : {}),
     }), // 8
-    createToolErrorHandlingMiddleware(), // 14
+  ];
+  // The outermost gate-facing tool wrapper, so no short-circuit below it gaps the receipt ledger.
+  if (config.verification?.receipts_enabled !== false) chain.push(createToolReceiptMiddleware(config.verification ?? {})); // 13 (registered ahead of 9-12)
+  if (deps.authorizationProvider) {
+    chain.push(createAuthorizationMiddleware(config.authorization ?? {}, { provider: deps.authorizationProvider, deferredToolSearch: deferred !== undefined })); // 9
+  }
+  if (deps.guardrailProvider) chain.push(createGuardrailMiddleware(config.guardrails ?? {}, { provider: deps.guardrailProvider })); // 10
+  chain.push(createSandboxAuditMiddleware()); // 11
+  if (config.read_before_write?.enabled !== false) chain.push(createReadBeforeWriteMiddleware(config.read_before_write ?? {}, authorizer)); // 12
+  if (config.tool_progress?.enabled) chain.push(createToolProgressMiddleware(config.tool_progress)); // 13
+  chain.push(
+    createToolErrorHandlingMiddleware({
+      skills_container_path: deps.skillRegistry.containerPath,
+      ...(config.summarization?.skill_file_read_tool_names ? { skill_file_read_tool_names: config.summarization.skill_file_read_tool_names } : {}),
+    }), // 14
     createDynamicContextMiddleware(
       {
         enabled: memoryEnabled,
@@ -87,7 +146,7 @@ export function buildLeadMiddlewares(config: LeadConfig, deps: LeadChainDeps): A
       skills_container_path: deps.skillRegistry.containerPath,
       ...(config.summarization?.skill_file_read_tool_names ? { skill_file_read_tool_names: config.summarization.skill_file_read_tool_names } : {}),
     }), // 18
-  ];
+  );
   if (config.summarization?.enabled) {
     chain.push(
       createSummarizationMiddleware(config.summarization, {
@@ -104,6 +163,12 @@ export function buildLeadMiddlewares(config: LeadConfig, deps: LeadChainDeps): A
   chain.push(createTitleMiddleware(config.title ?? {}, deps.titleModel ? { model: deps.titleModel } : {})); // 22
   if (memoryEnabled) chain.push(createMemoryMiddleware(memory ?? {}, deps.memoryStore ? { store: deps.memoryStore } : {})); // 23
   if (deps.supportsVision) chain.push(createViewImageMiddleware()); // 24
+  if (deferred) {
+    if (Object.keys(deferred.routingIndex).length > 0) {
+      chain.push(createMcpRoutingMiddleware(config.tool_search ?? {}, { routingIndex: deferred.routingIndex, catalogHash: deferred.catalogHash! })); // 25
+    }
+    chain.push(createDeferredToolFilterMiddleware(config.tool_search ?? {}, { deferredNames: deferred.deferredNames, catalogHash: deferred.catalogHash! })); // 26
+  }
   chain.push(createSystemMessageCoalescingMiddleware()); // 27
   if (config.loop_detection?.enabled !== false) chain.push(createLoopDetectionMiddleware(config.loop_detection ?? {})); // 29
   if (config.token_budget?.enabled) chain.push(createTokenBudgetMiddleware(config.token_budget)); // 30
@@ -112,11 +177,17 @@ export function buildLeadMiddlewares(config: LeadConfig, deps: LeadChainDeps): A
   // Registered after the terminal tail so the reversed afterModel order runs it before the loop guard counts calls.
   if (config.safety_finish_reason?.enabled !== false) chain.push(createSafetyFinishReasonMiddleware(config.safety_finish_reason ?? {})); // 35
   chain.push(createClarificationMiddleware()); // 36, last
-  return placeExtensionMiddlewares(
+  const stack = placeExtensionMiddlewares(
     chain,
     { custom: deps.customMiddlewares ?? [], configured: deps.configuredMiddlewares ?? [] },
     LEAD_EXTENSION_TAIL,
   ); // 31, 32
+  const violations = orderingViolations(stack.map((m) => m.name));
+  if (violations.length > 0) {
+    const first = violations[0]!.constraint;
+    throw new DeerflowError("ordering_violation", `Middleware ${first.outer} must wrap ${first.inner} (${first.reason}); fix the order of the custom or configured middlewares.`);
+  }
+  return stack;
 }
 
 export interface LeadAgentOptions {
@@ -133,6 +204,13 @@ export interface LeadAgentOptions {
   readonly compactionObservers?: readonly ContextCompactionObserver[];
   readonly customMiddlewares?: readonly AgentMiddleware[];
   readonly configuredMiddlewares?: readonly AgentMiddleware[];
+  /** More tools (MCP servers' tools, an embedder's own); MCP tools are deferred when tool_search is on. */
+  readonly extraTools?: readonly AgentTool[];
+  /** The caller's identity (user_id, user_role, is_internal, authz_attributes) for assembly-time authorization. */
+  readonly context?: Readonly<Record<string, unknown>>;
+  /** Custom providers, used instead of the built-in ones the config names. */
+  readonly authorizationProvider?: AuthorizationProvider;
+  readonly guardrailProvider?: GuardrailProvider;
 }
 
 export interface LeadAgentAssembly {
@@ -149,8 +227,16 @@ export interface LeadAgentAssembly {
 
 export async function assembleLeadAgent(options: LeadAgentOptions): Promise<LeadAgentAssembly> {
   const { config, env } = options;
-  const model = createChatModel(config, options.model, env);
-  const modelInfo = describeModel(options.model, config);
+  const authorization = config.authorization ?? AUTHORIZATION_DEFAULTS;
+  const failClosed = authorization.fail_closed !== false;
+  const authorizationProvider = resolveAuthorizationProvider(authorization, options.authorizationProvider);
+  const guardrailProvider = resolveGuardrailProvider(config.guardrails ?? GUARDRAILS_DEFAULTS, options.guardrailProvider);
+  const principal = buildPrincipalFromContext(options.context ?? {}, { default_role: authorization.default_role });
+  // Model authorization: a denied model falls back to another the principal may list and use.
+  const requested = describeModel(options.model, config).name;
+  const modelName = await authorizeModelName(requested, principal, authorizationProvider, availableModelNames(config), { failClosed });
+  const model = createChatModel(config, modelName, env);
+  const modelInfo = describeModel(modelName, config);
   const entry = config.models.find((m) => m.name === modelInfo.name);
   const namedModel = (name: string | null | undefined) => (name ? createChatModel(config, name, env) : undefined);
   const storage = options.services.storage ?? createMemoryKeyValue();
@@ -164,8 +250,26 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
         })
       : undefined);
   const skillRegistry = options.skillRegistry ?? createSkillRegistry(storage, { config: config.skills ?? {} });
-  const systemPrompt = config.agent.system_prompt ?? LEAD_AGENT_PROMPT;
+  const sandboxAuthorizer = authorizationProvider
+    ? createSandboxAuthorizer(authorizationProvider, { default_role: authorization.default_role, fail_closed: failClosed })
+    : undefined;
+  const gate = sandboxAuthorizer ? { authorizer: sandboxAuthorizer } : {};
+  const candidateTools: AgentTool[] = [
+    ...createSandboxTools(gate),
+    createPresentFileTool({ ...gate, ...(config.tool_output?.storage_subdir ? { toolResultsDirname: config.tool_output.storage_subdir } : {}) }),
+    ...createWebTools({ web_fetch: config.web_fetch ?? null, web_search: config.web_search ?? null }, { env }),
+    ...(options.extraTools ?? []),
+  ];
+  // Layer 1: the model only ever sees the tools this principal may use.
+  const permitted = await filterToolsForPrincipal(candidateTools, principal, authorizationProvider, { failClosed });
+  const deferred = assembleDeferredTools(permitted, { enabled: config.tool_search?.enabled === true });
+  const basePrompt = config.agent.system_prompt ?? LEAD_AGENT_PROMPT;
+  const systemPrompt = deferred.deferredNames.length > 0 ? `${basePrompt}\n\n${deferredToolsPromptSection(deferred.deferredNames)}` : basePrompt;
   const middlewares = buildLeadMiddlewares(config, {
+    authorizationProvider,
+    guardrailProvider,
+    ...(sandboxAuthorizer ? { sandboxAuthorizer } : {}),
+    deferred,
     model,
     supportsVision: entry?.supports_vision === true,
     ...(entry?.context_window ? { contextWindow: entry.context_window } : {}),
@@ -181,7 +285,7 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
   const agent = createAgent({
     name: LEAD_AGENT_NAME,
     model,
-    tools: createSandboxTools(),
+    tools: deferred.tools,
     middlewares,
     systemPrompt,
     checkpointer: options.checkpointer,
@@ -205,10 +309,13 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
     tools: agent.tools,
     middlewares,
     enabledSkills: await skillRegistry.enabledNames(),
+    deferredToolNames: deferred.deferredNames,
     effectivePolicies: {
       prompt_template_id: config.agent.system_prompt ? "custom" : LEAD_AGENT_PROMPT_ID,
       recursion_limit: config.agent.recursion_limit,
       sandbox: options.services.sandbox?.kind ?? null,
+      deferred_tools: { enabled: deferred.deferredNames.length > 0, catalog_hash: deferred.catalogHash },
+      authorization: authorizationProvider ? { provider: authorizationProvider.name, fail_closed: failClosed } : null,
       plan_mode: options.planMode ?? false,
       subagents: false,
       non_interactive: false,

@@ -18,9 +18,16 @@ const config = validateLeadConfig({}, "test");
 
 const DEFAULT_CHAIN = [
   "InputSanitization",
+  "ToolOutputBudget",
+  "ToolResultSanitization",
   "ThreadData",
+  "Uploads",
+  "Sandbox",
   "DanglingToolCall",
   "LLMErrorHandling",
+  "ToolReceipt",
+  "SandboxAudit",
+  "ReadBeforeWrite",
   "ToolErrorHandling",
   "DynamicContext",
   "SkillActivation",
@@ -40,10 +47,10 @@ const DEFAULT_CHAIN = [
 describe("lead agent assembly", () => {
   it("scenario 58: builds the code-default chain in the spec's order", async () => {
     const assembly = await assembleLeadAgent({ config, services: services(), env: mapEnv({}) });
-    // Upstream's default chain less what the tool-side chain builds (ToolOutputBudget,
-    // ToolResultSanitization, Uploads, Sandbox, SandboxAudit, ReadBeforeWrite).
+    // Upstream's default chain plus ToolReceipt (on by default in the spec, PR #4659 upstream),
+    // registered ahead of the gates so none of their short-circuits gaps the receipt ledger.
     expect(assembly.agent.middlewares.map((m) => m.name)).toEqual(DEFAULT_CHAIN);
-    expect(assembly.agent.tools.map((t) => t.name).sort()).toEqual(["ask_clarification", "bash", "glob", "grep", "ls", "read_file", "str_replace", "write_file"]);
+    expect(assembly.agent.tools.map((t) => t.name).sort()).toEqual(["ask_clarification", "bash", "glob", "grep", "ls", "present_files", "read_file", "str_replace", "web_fetch", "write_file"]);
     expect(assembly.model).toMatchObject({ name: "demo", is_demo: true });
   });
 

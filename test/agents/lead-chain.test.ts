@@ -80,6 +80,79 @@ describe("lead chain: each optional middleware under its condition", () => {
   });
 });
 
+describe("lead chain: the tool side under its conditions", () => {
+  const mcpTool = {
+    name: "slack_send",
+    description: "post a message to Slack",
+    schema: { type: "object", properties: { text: { type: "string" } } },
+    metadata: { deerflow_mcp: { server: "slack", transport: "http" }, deerflow_mcp_routing: { mode: "prefer", priority: 1, keywords: ["slack"] } },
+    invoke: async () => "sent",
+  };
+
+  it("ToolReceipt unless receipts are off; it wraps every gate", async () => {
+    expect(await names({ verification: { receipts_enabled: false } })).not.toContain("ToolReceipt");
+    const list = await names({});
+    expect(list.indexOf("ToolReceipt")).toBeLessThan(list.indexOf("SandboxAudit"));
+  });
+
+  it("Authorization and Guardrail only when enabled, between ToolReceipt and SandboxAudit", async () => {
+    const list = await names({
+      authorization: { enabled: true, default_role: "user", roles: { user: { tools: { allow: "*" }, models: { allow: "*" } } } },
+      guardrails: { enabled: true, provider: "allowlist", allowed_tools: ["bash", "read_file"] },
+    });
+    const at = list.indexOf("ToolReceipt");
+    expect(list.slice(at, at + 4)).toEqual(["ToolReceipt", "Authorization", "Guardrail", "SandboxAudit"]);
+    expect(await names({})).not.toContain("Authorization");
+  });
+
+  it("Layer 1: the model never sees a tool the principal's role denies", async () => {
+    const assembly = await assemble({
+      authorization: { enabled: true, default_role: "user", roles: { user: { tools: { allow: "*", deny: ["bash"] }, models: { allow: "*" } } } },
+    });
+    const tools = assembly.agent.tools.map((t) => t.name);
+    expect(tools).not.toContain("bash");
+    expect(tools).toContain("read_file");
+  });
+
+  it("an unknown default role stops the assembly", async () => {
+    await expect(assemble({ authorization: { enabled: true, default_role: "ghost", roles: { user: {} } } })).rejects.toThrow(/ghost/);
+  });
+
+  it("ReadBeforeWrite unless disabled; ToolProgress only when enabled, outside ToolErrorHandling", async () => {
+    expect(await names({ read_before_write: { enabled: false } })).not.toContain("ReadBeforeWrite");
+    expect(await names({})).not.toContain("ToolProgress");
+    expect(after(await names({ tool_progress: { enabled: true } }), "ToolProgress")).toBe("ToolErrorHandling");
+  });
+
+  it("McpRouting and DeferredToolFilter only with tool_search on and MCP tools to defer", async () => {
+    expect(await names({}, { extraTools: [mcpTool] })).not.toContain("DeferredToolFilter");
+    const assembly = await assemble({ tool_search: { enabled: true } }, { extraTools: [mcpTool] });
+    const list = assembly.agent.middlewares.map((m) => m.name);
+    expect(list.slice(list.indexOf("McpRouting"), list.indexOf("McpRouting") + 3)).toEqual(["McpRouting", "DeferredToolFilter", "SystemMessageCoalescing"]);
+    expect(assembly.agent.tools.map((t) => t.name)).toContain("tool_search");
+    expect(assembly.descriptor.deferred_tool_names).toEqual(["slack_send"]);
+  });
+
+  it("a chain with every optional member on keeps every ordering invariant", async () => {
+    const { orderingViolations } = await import("../../src/extensions/ordering.ts");
+    const everything = await names(
+      {
+        authorization: { enabled: true, default_role: "user", roles: { user: { tools: { allow: "*" }, models: { allow: "*" } } } },
+        guardrails: { enabled: true, provider: "allowlist", allowed_tools: ["bash"] },
+        tool_progress: { enabled: true },
+        summarization: { enabled: true, trigger: { tokens: 4000 } },
+        token_budget: { enabled: true },
+        tool_search: { enabled: true },
+        models: [{ name: "eyes", use: "demo", supports_vision: true }],
+        default_model: "eyes",
+      },
+      { planMode: true, extraTools: [mcpTool], customMiddlewares: [{ name: "acme.custom" }] },
+    );
+    expect(everything).toHaveLength(35); // the 25 defaults and 10 optional members
+    expect(orderingViolations(everything)).toEqual([]);
+  });
+});
+
 describe("lead chain: the fingerprint follows behaviour", () => {
   const behaviour: Array<[string, Record<string, unknown>]> = [
     ["llm_call.retry_max_attempts", { llm_call: { retry_max_attempts: 5 } }],
@@ -94,6 +167,10 @@ describe("lead chain: the fingerprint follows behaviour", () => {
     ["token_budget.enabled", { token_budget: { enabled: true } }],
     ["safety_finish_reason.enabled", { safety_finish_reason: { enabled: false } }],
     ["agent.system_prompt", { agent: { system_prompt: "Be brief." } }],
+    ["tool_output.externalize_min_chars", { tool_output: { externalize_min_chars: 5000 } }],
+    ["read_before_write.enabled", { read_before_write: { enabled: false } }],
+    ["tool_progress.enabled", { tool_progress: { enabled: true } }],
+    ["verification.receipts_enabled", { verification: { receipts_enabled: false } }],
   ];
 
   it.each(behaviour)("moves when %s changes", async (_key, raw) => {

@@ -82,8 +82,10 @@ describe("deerflow-edge run", () => {
     const prompts = messages.filter((m) => m.getType() === "human").map((m) => m.content);
     expect(prompts).toEqual(["Write a note about Bun.", "Write another note about Bun."]);
     expect(second.out.join("")).toContain("--thread t-cli");
+    // The second note would overwrite a file this conversation never read: ReadBeforeWrite stops it.
+    expect(second.out.join("")).toMatch(/✗ write_file: Error: write_file blocked/);
     const sandbox = await createVirtualSandboxProvider({ storage }).acquire({ userId: "default", threadId: "t-cli" });
-    expect(await sandbox.readFile("/mnt/user-data/workspace/notes.md")).toContain("another note");
+    expect(await sandbox.readFile("/mnt/user-data/workspace/notes.md")).toContain("Write a note about Bun.");
   });
 
   it("draws a spinner on a terminal while it waits", async () => {
