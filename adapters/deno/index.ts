@@ -8,4 +8,5 @@ export { createKeyValue, type KeyValueConfig } from "../shared/storage.ts";
 export { createLocalSandboxProvider } from "../shared/local-sandbox.ts";
 export { createCliHost } from "../shared/cli-host.ts";
 export { createModuleLoader } from "../shared/module-loader.ts";
+export { createMcpStdioTransportFactory } from "../shared/mcp-stdio.ts";
 export { createFsDriver } from "../shared/fs-key-value.ts";

@@ -7,6 +7,7 @@ import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
 import { createLocalSandboxProvider } from "./local-sandbox.ts";
 import { createFsDriver } from "./fs-key-value.ts";
 import { createModuleLoader } from "./module-loader.ts";
+import { createMcpStdioTransportFactory } from "./mcp-stdio.ts";
 import { createKeyValue } from "./storage.ts";
 
 export interface RuntimeBits {
@@ -31,6 +32,7 @@ export function createCliHost(bits: RuntimeBits): CliHost {
     stderr: bits.stderr,
     onInterrupt: bits.onInterrupt,
     createModuleLoader: (baseDir) => createModuleLoader({ baseDir }),
+    mcpStdio: createMcpStdioTransportFactory(),
     dirname,
     async readFile(path) {
       try {

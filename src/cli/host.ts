@@ -1,6 +1,7 @@
 import type { AppConfig } from "../config/index.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import type { ModuleLoader } from "../ports/module-loader.ts";
+import type { McpStdioTransportFactory } from "../ports/mcp-transport.ts";
 import type { Clock, Env } from "../ports/runtime-ports.ts";
 import type { SandboxProvider } from "../ports/sandbox.ts";
 
@@ -23,6 +24,8 @@ export interface CliHost {
   createSandboxProvider(config: AppConfig, storage: KeyValue): SandboxProvider;
   /** Loads extension modules; relative specifiers resolve against `baseDir` (the config file's folder). */
   createModuleLoader(baseDir: string): ModuleLoader;
+  /** Launches stdio MCP servers (host processes); absent where the runtime cannot spawn them. */
+  readonly mcpStdio?: McpStdioTransportFactory;
   /** The folder of a file path, as this runtime's paths go. */
   dirname(path: string): string;
   /** Registers a handler for Ctrl-C; returns a function that unregisters it. */

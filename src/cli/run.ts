@@ -7,6 +7,7 @@ import { newId } from "../core/ids.ts";
 import { oneLine, textOf } from "../models/text.ts";
 import { KeyValueCheckpointSaver } from "../runtime/kv-checkpointer.ts";
 import type { CliHost, CliOutput } from "./host.ts";
+import { EXTENSIONS_CONFIG_FILE_NAME, loadMcpTools, parseMcpServersConfig, type McpToolset } from "../mcp/index.ts";
 
 export interface RunCommandOptions {
   readonly prompt: string;
@@ -83,14 +84,17 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
   const unregister = host.onInterrupt(() => controller.abort(new DeerflowError("cancelled", "Cancelled by the user.")));
   const spinner = new Spinner(stdout);
   let memoryStore: { close(): Promise<boolean> } | undefined;
+  let mcp: McpToolset | undefined;
   try {
     // Extension middlewares are trusted operator code named in config; a bad entry stops here, before any run.
     const configuredMiddlewares = await loadConfiguredMiddlewares(
       options.config.extensions.middlewares,
       host.createModuleLoader(options.configDir),
     );
+    mcp = await loadMcpServers(host, options.configDir);
     const assembly = await assembleLeadAgent({
       configuredMiddlewares,
+      extraTools: mcp?.tools ?? [],
       config: options.config,
       model: options.model,
       env: host.env,
@@ -188,7 +192,28 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
     // the memory store processes the conversation it queued instead of waiting out its debounce.
     await sandbox.close().catch(() => {});
     await memoryStore?.close().catch(() => false);
+    await mcp?.close().catch(() => {});
   }
+}
+
+/**
+ * MCP servers from extensions_config.json beside the config (or $DEER_FLOW_EXTENSIONS_CONFIG_PATH).
+ * A server that cannot be reached is reported and left out; the run goes on with the others.
+ */
+async function loadMcpServers(host: CliHost, configDir: string): Promise<McpToolset | undefined> {
+  const fileName = host.env.get("DEER_FLOW_EXTENSIONS_CONFIG_PATH") ?? `${configDir}/${EXTENSIONS_CONFIG_FILE_NAME}`;
+  const text = await host.readFile(fileName);
+  if (text === undefined) return undefined;
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new DeerflowError("extensions_config_invalid", `${fileName}: not valid JSON (${errorMessage(error)}); fix the file or remove it.`);
+  }
+  const config = parseMcpServersConfig(json, { env: host.env, fileName });
+  const toolset = await loadMcpTools(config, host.mcpStdio ? { stdio: host.mcpStdio } : {});
+  for (const failure of toolset.failures) host.stderr.write(`warning: MCP server ${failure.server} left out: ${failure.message}\n`);
+  return toolset;
 }
 
 function oneLineError(error: unknown): string {

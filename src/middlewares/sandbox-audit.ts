@@ -1,3 +1,4 @@
+import { replaceToolContent, ToolTransform } from "./tool-transform-meta.ts";
 import { ToolMessage } from "@langchain/core/messages";
 import type { MessageContent } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
@@ -81,17 +82,9 @@ export function appendWarning(result: ToolResult, command: string): ToolResult {
   const content: MessageContent = Array.isArray(result.content)
     ? ([...result.content, { type: "text", text: warning }] as MessageContent)
     : `${typeof result.content === "string" ? result.content : String(result.content)}${warning}`;
-  // Everything else the inner layers stamped (tool meta, artifact, id) stays: only the text grew.
-  return new ToolMessage({
-    content,
-    tool_call_id: result.tool_call_id,
-    name: result.name,
-    status: result.status,
-    artifact: result.artifact,
-    additional_kwargs: result.additional_kwargs,
-    response_metadata: result.response_metadata,
-    ...(result.id !== undefined ? { id: result.id } : {}),
-  });
+  // Everything else the inner layers stamped (tool meta, artifact, id) stays: only the text grew,
+  // and the transform trail says so.
+  return replaceToolContent(result, content, { middleware: SANDBOX_AUDIT_NAME, transform: ToolTransform.WARNING_APPENDED });
 }
 
 function threadIdOf(runtime: AgentRuntime): string {

@@ -22,6 +22,8 @@ export const ToolTransform = Object.freeze({
   EXTERNALIZED: "externalized",
   /** Head and tail kept, the middle dropped, because no storage could take the full output (ToolOutputBudget). */
   FALLBACK_TRUNCATED: "fallback_truncated",
+  /** A warning appended after the tool ran (SandboxAudit on a medium-risk command). */
+  WARNING_APPENDED: "warning_appended",
 } as const);
 export type ToolTransform = (typeof ToolTransform)[keyof typeof ToolTransform];
 

@@ -2,6 +2,7 @@ import { createServer } from "node:net";
 import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createModuleLoader } from "../../adapters/shared/module-loader.ts";
+import { startTestMcpServer } from "../mcp/http-server.ts";
 import { describe, expect, it } from "vitest";
 import type { CliHost } from "../../src/cli/host.ts";
 import { main } from "../../src/cli/main.ts";
@@ -146,6 +147,31 @@ describe("deerflow-edge run", () => {
     expect(err.split("\n")).toHaveLength(1);
     expect(err).toContain("./missing.ts:Nothing");
     expect(host.out.join("")).toBe("");
+  });
+
+  it("binds the tools of the MCP servers in extensions_config.json and reports one it cannot reach", async () => {
+    const server = await startTestMcpServer();
+    const port = await closedPort();
+    try {
+      const extensions = JSON.stringify({
+        mcpServers: {
+          good: { type: "http", url: server.url },
+          gone: { type: "http", url: `http://127.0.0.1:${port}/mcp` },
+        },
+      });
+      const dir = "/virtual-config";
+      const host = fakeHost(["run", "Write a note about MCP.", "--config", `${dir}/config.yaml`], {
+        [`${dir}/config.yaml`]: "",
+        [`${dir}/extensions_config.json`]: extensions,
+      });
+      expect(await main(host)).toBe(0);
+      const err = host.err.join("");
+      expect(err).toMatch(/warning: MCP server gone left out/);
+      expect(err).not.toMatch(/server good/);
+      expect(server.stats.opened).toBeGreaterThan(0);
+    } finally {
+      await server.close();
+    }
   });
 
   it("explains usage mistakes with exit code 2", async () => {

@@ -264,6 +264,7 @@ describe("SandboxAudit middleware", () => {
     expect(result.id).toBe("tm-1");
     expect(result.artifact).toEqual({ exit_code: 0 });
     expect(result.additional_kwargs[TOOL_META_KEY]).toEqual(meta);
+    expect(result.additional_kwargs.deerflow_tool_transforms).toEqual([{ middleware: "SandboxAudit", transform: "warning_appended" }]);
     expect(original.content).toBe("Successfully installed y");
   });
 
