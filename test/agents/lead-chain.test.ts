@@ -114,6 +114,19 @@ describe("lead chain: the tool side under its conditions", () => {
     expect(tools).toContain("read_file");
   });
 
+  it("a model the role may not use falls back to one it may list and use", async () => {
+    const roles = { user: { tools: { allow: "*" }, models: { allow: ["cheap"] } } };
+    const models = [
+      { name: "premium", use: "demo" },
+      { name: "cheap", use: "demo" },
+    ];
+    const assembly = await assemble({ models, default_model: "premium", authorization: { enabled: true, default_role: "user", roles } });
+    expect(assembly.model.name).toBe("cheap");
+    expect(assembly.descriptor.effective_model).toBe("cheap");
+    const none = { user: { tools: { allow: "*" }, models: { allow: [] } } };
+    await expect(assemble({ models, default_model: "premium", authorization: { enabled: true, default_role: "user", roles: none } })).rejects.toMatchObject({ code: "model_not_authorized" });
+  });
+
   it("an unknown default role stops the assembly", async () => {
     await expect(assemble({ authorization: { enabled: true, default_role: "ghost", roles: { user: {} } } })).rejects.toThrow(/ghost/);
   });
