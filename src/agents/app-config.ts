@@ -26,6 +26,7 @@ import { ToolReceiptConfigSchema } from "../middlewares/tool-receipt.ts";
 import { UploadsConfigSchema } from "../middlewares/uploads.ts";
 import { WebFetchConfigSchema, WebSearchConfigSchema } from "../tools/web.ts";
 import { SandboxConfigSchema } from "../config/schema.ts";
+import { pluginsConfigEntries } from "../extensions/config.ts";
 
 /**
  * config.yaml as the lead agent reads it: the base sections plus one section per configurable
@@ -36,6 +37,8 @@ export const leadConfigEntries = {
   ...appConfigEntries,
   // The base section picks the sandbox kind; the Sandbox middleware adds when it is acquired.
   sandbox: v.nullish(mapping({ ...SandboxConfigSchema.pipe[1].entries, ...SandboxMiddlewareConfigSchema.entries }), {}),
+  // Startup-only: plugins run with the host's rights, so only the operator's config.yaml names them.
+  plugins: v.nullish(pluginsConfigEntries.plugins, []),
   tool_output: v.nullish(ToolOutputBudgetConfigSchema),
   uploads: v.nullish(UploadsConfigSchema),
   authorization: v.nullish(AuthorizationConfigSchema),

@@ -1,6 +1,17 @@
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
-import type { AgentAssemblyDescriptor, ContextCompactionObserver } from "../extension-api/index.ts";
+import {
+  AgentScope,
+  hostPolicySnapshot,
+  type AgentAssemblyDescriptor,
+  type ContextCompactionObserver,
+  type HostPolicySnapshot,
+} from "../extension-api/index.ts";
+import { collectMiddlewareContributions } from "../extensions/contributions.ts";
+import type { DiagnosticSink, ExtensionDiagnostic } from "../extensions/diagnostics.ts";
+import { notifyAgentAssembled } from "../extensions/notify.ts";
+import type { LoadedExtensions } from "../extensions/registry.ts";
+import { composeWithExtensions } from "../extensions/stack.ts";
 import { createAgent, type Agent } from "../engine/agent.ts";
 import type { AgentServices } from "../engine/services.ts";
 import type { AgentMiddleware } from "../engine/types.ts";
@@ -208,6 +219,10 @@ export interface LeadAgentOptions {
   readonly extraTools?: readonly AgentTool[];
   /** The caller's identity (user_id, user_role, is_internal, authz_attributes) for assembly-time authorization. */
   readonly context?: Readonly<Record<string, unknown>>;
+  /** Loaded plugins: their middlewares are composed into the chain, their observers told. */
+  readonly extensions?: LoadedExtensions;
+  /** Where extension problems found while building go (default: collected in the assembly). */
+  readonly onExtensionDiagnostic?: DiagnosticSink;
   /** Custom providers, used instead of the built-in ones the config names. */
   readonly authorizationProvider?: AuthorizationProvider;
   readonly guardrailProvider?: GuardrailProvider;
@@ -223,6 +238,33 @@ export interface LeadAgentAssembly {
   readonly fingerprint: string;
   /** The memory store the chain writes to; close it (flushing queued updates) when the process ends. */
   readonly memoryStore: MemoryStore | undefined;
+  /** Extension problems found while building: contributions skipped, anchors that fell back. */
+  readonly diagnostics: readonly ExtensionDiagnostic[];
+}
+
+/** What extensions may know of the host's policy: limits, never the config or the auth context. */
+function hostPolicy(config: LeadConfig): HostPolicySnapshot {
+  const budget = config.token_budget;
+  return hostPolicySnapshot({
+    tokenBudgetEnabled: budget?.enabled === true,
+    ...(budget?.enabled ? { maxTotalTokens: budget.max_tokens, budgetWarnFraction: budget.warn_threshold } : {}),
+  });
+}
+
+/** Compaction observers from extensions, each failure reported against its extension instead of dropped. */
+function contained(
+  entries: readonly { source: string; value: ContextCompactionObserver }[],
+  report: DiagnosticSink,
+): ContextCompactionObserver[] {
+  return entries.map(({ source, value }) => ({
+    async onContextCompacted(event) {
+      try {
+        await value.onContextCompacted(event);
+      } catch (error) {
+        report({ level: "error", source, message: `onContextCompacted failed: ${error instanceof Error ? error.message : String(error)}` });
+      }
+    },
+  }));
 }
 
 export async function assembleLeadAgent(options: LeadAgentOptions): Promise<LeadAgentAssembly> {
@@ -265,7 +307,13 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
   const deferred = assembleDeferredTools(permitted, { enabled: config.tool_search?.enabled === true });
   const basePrompt = config.agent.system_prompt ?? LEAD_AGENT_PROMPT;
   const systemPrompt = deferred.deferredNames.length > 0 ? `${basePrompt}\n\n${deferredToolsPromptSection(deferred.deferredNames)}` : basePrompt;
-  const middlewares = buildLeadMiddlewares(config, {
+  const extensions = options.extensions;
+  const diagnostics: ExtensionDiagnostic[] = [];
+  const report: DiagnosticSink = (d) => {
+    diagnostics.push(d);
+    options.onExtensionDiagnostic?.(d);
+  };
+  const core = buildLeadMiddlewares(config, {
     authorizationProvider,
     guardrailProvider,
     ...(sandboxAuthorizer ? { sandboxAuthorizer } : {}),
@@ -277,11 +325,23 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
     ...(config.title?.model_name ? { titleModel: namedModel(config.title.model_name)! } : {}),
     ...(memoryStore ? { memoryStore } : {}),
     skillRegistry,
-    compactionObservers: options.compactionObservers ?? [],
+    compactionObservers: [...(options.compactionObservers ?? []), ...contained(extensions?.contextCompactionObservers ?? [], report)],
     customMiddlewares: options.customMiddlewares ?? [],
     configuredMiddlewares: options.configuredMiddlewares ?? [],
     planMode: options.planMode ?? false,
   });
+  // The single composition point: contributed middlewares go in last, at their anchors, isolated.
+  const middlewares = extensions && extensions.middlewareContributors.length > 0
+    ? composeWithExtensions(
+        core,
+        collectMiddlewareContributions(
+          extensions,
+          { scope: AgentScope.LEAD, agentName: LEAD_AGENT_NAME, modelName: modelInfo.name, policy: hostPolicy(config) },
+          report,
+        ),
+        { scope: "lead", onDiagnostic: report },
+      ).stack
+    : core;
   const agent = createAgent({
     name: LEAD_AGENT_NAME,
     model,
@@ -321,5 +381,6 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
       non_interactive: false,
     },
   });
-  return { agent, graph: agent.graph, model: modelInfo, descriptor, fingerprint, memoryStore };
+  if (extensions) notifyAgentAssembled(extensions.agentAssemblyObservers, descriptor, { onDiagnostic: report });
+  return { agent, graph: agent.graph, model: modelInfo, descriptor, fingerprint, memoryStore, diagnostics };
 }

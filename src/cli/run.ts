@@ -1,6 +1,10 @@
 import { AIMessage, AIMessageChunk, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { loadConfiguredMiddlewares } from "../agents/configured-middlewares.ts";
-import { assembleLeadAgent } from "../agents/lead-agent.ts";
+import { EXTENSION_TASK_STORE_KEY, ExtensionData, taskInfo, type TaskInfo, type TaskOutcome } from "../extension-api/index.ts";
+import { loadExtensions } from "../extensions/loader.ts";
+import { notifyTaskStart, notifyTaskStop, type NotifyOptions } from "../extensions/notify.ts";
+import { EMPTY_EXTENSIONS, type LoadedExtensions } from "../extensions/registry.ts";
+import { assembleLeadAgent, LEAD_AGENT_NAME } from "../agents/lead-agent.ts";
 import type { LeadConfig } from "../agents/app-config.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
@@ -85,14 +89,22 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
   const spinner = new Spinner(stdout);
   let memoryStore: { close(): Promise<boolean> } | undefined;
   let mcp: McpToolset | undefined;
+  let extensions: LoadedExtensions = EMPTY_EXTENSIONS;
+  let lifecycle: { info: TaskInfo; taskStore: ExtensionData; notifyOptions: NotifyOptions } | undefined;
+  let outcome: TaskOutcome = "failed";
   try {
     // Extension middlewares are trusted operator code named in config; a bad entry stops here, before any run.
-    const configuredMiddlewares = await loadConfiguredMiddlewares(
-      options.config.extensions.middlewares,
-      host.createModuleLoader(options.configDir),
-    );
+    const moduleLoader = host.createModuleLoader(options.configDir);
+    const configuredMiddlewares = await loadConfiguredMiddlewares(options.config.extensions.middlewares, moduleLoader);
     mcp = await loadMcpServers(host, options.configDir);
+    // A required plugin that fails stops here; an optional one is reported and left out.
+    const loaded = await loadExtensions(options.config.plugins, moduleLoader, {
+      onDiagnostic: (d) => host.stderr.write(`${d.level}: extension ${d.source}: ${d.message}\n`),
+    });
+    extensions = loaded.extensions;
     const assembly = await assembleLeadAgent({
+      extensions,
+      onExtensionDiagnostic: (d) => host.stderr.write(`${d.level}: extension ${d.source}: ${d.message}\n`),
       configuredMiddlewares,
       extraTools: mcp?.tools ?? [],
       config: options.config,
@@ -119,9 +131,27 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
     waiting(`thinking (model step ${++step})`);
     const runMessages: BaseMessage[] = [];
     let failure: string | undefined;
+    // This CLI is the run worker: extensions hear that the task started and how it ended.
+    const runId = newId("run");
+    const info = taskInfo({ taskId: runId, runId, threadId, kind: "lead", agentName: LEAD_AGENT_NAME });
+    const taskStore = extensions.needsTaskStore ? new ExtensionData(runId) : undefined;
+    const notifyOptions = {
+      clock: host.clock,
+      onDiagnostic: (d: { level: string; source: string; message: string }) => host.stderr.write(`${d.level}: extension ${d.source}: ${d.message}\n`),
+    };
+    if (taskStore) {
+      await notifyTaskStart(extensions.taskLifecycle, extensions.appStore, taskStore, info, notifyOptions);
+      lifecycle = { info, taskStore, notifyOptions };
+    }
     const stream = assembly.agent.stream(
       { messages: [new HumanMessage(options.prompt)] },
-      { threadId, streamMode: ["messages", "updates"], signal: controller.signal, context: { thread_id: threadId, user_id: "default" } },
+      {
+        threadId,
+        runId,
+        streamMode: ["messages", "updates"],
+        signal: controller.signal,
+        context: { thread_id: threadId, user_id: "default", ...(taskStore ? { [EXTENSION_TASK_STORE_KEY]: taskStore } : {}) },
+      },
     );
     for await (const item of stream) {
       const [mode, payload] = item as [string, unknown];
@@ -167,6 +197,7 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
       host.stderr.write(`\nerror: ${failure}\n`);
       return 1;
     }
+    outcome = "completed";
     const usage = runMessages.reduce(
       (sum, m) => {
         const u = AIMessage.isInstance(m) ? m.usage_metadata : undefined;
@@ -180,6 +211,7 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
     return 0;
   } catch (error) {
     spinner.stop();
+    if (controller.signal.aborted) outcome = "aborted";
     if (controller.signal.aborted) {
       host.stderr.write("\nerror: cancelled by the user.\n");
       return 130;
@@ -187,6 +219,9 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
     host.stderr.write(`\nerror: ${oneLineError(error)}\n`);
     return 1;
   } finally {
+    if (lifecycle) {
+      await notifyTaskStop(extensions.taskLifecycle, extensions.appStore, lifecycle.taskStore, lifecycle.info, outcome, lifecycle.notifyOptions).catch(() => {});
+    }
     unregister();
     // Closing the sandbox provider saves the thread's files to storage for the next run; closing
     // the memory store processes the conversation it queued instead of waiting out its debounce.

@@ -1,3 +1,5 @@
+import type { DiagnosticSink, ExtensionDiagnostic } from "./diagnostics.ts";
+export type { DiagnosticSink, ExtensionDiagnostic } from "./diagnostics.ts";
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import type {
@@ -16,16 +18,7 @@ import type {
  * A problem attributed to one extension. Structural on purpose: the loader, the stack composer
  * and the isolation wrapper all emit it, and a sink only needs these three fields.
  */
-export interface ExtensionDiagnostic {
-  readonly level: "error" | "warning" | "info";
-  /** The extension the problem belongs to. */
-  readonly source: string;
-  readonly message: string;
-  /** The graph name of the isolated member that reported it, when a wrapper did. */
-  readonly middleware?: string;
-}
 
-export type DiagnosticSink = (diagnostic: ExtensionDiagnostic) => void;
 
 export interface IsolateOptions {
   /** The extension the middleware came from; recorded on the wrapper and on every diagnostic. */

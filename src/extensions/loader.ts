@@ -1,3 +1,4 @@
+import type { ExtensionDiagnostic } from "./diagnostics.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import {
   API_VERSION,
@@ -23,12 +24,8 @@ import { HostExtensionRegistry, type LoadedExtensions } from "./registry.ts";
  * written against different contract versions. No marker means "unversioned" and loads.
  */
 
-export interface Diagnostic {
-  readonly level: "error" | "warning";
-  /** The plugin's `use` string: what the operator can find in config.yaml. */
-  readonly source: string;
-  readonly message: string;
-}
+/** The loader's diagnostics are ExtensionDiagnostics (errors and warnings). */
+export type Diagnostic = ExtensionDiagnostic;
 
 export const EXTENSION_REQUIRED_FAILED = "extension_required_failed";
 

@@ -1,3 +1,4 @@
+import type { ExtensionDiagnostic } from "./diagnostics.ts";
 import type { AgentAssemblyDescriptor } from "../extension-api/assembly.ts";
 import type { CompactionEvent, ContextCompactionObserver } from "../extension-api/compaction.ts";
 import type { TaskInfo, TaskLifecycleContributor, TaskOutcome } from "../extension-api/lifecycle.ts";
@@ -29,12 +30,8 @@ export interface Attributed<T> {
 }
 export type Contribution<T> = Attributed<T> | T;
 
-export interface NotifyDiagnostic {
-  readonly level: "error" | "warning";
-  /** The extension (its `use` string) the diagnostic is about. */
-  readonly source: string;
-  readonly message: string;
-}
+/** Notification failures are ExtensionDiagnostics. */
+export type NotifyDiagnostic = ExtensionDiagnostic;
 
 export interface NotifyOptions {
   /** One budget for the whole pass, shared by every contributor. Default 3000; Infinity = unbounded. */

@@ -174,6 +174,25 @@ describe("deerflow-edge run", () => {
     }
   });
 
+  it("acts as the run worker for plugins: task start and stop with the outcome", async () => {
+    const plugins = `${dirname(fileURLToPath(import.meta.url))}/../fixtures/plugins/lifecycle-recorder.ts`;
+    const { lifecycleLog } = await import("../fixtures/plugins/lifecycle-recorder.ts");
+    const config = `plugins:\n  - use: ${plugins}:install\n`;
+    const host = fakeHost(["run", "Write a note.", "--thread", "t-plug", "--config", "/c/config.yaml"], { "/c/config.yaml": config });
+    expect(await main(host)).toBe(0);
+    expect(lifecycleLog()).toEqual(["start:lead:t-plug", "stop:t-plug:completed"]);
+  });
+
+  it("refuses to start when a required plugin fails, and starts without an optional one", async () => {
+    const plugins = `${dirname(fileURLToPath(import.meta.url))}/../fixtures/plugins/lifecycle-recorder.ts`;
+    const required = fakeHost(["run", "hi", "--config", "/c/config.yaml"], { "/c/config.yaml": `plugins:\n  - use: ${plugins}:installBroken\n    required: true\n` });
+    expect(await main(required)).toBe(1);
+    expect(required.err.join("")).toContain("installBroken");
+    const optional = fakeHost(["run", "hi", "--config", "/c/config.yaml"], { "/c/config.yaml": `plugins:\n  - use: ${plugins}:installBroken\n` });
+    expect(await main(optional)).toBe(0);
+    expect(optional.err.join("")).toMatch(/error: extension .*installBroken/);
+  });
+
   it("explains usage mistakes with exit code 2", async () => {
     const noPrompt = fakeHost(["run"]);
     expect(await main(noPrompt)).toBe(2);
