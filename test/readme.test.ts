@@ -43,3 +43,17 @@ describe("README: configuration", () => {
     expect(config.extensions.middlewares).toEqual(["./my-middlewares.ts:AuditMiddleware"]);
   });
 });
+
+describe("README: loading an extension", () => {
+  it("documents a plugins block that validates", async () => {
+    const { readFile } = await import("node:fs/promises");
+    const { parseLeadConfigText } = await import("../src/agents/app-config.ts");
+    const readme = await readFile(new URL("../README.md", import.meta.url), "utf8");
+    const block = /```yaml\n(plugins:[\s\S]*?)```/.exec(readme)?.[1];
+    expect(block).toBeDefined();
+    const config = parseLeadConfigText(block!, "README.md");
+    expect(config.plugins).toEqual([
+      expect.objectContaining({ name: "acme", use: "./extensions/acme.ts:install", enabled: true, required: false, config: { level: "info" } }),
+    ]);
+  });
+});
