@@ -1,3 +1,4 @@
+import { sha256HexSync } from "../extension-api/sha256-sync.ts";
 import type { ToolMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import { compareCodePoints, isPlainObject } from "../extension-api/canonical.ts";
@@ -75,7 +76,15 @@ export function pythonJsonDumps(value: unknown, ancestors: Set<object> = new Set
   }
 }
 
-async function shortSha256(bytes: Uint8Array): Promise<string> {
+/**
+ * Below this many UTF-16 units the synchronous digest is cheaper: crypto.subtle's round trip
+ * (a worker thread on Node and, for larger inputs, on Bun) costs 20-30 µs per call, which made the
+ * receipt most of the tool-side chain's cost (bench/tool-side).
+ */
+const SYNC_DIGEST_MAX_CHARS = 8192;
+
+async function shortSha256(text: string, bytes: Uint8Array): Promise<string> {
+  if (text.length <= SYNC_DIGEST_MAX_CHARS) return sha256HexSync(text).slice(0, RECEIPT_HASH_HEX_CHARS);
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>));
   let hex = "";
   for (const byte of digest.subarray(0, RECEIPT_HASH_HEX_CHARS / 2)) hex += byte.toString(16).padStart(2, "0");
@@ -97,12 +106,13 @@ export async function makeToolReceipt(toolCall: Pick<ToolCall, "id" | "name" | "
   const content = typeof message.content === "string" ? message.content : pythonJsonDumps(message.content);
   const encoder = new TextEncoder();
   const output = encoder.encode(content);
+  const [argsSha256, outputSha256] = await Promise.all([shortSha256(argsJson, encoder.encode(argsJson)), shortSha256(content, output)]);
   return {
     tool_call_id: toolCall.id ? String(toolCall.id) : "",
     tool_name: toolCall.name ? String(toolCall.name) : "",
     status: receiptStatus(message),
-    args_sha256: await shortSha256(encoder.encode(argsJson)),
-    output_sha256: await shortSha256(output),
+    args_sha256: argsSha256,
+    output_sha256: outputSha256,
     output_bytes: output.length,
     created_at: new Date(nowMs).toISOString(),
   };

@@ -659,3 +659,20 @@ describe("ToolReceipt through the real engine", () => {
     expect((state.messages.at(-1) as AIMessage).additional_kwargs[TOOL_RECEIPT_LEDGER_KEY]).toBeUndefined();
   });
 });
+
+describe("receipt hashing paths", () => {
+  it("hashes a large output (crypto.subtle) exactly as a small one (synchronous digest) would", async () => {
+    const { makeToolReceipt } = await import("../../src/middlewares/tool-receipt-stamp.ts");
+    const { sha256HexSync } = await import("../../src/extension-api/sha256-sync.ts");
+    const { ToolMessage } = await import("@langchain/core/messages");
+    const large = "é".repeat(10_000);
+    const receipt = await makeToolReceipt(
+      { id: "c1", name: "bash", args: { command: "x".repeat(9_000) } },
+      new ToolMessage({ content: large, tool_call_id: "c1" }),
+      0,
+    );
+    expect(receipt.output_sha256).toBe(sha256HexSync(large).slice(0, receipt.output_sha256.length));
+    expect(receipt.output_bytes).toBe(20_000);
+    expect(receipt.args_sha256).toBe(sha256HexSync(`{"command": "${"x".repeat(9_000)}"}`).slice(0, receipt.args_sha256.length));
+  });
+});
