@@ -12,6 +12,8 @@ import type { DiagnosticSink, ExtensionDiagnostic } from "../extensions/diagnost
 import { notifyAgentAssembled } from "../extensions/notify.ts";
 import type { LoadedExtensions } from "../extensions/registry.ts";
 import { composeWithExtensions } from "../extensions/stack.ts";
+import { createSystemCallHook } from "../extensions/system-calls.ts";
+import type { SystemModelCallHook } from "../middlewares/system-model-call.ts";
 import { createAgent, type Agent } from "../engine/agent.ts";
 import type { AgentServices } from "../engine/services.ts";
 import type { AgentMiddleware } from "../engine/types.ts";
@@ -105,6 +107,8 @@ export interface LeadChainDeps {
   readonly sandboxAuthorizer?: SandboxAuthorizer;
   /** What tool_search defers; absent or empty when nothing is. */
   readonly deferred?: DeferredToolSetup;
+  /** Reports the host's own title and summary model calls to extensions' observers. */
+  readonly observeSystemCall?: SystemModelCallHook;
 }
 
 /**
@@ -165,13 +169,19 @@ export function buildLeadMiddlewares(config: LeadConfig, deps: LeadChainDeps): A
         ...(deps.summaryModel && deps.summaryModel !== deps.model ? { fallbackModel: deps.model } : {}),
         ...(deps.contextWindow ? { contextWindow: deps.contextWindow } : {}),
         observers: deps.compactionObservers ?? [],
+        ...(deps.observeSystemCall ? { observeSystemCall: deps.observeSystemCall } : {}),
         ...(deps.memoryStore ? { beforeSummarization: [() => deps.memoryStore!.flush()] } : {}),
       }),
     ); // 19
   }
   if (deps.planMode) chain.push(createTodoListMiddleware()); // 20
   if (config.token_usage?.enabled !== false) chain.push(createTokenUsageMiddleware(config.token_usage ?? {})); // 21
-  chain.push(createTitleMiddleware(config.title ?? {}, deps.titleModel ? { model: deps.titleModel } : {})); // 22
+  chain.push(
+    createTitleMiddleware(config.title ?? {}, {
+      ...(deps.titleModel ? { model: deps.titleModel } : {}),
+      ...(deps.observeSystemCall ? { observeSystemCall: deps.observeSystemCall } : {}),
+    }),
+  ); // 22
   if (memoryEnabled) chain.push(createMemoryMiddleware(memory ?? {}, deps.memoryStore ? { store: deps.memoryStore } : {})); // 23
   if (deps.supportsVision) chain.push(createViewImageMiddleware()); // 24
   if (deferred) {
@@ -282,6 +292,16 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
   const entry = config.models.find((m) => m.name === modelInfo.name);
   const namedModel = (name: string | null | undefined) => (name ? createChatModel(config, name, env) : undefined);
   const storage = options.services.storage ?? createMemoryKeyValue();
+  const extensions = options.extensions;
+  const diagnostics: ExtensionDiagnostic[] = [];
+  const report: DiagnosticSink = (d) => {
+    diagnostics.push(d);
+    options.onExtensionDiagnostic?.(d);
+  };
+  const observeSystemCall =
+    extensions && extensions.systemModelObservers.length > 0
+      ? createSystemCallHook(extensions, { onDiagnostic: report, clock: options.services.clock })
+      : undefined;
   const memoryEnabled = config.memory?.enabled !== false;
   const memoryStore =
     options.memoryStore ??
@@ -289,6 +309,7 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
       ? createMemoryStore(storage, options.services.clock, {
           config: config.memory ?? {},
           ...(config.memory?.model_name ? { model: namedModel(config.memory.model_name)! } : {}),
+          ...(observeSystemCall ? { observeSystemCall } : {}),
         })
       : undefined);
   const skillRegistry = options.skillRegistry ?? createSkillRegistry(storage, { config: config.skills ?? {} });
@@ -307,13 +328,8 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
   const deferred = assembleDeferredTools(permitted, { enabled: config.tool_search?.enabled === true });
   const basePrompt = config.agent.system_prompt ?? LEAD_AGENT_PROMPT;
   const systemPrompt = deferred.deferredNames.length > 0 ? `${basePrompt}\n\n${deferredToolsPromptSection(deferred.deferredNames)}` : basePrompt;
-  const extensions = options.extensions;
-  const diagnostics: ExtensionDiagnostic[] = [];
-  const report: DiagnosticSink = (d) => {
-    diagnostics.push(d);
-    options.onExtensionDiagnostic?.(d);
-  };
   const core = buildLeadMiddlewares(config, {
+    ...(observeSystemCall ? { observeSystemCall } : {}),
     authorizationProvider,
     guardrailProvider,
     ...(sandboxAuthorizer ? { sandboxAuthorizer } : {}),

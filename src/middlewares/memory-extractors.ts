@@ -4,6 +4,7 @@ import * as v from "valibot";
 import { DeerflowError } from "../core/errors.ts";
 import type { MemoryExtractionInput, MemoryExtractor, MemoryFact, MemoryFactCategory } from "./memory-store.ts";
 import { messageText } from "./messages.ts";
+import { runSystemModelCall, type SystemModelCallHook } from "./system-model-call.ts";
 
 /*
  * Two extractors. The default needs no model, so memory works with nothing configured: it keeps
@@ -129,10 +130,23 @@ export function parseExtractedFacts(answer: string): MemoryFact[] {
   });
 }
 
+export interface ModelMemoryExtractorOptions {
+  /**
+   * The extraction call goes through it (kind "memory", the message list as its messages, no
+   * runtime: extraction runs after the run, off the request path). Defaults to the bare call.
+   */
+  readonly observeSystemCall?: SystemModelCallHook;
+  /** The name `model` was configured under (memory.model_name), for observers. */
+  readonly modelName?: string;
+}
+
 /** An extractor that asks `model` for facts in the turns not yet processed. */
-export function createModelMemoryExtractor(model: BaseChatModel): MemoryExtractor {
+export function createModelMemoryExtractor(model: BaseChatModel, options: ModelMemoryExtractorOptions = {}): MemoryExtractor {
+  const observeSystemCall = options.observeSystemCall ?? runSystemModelCall;
+  const { modelName } = options;
   const extract = async (input: MemoryExtractionInput): Promise<MemoryFact[]> => {
-    const answer = await model.invoke([new SystemMessage(MEMORY_EXTRACTION_PROMPT), new HumanMessage(renderExtractionInput(input))]);
+    const messages = [new SystemMessage(MEMORY_EXTRACTION_PROMPT), new HumanMessage(renderExtractionInput(input))];
+    const answer = await observeSystemCall("memory", { messages, ...(modelName === undefined ? {} : { modelName }) }, () => model.invoke(messages));
     return parseExtractedFacts(messageText(answer));
   };
   return Object.assign(extract, { policy: Object.freeze({ kind: "model", prompt_hash: MEMORY_EXTRACTION_PROMPT_HASH }) });

@@ -7,6 +7,7 @@ import type { Clock } from "../ports/runtime-ports.ts";
 import { parseMiddlewareConfig } from "./config.ts";
 import { MemoryConfigSchema, type MemoryConfig, type MemoryConfigInput } from "./memory-config.ts";
 import { createModelMemoryExtractor, rememberStatementExtractor } from "./memory-extractors.ts";
+import type { SystemModelCallHook } from "./system-model-call.ts";
 
 /*
  * Per-user long-term memory: facts in KeyValue under `memory:<user_id>`, written by a debounced
@@ -259,6 +260,11 @@ export interface MemoryStoreOptions {
   readonly extractor?: MemoryExtractor;
   /** The model named by `memory.model_name`, resolved by the assembler. */
   readonly model?: BaseChatModel;
+  /**
+   * The model-backed extractor's calls go through it (kind "memory"), so system-model-call
+   * observers see them. Not applied to a given `extractor`, which makes its own calls.
+   */
+  readonly observeSystemCall?: SystemModelCallHook;
   /** Called for every failed update; the update is retried with the thread's next turn. */
   readonly onError?: (error: unknown, update: { userId: string; threadId: string }) => void;
 }
@@ -293,8 +299,17 @@ export function requireNamedModel(settings: MemoryConfig, options: Pick<MemorySt
 }
 
 /** The extractor a store uses: the one given, else the model-backed one, else explicit statements only. */
-export function selectMemoryExtractor(options: Pick<MemoryStoreOptions, "extractor" | "model">): MemoryExtractor {
-  return options.extractor ?? (options.model ? createModelMemoryExtractor(options.model) : rememberStatementExtractor);
+export function selectMemoryExtractor(
+  options: Pick<MemoryStoreOptions, "extractor" | "model" | "observeSystemCall">,
+  settings?: Pick<MemoryConfig, "model_name">,
+): MemoryExtractor {
+  if (options.extractor) return options.extractor;
+  if (!options.model) return rememberStatementExtractor;
+  const modelName = settings?.model_name ?? undefined;
+  return createModelMemoryExtractor(options.model, {
+    ...(options.observeSystemCall ? { observeSystemCall: options.observeSystemCall } : {}),
+    ...(modelName === undefined ? {} : { modelName }),
+  });
 }
 
 /** The settings that decide which facts are kept, as a release declaration. */
@@ -325,7 +340,7 @@ function isAbort(error: unknown): boolean {
 export function createMemoryStore(storage: KeyValue, clock: Clock, options: MemoryStoreOptions = {}): MemoryStore {
   const settings = parseMiddlewareConfig(MemoryConfigSchema, options.config, "memory");
   requireNamedModel(settings, options);
-  const extractor = selectMemoryExtractor(options);
+  const extractor = selectMemoryExtractor(options, settings);
   const debounceMs = settings.debounce_seconds * 1000;
   const pending = new Map<string, Pending>();
   const running = new Set<Promise<void>>();

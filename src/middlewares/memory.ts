@@ -43,6 +43,8 @@ export interface MemoryMiddlewareDeps {
   readonly model?: BaseChatModel;
   readonly extractor?: MemoryExtractor;
   readonly onError?: MemoryStoreOptions["onError"];
+  /** Observes the model-backed extractor's calls (only without `store`; a store brings its own). */
+  readonly observeSystemCall?: MemoryStoreOptions["observeSystemCall"];
 }
 
 export interface MemoryMiddleware extends AgentMiddleware {
@@ -91,10 +93,10 @@ const STORE_KEYS = ["debounce_seconds", "max_facts", "fact_confidence_threshold"
 
 function checkGivenStore(settings: MemoryConfig, deps: MemoryMiddlewareDeps): void {
   const store = deps.store!;
-  if (deps.model || deps.extractor || deps.onError) {
+  if (deps.model || deps.extractor || deps.onError || deps.observeSystemCall) {
     throw new DeerflowError(
       "memory_store_conflict",
-      "Memory was given a store and also a model, extractor or onError; pass those to createMemoryStore instead, which owns them.",
+      "Memory was given a store and also a model, extractor, onError or observeSystemCall; pass those to createMemoryStore instead, which owns them.",
     );
   }
   const differing = STORE_KEYS.filter((key) => store.settings[key] !== settings[key]);
@@ -114,7 +116,7 @@ export function createMemoryMiddleware(config?: MemoryConfigInput, deps: MemoryM
   const settings = parseMiddlewareConfig(MemoryConfigSchema, config, MEMORY_NAME);
   if (deps.store) checkGivenStore(settings, deps);
   else requireNamedModel(settings, deps);
-  const extractor = deps.store?.extractor ?? selectMemoryExtractor(deps);
+  const extractor = deps.store?.extractor ?? selectMemoryExtractor(deps, settings);
   const owned = new Map<KeyValue, MemoryStore>();
 
   function storeFor(runtime: AgentRuntime): MemoryStore | undefined {

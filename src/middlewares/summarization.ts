@@ -25,6 +25,7 @@ import {
   type TriggerThresholds,
 } from "./summarization-context.ts";
 import { DEFAULT_SUMMARY_PROMPT, SUMMARY_PROMPT_PLACEHOLDER, buildSummaryPrompt } from "./summarization-prompt.ts";
+import { runSystemModelCall, type SystemModelCallHook } from "./system-model-call.ts";
 
 /*
  * When history grows past the trigger, the older part is replaced by a summary so the run can go
@@ -213,6 +214,12 @@ export interface SummarizationDeps {
   readonly beforeSummarization?: readonly BeforeSummarizationHook[];
   /** Receives failures that were contained (a hook or an observer that threw); they are dropped otherwise. */
   readonly onError?: (error: unknown, source: string) => void;
+  /**
+   * Every summary-model call goes through it (kind "summarization", the prompt string as its
+   * messages; a fallback attempt is a call of its own), so system-model-call observers see it.
+   * Defaults to the bare call.
+   */
+  readonly observeSystemCall?: SystemModelCallHook;
 }
 
 export interface CompactionResult {
@@ -277,6 +284,7 @@ export function createSummarizationMiddleware(
   const counter = deps.tokenCounter ?? countTokensApproximately;
   const observers = deps.observers ?? [];
   const hooks = deps.beforeSummarization ?? [];
+  const observeSystemCall = deps.observeSystemCall ?? runSystemModelCall;
   const report = (error: unknown, source: string) => {
     try {
       deps.onError?.(error, source);
@@ -305,12 +313,20 @@ export function createSummarizationMiddleware(
 
   async function generateSummary(prompt: string, runtime: AgentRuntime): Promise<string | null> {
     for (const model of candidates) {
+      // model_name names deps.model only; the fallback (the run's own model) goes unnamed.
+      const modelName = model === deps.model && parsed.model_name !== null ? parsed.model_name : undefined;
       try {
-        const response = await model.invoke(prompt, {
-          tags: [RUN_TAG, NOSTREAM_TAG],
-          metadata: { lc_source: "summarization" },
-          ...(runtime.signal ? { signal: runtime.signal } : {}),
-        });
+        const response = await observeSystemCall(
+          "summarization",
+          { messages: prompt, ...(modelName === undefined ? {} : { modelName }) },
+          () =>
+            model.invoke(prompt, {
+              tags: [RUN_TAG, NOSTREAM_TAG],
+              metadata: { lc_source: "summarization" },
+              ...(runtime.signal ? { signal: runtime.signal } : {}),
+            }),
+          runtime,
+        );
         // Committing a blank summary would drop history for nothing: treat it as a failure.
         const text = messageText(response).trim();
         if (text) return text;

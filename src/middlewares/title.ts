@@ -10,6 +10,7 @@ import { parseMiddlewareConfig } from "./config.ts";
 import { isDynamicContextReminder } from "./dynamic-context.ts";
 import { ORIGINAL_USER_CONTENT_KEY } from "./input-sanitization.ts";
 import { isRealUserMessage } from "./messages.ts";
+import { runSystemModelCall, type SystemModelCallHook } from "./system-model-call.ts";
 
 /*
  * Names a thread after its first complete exchange. Without a title model the user's own words
@@ -81,6 +82,11 @@ export const TITLE_DEFAULTS: TitleConfig = Object.freeze({
 export interface TitleDeps {
   /** Writes titles; without it the title is the user's own text. */
   readonly model?: BaseChatModel;
+  /**
+   * Every title-model call goes through it (kind "title", the prompt string as its messages), so
+   * system-model-call observers see it. Defaults to the bare call.
+   */
+  readonly observeSystemCall?: SystemModelCallHook;
 }
 
 /** Any content shape a provider returns: a string, content blocks, or nested `{ content }` objects. */
@@ -179,6 +185,8 @@ function excerpt(text: string): string {
 export function createTitleMiddleware(config?: TitleConfigInput, deps: TitleDeps = {}): AgentMiddleware {
   const parsed = parseMiddlewareConfig(TitleConfigSchema, config, TITLE_NAME);
   const { model } = deps;
+  const observeSystemCall = deps.observeSystemCall ?? runSystemModelCall;
+  const modelName = parsed.model_name ?? undefined;
 
   async function modelTitle(state: AgentState, userText: string, runtime: AgentRuntime): Promise<string> {
     const firstAnswer = state.messages.find((message) => AIMessage.isInstance(message));
@@ -187,11 +195,17 @@ export function createTitleMiddleware(config?: TitleConfigInput, deps: TitleDeps
       user_msg: excerpt(userText),
       assistant_msg: excerpt(firstAnswer ? stripThinking(contentText(firstAnswer.content, ANY_SHAPE)) : ""),
     });
-    const response = await model!.invoke(prompt, {
-      runName: "title_agent",
-      tags: [RUN_TAG, NOSTREAM_TAG],
-      ...(runtime.signal ? { signal: runtime.signal } : {}),
-    });
+    const response = await observeSystemCall(
+      "title",
+      { messages: prompt, ...(modelName === undefined ? {} : { modelName }) },
+      () =>
+        model!.invoke(prompt, {
+          runName: "title_agent",
+          tags: [RUN_TAG, NOSTREAM_TAG],
+          ...(runtime.signal ? { signal: runtime.signal } : {}),
+        }),
+      runtime,
+    );
     return cleanModelTitle(response.content, parsed.max_chars);
   }
 

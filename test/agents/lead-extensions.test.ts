@@ -25,7 +25,10 @@ async function events(extensions: Awaited<ReturnType<typeof loadExtensions>>["ex
 
 describe("lead agent with a loaded extension", () => {
   it("composes the contributed middleware at its anchor, isolated and attributed, and tells every observer", async () => {
-    const config = validateLeadConfig({ plugins: [{ name: "example", use: `${EXAMPLE}:install` }] }, "config.yaml");
+    const config = validateLeadConfig(
+      { plugins: [{ name: "example", use: `${EXAMPLE}:install` }], title: { model_name: "demo" } },
+      "config.yaml",
+    );
     const { extensions, diagnostics } = await loadExtensions(config.plugins, createModuleLoader());
     expect(diagnostics).toEqual([]);
     const storage = createMemoryKeyValue();
@@ -60,6 +63,8 @@ describe("lead agent with a loaded extension", () => {
     expect(seen.find((e) => e.type === "task_start")).toMatchObject({ taskId: runId, kind: "lead" });
     // The demo session makes three model calls; the contributed middleware counted every one.
     expect(seen.find((e) => e.type === "task_stop")).toMatchObject({ outcome: "completed", modelCalls: 3 });
+    // The title model call is the host's own, outside the chain: the system-model observer saw it.
+    expect(seen.find((e) => e.type === "system_model_call")).toMatchObject({ kind: "title", ok: true, messages: 1 });
   });
 
   it("changes the fingerprint when an extension contributes, and names the extension", async () => {
