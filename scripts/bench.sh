@@ -1,40 +1,54 @@
 #!/usr/bin/env bash
-# npm run bench: runs bench/chain-overhead.ts under Node (tsx), Deno and Bun, one after the other.
-# Every JSON line is echoed and appended to bench/results/chain-overhead-<UTC date>.jsonl (git-ignored).
-# A runtime that fails (non-zero exit, or no summary line) makes the script exit non-zero, but the
-# other runtimes still run. Progress of each run goes to stderr.
-# Knobs (environment): BENCH_SAMPLES, BENCH_BLOCK_MS, BENCH_WARMUP_MS, BENCH_RUNTIMES="node deno bun".
+# npm run bench: runs every bench (bench/chain-overhead.ts, bench/tool-side.ts,
+# bench/extensions.ts) under Node (tsx),
+# Deno and Bun, one after the other. Every JSON line is echoed and appended to
+# bench/results/<bench>-<UTC date>.jsonl (git-ignored).
+# A run that fails (non-zero exit, or no summary line) makes the script exit non-zero, but the
+# other runs still happen. Progress of each run goes to stderr.
+# Knobs (environment): BENCH_SAMPLES, BENCH_BLOCK_MS, BENCH_WARMUP_MS, BENCH_RUNTIMES="node deno bun",
+# BENCH_NAMES="chain-overhead tool-side extensions" (which benches); each bench documents its own extra knobs.
 set -u
 cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$PATH"
 
 mkdir -p bench/results
-out="bench/results/chain-overhead-$(date -u +%Y-%m-%d).jsonl"
-bench=bench/chain-overhead.ts
+date_tag=$(date -u +%Y-%m-%d)
 
-# --expose-gc (Node, Deno) lets the bench collect garbage between timed blocks; Bun has Bun.gc.
+# --expose-gc (Node, Deno) lets a bench collect garbage between timed blocks; Bun has Bun.gc.
 # Deno resolves bare specifiers from the npm-installed node_modules (deno.json: nodeModulesDir
 # "manual"); -A covers the sys access langsmith needs (toolchain pitfall P4).
-run_node() { tsx --expose-gc "$bench"; }
-run_deno() { deno run -A --v8-flags=--expose-gc "$bench"; }
-run_bun() { bun "$bench"; }
+run_node() { tsx --expose-gc "$1"; }
+run_deno() { deno run -A --v8-flags=--expose-gc "$1"; }
+run_bun() { bun "$1"; }
 
 status=0
 failed=()
-for rt in ${BENCH_RUNTIMES:-node deno bun}; do
-  echo "=== chain-overhead on $rt" >&2
-  tmp=$(mktemp)
-  "run_$rt" >"$tmp"
-  rc=$?
-  grep '^{' "$tmp" | tee -a "$out"
-  if [ $rc -ne 0 ] || ! grep -q '"summary":true' "$tmp"; then
-    echo "=== chain-overhead on $rt FAILED (exit $rc)" >&2
+outs=()
+for name in ${BENCH_NAMES:-chain-overhead tool-side extensions}; do
+  bench="bench/$name.ts"
+  out="bench/results/$name-$date_tag.jsonl"
+  outs+=("$out")
+  if [ ! -f "$bench" ]; then
+    echo "=== $bench not found" >&2
     status=1
-    failed+=("$rt")
+    failed+=("$name")
+    continue
   fi
-  rm -f "$tmp"
+  for rt in ${BENCH_RUNTIMES:-node deno bun}; do
+    echo "=== $name on $rt" >&2
+    tmp=$(mktemp)
+    "run_$rt" "$bench" >"$tmp"
+    rc=$?
+    grep '^{' "$tmp" | tee -a "$out"
+    if [ $rc -ne 0 ] || ! grep -q '"summary":true' "$tmp"; then
+      echo "=== $name on $rt FAILED (exit $rc)" >&2
+      status=1
+      failed+=("$name/$rt")
+    fi
+    rm -f "$tmp"
+  done
 done
 
-echo "=== results appended to $out" >&2
-[ $status -ne 0 ] && echo "=== failed runtimes: ${failed[*]}" >&2
+echo "=== results appended to ${outs[*]}" >&2
+[ $status -ne 0 ] && echo "=== failed: ${failed[*]}" >&2
 exit $status
