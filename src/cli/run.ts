@@ -2,6 +2,7 @@ import { AIMessage, AIMessageChunk, HumanMessage, ToolMessage, type BaseMessage 
 import { loadConfiguredMiddlewares } from "../agents/configured-middlewares.ts";
 import { EXTENSION_TASK_STORE_KEY, ExtensionData, taskInfo, type TaskInfo, type TaskOutcome } from "../extension-api/index.ts";
 import { loadExtensions } from "../extensions/loader.ts";
+import { bindExtensionSnapshot } from "../extensions/run-context.ts";
 import { notifyTaskStart, notifyTaskStop, type NotifyOptions } from "../extensions/notify.ts";
 import { EMPTY_EXTENSIONS, type LoadedExtensions } from "../extensions/registry.ts";
 import { assembleLeadAgent, LEAD_AGENT_NAME } from "../agents/lead-agent.ts";
@@ -150,7 +151,12 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
         runId,
         streamMode: ["messages", "updates"],
         signal: controller.signal,
-        context: { thread_id: threadId, user_id: "default", ...(taskStore ? { [EXTENSION_TASK_STORE_KEY]: taskStore } : {}) },
+        context: {
+          thread_id: threadId,
+          user_id: "default",
+          ...(taskStore ? { [EXTENSION_TASK_STORE_KEY]: taskStore } : {}),
+          ...bindExtensionSnapshot(extensions),
+        },
       },
     );
     for await (const item of stream) {

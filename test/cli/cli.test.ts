@@ -183,6 +183,16 @@ describe("deerflow-edge run", () => {
     expect(lifecycleLog()).toEqual(["start:lead:t-plug", "stop:t-plug:completed"]);
   });
 
+  it("reports a run that fails after it started as failed (scenario 23)", async () => {
+    const here = dirname(fileURLToPath(import.meta.url));
+    const { lifecycleLog } = await import("../fixtures/plugins/lifecycle-recorder.ts");
+    const config = `plugins:\n  - use: ${here}/../fixtures/plugins/lifecycle-recorder.ts:install\nextensions:\n  middlewares:\n    - ${here}/../fixtures/extensions/failing-run.ts:createFailingRun\n`;
+    const host = fakeHost(["run", "hi", "--thread", "t-fail", "--config", "/c/config.yaml"], { "/c/config.yaml": config });
+    expect(await main(host)).toBe(1);
+    expect(host.err.join("")).toContain("the operator's middleware broke");
+    expect(lifecycleLog().filter((e) => e.includes("t-fail"))).toEqual(["start:lead:t-fail", "stop:t-fail:failed"]);
+  });
+
   it("refuses to start when a required plugin fails, and starts without an optional one", async () => {
     const plugins = `${dirname(fileURLToPath(import.meta.url))}/../fixtures/plugins/lifecycle-recorder.ts`;
     const required = fakeHost(["run", "hi", "--config", "/c/config.yaml"], { "/c/config.yaml": `plugins:\n  - use: ${plugins}:installBroken\n    required: true\n` });
