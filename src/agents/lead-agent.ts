@@ -4,12 +4,13 @@ import {
   AgentScope,
   hostPolicySnapshot,
   type AgentAssemblyDescriptor,
+  type CompactionEvent,
   type ContextCompactionObserver,
   type HostPolicySnapshot,
 } from "../extension-api/index.ts";
 import { collectMiddlewareContributions } from "../extensions/contributions.ts";
 import type { DiagnosticSink, ExtensionDiagnostic } from "../extensions/diagnostics.ts";
-import { notifyAgentAssembled } from "../extensions/notify.ts";
+import { notifyAgentAssembled, notifyContextCompacted } from "../extensions/notify.ts";
 import type { LoadedExtensions } from "../extensions/registry.ts";
 import { composeWithExtensions } from "../extensions/stack.ts";
 import { createSystemCallHook } from "../extensions/system-calls.ts";
@@ -261,22 +262,6 @@ function hostPolicy(config: LeadConfig): HostPolicySnapshot {
   });
 }
 
-/** Compaction observers from extensions, each failure reported against its extension instead of dropped. */
-function contained(
-  entries: readonly { source: string; value: ContextCompactionObserver }[],
-  report: DiagnosticSink,
-): ContextCompactionObserver[] {
-  return entries.map(({ source, value }) => ({
-    async onContextCompacted(event) {
-      try {
-        await value.onContextCompacted(event);
-      } catch (error) {
-        report({ level: "error", source, message: `onContextCompacted failed: ${error instanceof Error ? error.message : String(error)}` });
-      }
-    },
-  }));
-}
-
 export async function assembleLeadAgent(options: LeadAgentOptions): Promise<LeadAgentAssembly> {
   const { config, env } = options;
   const authorization = config.authorization ?? AUTHORIZATION_DEFAULTS;
@@ -341,7 +326,13 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
     ...(config.title?.model_name ? { titleModel: namedModel(config.title.model_name)! } : {}),
     ...(memoryStore ? { memoryStore } : {}),
     skillRegistry,
-    compactionObservers: [...(options.compactionObservers ?? []), ...contained(extensions?.contextCompactionObservers ?? [], report)],
+    compactionObservers: [
+      ...(options.compactionObservers ?? []),
+      // One observer fans out to every extension's, each failure attributed to its extension.
+      ...(extensions && extensions.contextCompactionObservers.length > 0
+        ? [{ onContextCompacted: (event: CompactionEvent) => notifyContextCompacted(extensions.contextCompactionObservers, event, { onDiagnostic: report }) }]
+        : []),
+    ],
     customMiddlewares: options.customMiddlewares ?? [],
     configuredMiddlewares: options.configuredMiddlewares ?? [],
     planMode: options.planMode ?? false,

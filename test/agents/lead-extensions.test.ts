@@ -67,6 +67,30 @@ describe("lead agent with a loaded extension", () => {
     expect(seen.find((e) => e.type === "system_model_call")).toMatchObject({ kind: "title", ok: true, messages: 1 });
   });
 
+  it("reports the summarization's compaction and its model call to the extension", async () => {
+    const config = validateLeadConfig(
+      {
+        plugins: [{ use: `${EXAMPLE}:install` }],
+        summarization: { enabled: true, trigger: { messages: 4 }, keep: { messages: 2 } },
+      },
+      "config.yaml",
+    );
+    const { extensions } = await loadExtensions(config.plugins, createModuleLoader());
+    const storage = createMemoryKeyValue();
+    const assembly = await assembleLeadAgent({
+      config,
+      extensions,
+      services: { clock: systemClock, storage, sandbox: createVirtualSandboxProvider({ storage }) },
+      env: mapEnv({}),
+    });
+    await assembly.agent.invoke({ messages: [new HumanMessage("Write a note about compaction.")] }, { threadId: "t-compact" });
+    await new Promise((resolve) => setTimeout(resolve, 0)); // compaction observers are told after the call returns
+    const seen = await events(extensions);
+    expect(seen.find((e) => e.type === "system_model_call")).toMatchObject({ kind: "summarization", ok: true });
+    expect(seen.find((e) => e.type === "context_compacted")).toMatchObject({ compacted: expect.any(Number), kept: expect.any(Number) });
+    expect(assembly.diagnostics).toEqual([]);
+  });
+
   it("changes the fingerprint when an extension contributes, and names the extension", async () => {
     const storage = createMemoryKeyValue();
     const services = { clock: systemClock, storage, sandbox: createVirtualSandboxProvider({ storage }) };
