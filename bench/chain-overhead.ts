@@ -42,50 +42,9 @@ import { createMemoryStore, type MemoryStore } from "../src/middlewares/memory-s
 import { createVirtualSandboxProvider } from "../src/sandbox/virtual.ts";
 import { createSkillRegistry } from "../src/skills/registry.ts";
 import { createMemoryKeyValue } from "../src/storage/key-value.ts";
-// bench/ is not src/: a node:* import is fine here, and node:os exists on Node, Deno and Bun.
-import { loadavg } from "node:os";
+import { collectGarbage, emit, envNumber, groupBy, loadAverage, median, progressLog, quantile, round4 as round, runBench, runSamples, runtimeInfo } from "./harness.ts";
 
-// ---------------------------------------------------------------------------------------------
-// Environment
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-const g = globalThis as any;
-
-function runtimeInfo(): { runtime: "node" | "deno" | "bun"; version: string } {
-  if (g.Deno?.version?.deno) return { runtime: "deno", version: String(g.Deno.version.deno) };
-  if (g.Bun?.version) return { runtime: "bun", version: String(g.Bun.version) };
-  return { runtime: "node", version: String(g.process?.versions?.node ?? "unknown") };
-}
-
-function envNumber(name: string, fallback: number): number {
-  const raw = g.process?.env?.[name] ?? (g.Deno ? g.Deno.env.get(name) : undefined);
-  const value = raw === undefined ? NaN : Number(raw);
-  return Number.isFinite(value) && value > 0 ? value : fallback;
-}
-
-/** A full collection outside the timed region, so a block pays mostly for its own garbage. */
-function collectGarbage(): boolean {
-  if (typeof g.gc === "function") {
-    g.gc();
-    return true;
-  }
-  if (typeof g.Bun?.gc === "function") {
-    g.Bun.gc(true);
-    return true;
-  }
-  return false;
-}
-
-/** The 1-minute load average: other processes on this 2-core machine show up in every timing. */
-function loadAverage(): number | null {
-  try {
-    return Math.round(loadavg()[0]! * 100) / 100;
-  } catch {
-    return null;
-  }
-}
-
-const log = (line: string) => console.error(`[chain-overhead] ${line}`);
+const log = progressLog("chain-overhead");
 
 // ---------------------------------------------------------------------------------------------
 // The scripted model, tool and middlewares (same work for every engine)
@@ -468,30 +427,6 @@ async function sanityCheck(configs: readonly Config[]): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // Timing
 
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
-
-/** Deterministic shuffle (mulberry32), so every sample runs the blocks in a different order. */
-function shuffled<T>(items: readonly T[], seed: number): T[] {
-  let a = seed >>> 0;
-  const rand = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const out = [...items];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(rand() * (i + 1));
-    [out[i], out[j]] = [out[j]!, out[i]!];
-  }
-  return out;
-}
-
 async function timeBlock(config: Config, runs: number): Promise<number> {
   collectGarbage();
   const start = performance.now();
@@ -518,14 +453,6 @@ async function warmUpAndCalibrate(config: Config, warmupMs: number, blockMs: num
   // A configuration slower than the block target gets one run per block: its timing is long
   // enough for performance.now(), and the bench stays within about a minute per runtime.
   config.runsPerSample = Math.max(1, Math.round(blockMs / Math.max(perRun, 1e-3)));
-}
-
-function quantile(values: readonly number[], q: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const pos = (sorted.length - 1) * q;
-  const lo = Math.floor(pos);
-  const hi = Math.ceil(pos);
-  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (pos - lo);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -560,21 +487,16 @@ async function main(): Promise<void> {
   // (same workload and checkpointer: direct, both engines, every middleware count) run back to back
   // as a group, in an order shuffled per sample, so a burst of machine noise lands on them alike and
   // no configuration always runs first or last.
-  const groups = new Map<string, Config[]>();
-  for (const config of configs) {
-    const key = `${config.workload}/${config.checkpointer}`;
-    groups.set(key, [...(groups.get(key) ?? []), config]);
-  }
-  for (let s = 0; s < samples; s++) {
-    const groupOrder = shuffled([...groups.values()], 0x9e3779b9 + s);
-    for (const [g, group] of groupOrder.entries()) {
-      for (const config of shuffled(group, 0x85ebca6b + s * 31 + g)) {
-        const elapsed = await timeBlock(config, config.runsPerSample);
-        config.perRunMs.push(elapsed / config.runsPerSample);
-      }
-    }
-    log(`sample ${s + 1}/${samples} done (${((performance.now() - began) / 1000).toFixed(1)} s)`);
-  }
+  const groups = groupBy(configs, (config) => `${config.workload}/${config.checkpointer}`);
+  await runSamples(
+    groups,
+    samples,
+    async (config) => {
+      const elapsed = await timeBlock(config, config.runsPerSample);
+      config.perRunMs.push(elapsed / config.runsPerSample);
+    },
+    { afterSample: (s) => log(`sample ${s + 1}/${samples} done (${((performance.now() - began) / 1000).toFixed(1)} s)`) },
+  );
   for (const config of configs) await config.close?.();
 
   const find = (engine: EngineName, middlewares: number, workload: Workload, checkpointer: CheckpointerSetting) =>
@@ -598,30 +520,27 @@ async function main(): Promise<void> {
     };
   };
 
-  const round = (x: number) => Math.round(x * 10_000) / 10_000;
   for (const config of configs) {
     const o = config.engine === "direct" ? undefined : overheads(config.engine, config.middlewares, config.checkpointer);
-    console.log(
-      JSON.stringify({
-        bench: "chain-overhead",
-        runtime,
-        runtime_version: version,
-        engine: config.engine,
-        middlewares: config.middlewares,
-        workload: config.workload,
-        checkpointer: config.checkpointer,
-        model_steps_per_run: modelSteps[config.workload],
-        tool_calls_per_run: toolRounds[config.workload],
-        per_run_ms_median: round(median(config.perRunMs)),
-        per_run_ms_p25: round(quantile(config.perRunMs, 0.25)),
-        per_run_ms_p75: round(quantile(config.perRunMs, 0.75)),
-        overhead_per_run_ms: o ? round(o[config.workload]) : null,
-        overhead_per_model_step_ms: o ? round(o.perStep) : null,
-        overhead_per_tool_call_ms: o ? round(o.perTool) : null,
-        samples,
-        runs_per_sample: config.runsPerSample,
-      }),
-    );
+    emit({
+      bench: "chain-overhead",
+      runtime,
+      runtime_version: version,
+      engine: config.engine,
+      middlewares: config.middlewares,
+      workload: config.workload,
+      checkpointer: config.checkpointer,
+      model_steps_per_run: modelSteps[config.workload],
+      tool_calls_per_run: toolRounds[config.workload],
+      per_run_ms_median: round(median(config.perRunMs)),
+      per_run_ms_p25: round(quantile(config.perRunMs, 0.25)),
+      per_run_ms_p75: round(quantile(config.perRunMs, 0.75)),
+      overhead_per_run_ms: o ? round(o[config.workload]) : null,
+      overhead_per_model_step_ms: o ? round(o.perStep) : null,
+      overhead_per_tool_call_ms: o ? round(o.perTool) : null,
+      samples,
+      runs_per_sample: config.runsPerSample,
+    });
   }
 
   const loadAtEnd = loadAverage();
@@ -654,58 +573,51 @@ async function main(): Promise<void> {
     const leadExtraA = leadA.map((t, s) => t - a0[s]!);
     const leadExtraB = leadB.map((t, s) => t - b0[s]!);
     const leadStepMs = median(leadA);
-    console.log(
-      JSON.stringify({
-        bench: "chain-overhead",
-        summary: true,
-        runtime,
-        runtime_version: version,
-        checkpointer,
-        ours_vs_createAgent_at_35: round(ours35.perStep / theirs35.perStep),
-        // Whole workload-B runs (5 steps, 4 tool calls): unlike the per-tool-call figure (t − F, see
-        // the header), this overhead is always positive, so its ratio is meaningful.
-        ours_vs_createAgent_at_35_workload_B: round(ours35.B / theirs35.B),
-        ours_35_vs_0: round(ours35.perStep / ours0.perStep),
-        createAgent_35_vs_0: round(theirs35.perStep / theirs0.perStep),
-        ours_step_time_35_vs_0: round(stepRatio),
-        ours_step_ms_0: round(oursStep0),
-        ours_step_ms_35: round(oursStep35),
-        ours_step_time_35_vs_0_paired: round(pairedStepRatio),
-        lead_chain_middlewares: leadChainNames,
-        bare_step_ms: round(oursStep0),
-        lead_chain_step_ms: round(leadStepMs),
-        lead_chain_vs_bare_per_step_ms: round(median(leadExtraA)),
-        lead_chain_step_time_vs_bare: round(leadStepMs / oursStep0),
-        lead_chain_step_time_vs_bare_paired: round(median(leadA.map((t, s) => t / a0[s]!))),
-        lead_chain_vs_bare_per_run_ms_workload_B: round(median(leadExtraB)),
-        lead_chain_vs_bare_per_tool_call_ms: round(
-          median(leadExtraB.map((o, s) => (o - modelSteps.B * leadExtraA[s]!) / TOOL_ROUNDS_B)),
-        ),
-        lead_chain_run_time_vs_bare_workload_B: round(median(leadB) / median(b0)),
-        goal_met: {
-          beats_createAgent_at_35: ours35.perStep < theirs35.perStep,
-          adding_35_under_50pct: oursStep35 <= 1.5 * oursStep0,
-        },
-        definitions: {
-          overhead_per_model_step: "median over samples of (engine A − direct A per run); A = 1 model step",
-          overhead_per_tool_call:
-            "median over samples of ((engine B − direct B) − 5 × (engine A − direct A)) / 4; with run cost F + s·steps + t·tools this is t − F, while the per-step figure is s + F",
-          adding_35_under_50pct: "ours workload-A per-run time (model call included) at 35 ≤ 1.5 × at 0",
-          lead_chain_vs_bare_per_step_ms:
-            "median over samples of (lead chain A − bare A per run), bare = deerflow-edge with 0 middlewares; A = 1 model step, so this includes the chain's per-run hooks",
-          lead_chain_step_time_vs_bare: "lead chain workload-A per-run time / bare workload-A per-run time (medians; _paired: median of per-sample ratios)",
-          lead_chain_vs_bare_per_tool_call_ms: "median over samples of ((lead B − bare B) − 5 × (lead A − bare A)) / 4: per tool call minus the per-run hooks (t − F)",
-        },
-        total_s: round((performance.now() - began) / 1000),
-        load_avg_1m: { start: loadAtStart, end: loadAtEnd },
-      }),
-    );
+    emit({
+      bench: "chain-overhead",
+      summary: true,
+      runtime,
+      runtime_version: version,
+      checkpointer,
+      ours_vs_createAgent_at_35: round(ours35.perStep / theirs35.perStep),
+      // Whole workload-B runs (5 steps, 4 tool calls): unlike the per-tool-call figure (t − F, see
+      // the header), this overhead is always positive, so its ratio is meaningful.
+      ours_vs_createAgent_at_35_workload_B: round(ours35.B / theirs35.B),
+      ours_35_vs_0: round(ours35.perStep / ours0.perStep),
+      createAgent_35_vs_0: round(theirs35.perStep / theirs0.perStep),
+      ours_step_time_35_vs_0: round(stepRatio),
+      ours_step_ms_0: round(oursStep0),
+      ours_step_ms_35: round(oursStep35),
+      ours_step_time_35_vs_0_paired: round(pairedStepRatio),
+      lead_chain_middlewares: leadChainNames,
+      bare_step_ms: round(oursStep0),
+      lead_chain_step_ms: round(leadStepMs),
+      lead_chain_vs_bare_per_step_ms: round(median(leadExtraA)),
+      lead_chain_step_time_vs_bare: round(leadStepMs / oursStep0),
+      lead_chain_step_time_vs_bare_paired: round(median(leadA.map((t, s) => t / a0[s]!))),
+      lead_chain_vs_bare_per_run_ms_workload_B: round(median(leadExtraB)),
+      lead_chain_vs_bare_per_tool_call_ms: round(
+        median(leadExtraB.map((o, s) => (o - modelSteps.B * leadExtraA[s]!) / TOOL_ROUNDS_B)),
+      ),
+      lead_chain_run_time_vs_bare_workload_B: round(median(leadB) / median(b0)),
+      goal_met: {
+        beats_createAgent_at_35: ours35.perStep < theirs35.perStep,
+        adding_35_under_50pct: oursStep35 <= 1.5 * oursStep0,
+      },
+      definitions: {
+        overhead_per_model_step: "median over samples of (engine A − direct A per run); A = 1 model step",
+        overhead_per_tool_call:
+          "median over samples of ((engine B − direct B) − 5 × (engine A − direct A)) / 4; with run cost F + s·steps + t·tools this is t − F, while the per-step figure is s + F",
+        adding_35_under_50pct: "ours workload-A per-run time (model call included) at 35 ≤ 1.5 × at 0",
+        lead_chain_vs_bare_per_step_ms:
+          "median over samples of (lead chain A − bare A per run), bare = deerflow-edge with 0 middlewares; A = 1 model step, so this includes the chain's per-run hooks",
+        lead_chain_step_time_vs_bare: "lead chain workload-A per-run time / bare workload-A per-run time (medians; _paired: median of per-sample ratios)",
+        lead_chain_vs_bare_per_tool_call_ms: "median over samples of ((lead B − bare B) − 5 × (lead A − bare A)) / 4: per tool call minus the per-run hooks (t − F)",
+      },
+      total_s: round((performance.now() - began) / 1000),
+      load_avg_1m: { start: loadAtStart, end: loadAtEnd },
+    });
   }
 }
 
-main().catch((error) => {
-  console.error(`[chain-overhead] FAILED: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-  if (g.process?.exit) g.process.exit(1);
-  else if (g.Deno?.exit) g.Deno.exit(1);
-  throw error;
-});
+runBench("chain-overhead", main);

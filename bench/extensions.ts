@@ -48,48 +48,9 @@ import { HostExtensionRegistry, type LoadedExtensions } from "../src/extensions/
 import { createMemoryStore } from "../src/middlewares/memory-store.ts";
 import { createVirtualSandboxProvider } from "../src/sandbox/virtual.ts";
 import { createMemoryKeyValue } from "../src/storage/key-value.ts";
-// bench/ is not src/: a node:* import is fine here, and node:os exists on Node, Deno and Bun.
-import { loadavg } from "node:os";
+import { collectGarbage, emit, envNumber, groupBy, loadAverage, median, progressLog, quantile, round4 as round, runBench, runSamples, runtimeInfo } from "./harness.ts";
 
-// ---------------------------------------------------------------------------------------------
-// Environment (same helpers as bench/chain-overhead.ts)
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-const g = globalThis as any;
-
-function runtimeInfo(): { runtime: "node" | "deno" | "bun"; version: string } {
-  if (g.Deno?.version?.deno) return { runtime: "deno", version: String(g.Deno.version.deno) };
-  if (g.Bun?.version) return { runtime: "bun", version: String(g.Bun.version) };
-  return { runtime: "node", version: String(g.process?.versions?.node ?? "unknown") };
-}
-
-function envNumber(name: string, fallback: number): number {
-  const raw = g.process?.env?.[name] ?? (g.Deno ? g.Deno.env.get(name) : undefined);
-  const value = raw === undefined ? NaN : Number(raw);
-  return Number.isFinite(value) && value > 0 ? value : fallback;
-}
-
-function collectGarbage(): boolean {
-  if (typeof g.gc === "function") {
-    g.gc();
-    return true;
-  }
-  if (typeof g.Bun?.gc === "function") {
-    g.Bun.gc(true);
-    return true;
-  }
-  return false;
-}
-
-function loadAverage(): number | null {
-  try {
-    return Math.round(loadavg()[0]! * 100) / 100;
-  } catch {
-    return null;
-  }
-}
-
-const log = (line: string) => console.error(`[extensions] ${line}`);
+const log = progressLog("extensions");
 
 // ---------------------------------------------------------------------------------------------
 // Pass-through middlewares
@@ -348,38 +309,6 @@ function engineConfig(variant: EngineVariant, workload: Workload): Config {
 // ---------------------------------------------------------------------------------------------
 // Timing
 
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
-
-function quantile(values: readonly number[], q: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const pos = (sorted.length - 1) * q;
-  const lo = Math.floor(pos);
-  const hi = Math.ceil(pos);
-  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (pos - lo);
-}
-
-/** Deterministic shuffle (mulberry32), so every sample runs the blocks in a different order. */
-function shuffled<T>(items: readonly T[], seed: number): T[] {
-  let a = seed >>> 0;
-  const rand = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const out = [...items];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(rand() * (i + 1));
-    [out[i], out[j]] = [out[j]!, out[i]!];
-  }
-  return out;
-}
-
 async function timeBlock(config: Config, ops: number): Promise<number> {
   collectGarbage();
   const start = performance.now();
@@ -429,44 +358,38 @@ async function main(): Promise<void> {
 
   // Configurations compared with each other (same kind; for the engine, same workload) run back to
   // back as a group, in an order shuffled per sample.
-  const groups = new Map<string, Config[]>();
-  for (const config of configs) {
-    const key = config.kind === "engine" ? `engine/${String(config.fields.workload)}` : config.kind === "hook" ? `hook/${String(config.fields.hook)}` : "build";
-    groups.set(key, [...(groups.get(key) ?? []), config]);
-  }
-  for (let s = 0; s < samples; s++) {
-    const groupOrder = shuffled([...groups.values()], 0x9e3779b9 + s);
-    for (const [gi, group] of groupOrder.entries()) {
-      for (const config of shuffled(group, 0x85ebca6b + s * 31 + gi)) {
-        const elapsed = await timeBlock(config, config.opsPerSample);
-        config.perOpMs.push(elapsed / config.opsPerSample);
-      }
-    }
-    log(`sample ${s + 1}/${samples} done (${((performance.now() - began) / 1000).toFixed(1)} s)`);
-  }
+  const groups = groupBy(configs, (config) =>
+    config.kind === "engine" ? `engine/${String(config.fields.workload)}` : config.kind === "hook" ? `hook/${String(config.fields.hook)}` : "build",
+  );
+  await runSamples(
+    groups,
+    samples,
+    async (config) => {
+      const elapsed = await timeBlock(config, config.opsPerSample);
+      config.perOpMs.push(elapsed / config.opsPerSample);
+    },
+    { afterSample: (s) => log(`sample ${s + 1}/${samples} done (${((performance.now() - began) / 1000).toFixed(1)} s)`) },
+  );
   const closedCleanly = await memoryStore.close();
   if (diagnostics.length > 0) throw new Error(`the isolation wrappers reported ${diagnostics.length} diagnostics while timed: ${JSON.stringify(diagnostics[0])}`);
 
   const find = (key: string) => configs.find((c) => c.key === key)!;
-  const round = (x: number) => Math.round(x * 10_000) / 10_000;
   const scale = (config: Config) => (config.unit === "ns" ? 1e6 : 1);
   for (const config of configs) {
     const k = scale(config);
-    console.log(
-      JSON.stringify({
-        bench: "extensions",
-        runtime,
-        runtime_version: version,
-        measure: config.kind,
-        ...config.fields,
-        unit: `${config.unit} per ${config.kind === "build" ? "build" : config.kind === "hook" ? "call" : "run"}`,
-        per_op_median: round(median(config.perOpMs) * k),
-        per_op_p25: round(quantile(config.perOpMs, 0.25) * k),
-        per_op_p75: round(quantile(config.perOpMs, 0.75) * k),
-        samples,
-        ops_per_sample: config.opsPerSample,
-      }),
-    );
+    emit({
+      bench: "extensions",
+      runtime,
+      runtime_version: version,
+      measure: config.kind,
+      ...config.fields,
+      unit: `${config.unit} per ${config.kind === "build" ? "build" : config.kind === "hook" ? "call" : "run"}`,
+      per_op_median: round(median(config.perOpMs) * k),
+      per_op_p25: round(quantile(config.perOpMs, 0.25) * k),
+      per_op_p75: round(quantile(config.perOpMs, 0.75) * k),
+      samples,
+      ops_per_sample: config.opsPerSample,
+    });
   }
 
   // Build.
@@ -525,30 +448,23 @@ async function main(): Promise<void> {
     added_ms_per_tool_call: round(median(addedPerTool)),
   };
 
-  console.log(
-    JSON.stringify({
-      bench: "extensions",
-      summary: true,
-      runtime,
-      runtime_version: version,
-      build,
-      hooks,
-      engine,
-      memory_store_closed: closedCleanly,
-      definitions: {
-        build: "assembleLeadAgent with code-default lead config (demo model), one shared memory store; N contributors in a HostExtensionRegistry, each one pass-through middleware at STANDARD; ms_per_build = median over samples of block time / builds; ratio = median_N / median_0; _paired = median of per-sample ratios; added_ms_per_contributed_middleware = median over samples of (N − 0) / N",
-        hooks: "await middleware.wrapX(request, trivialAsyncHandler) in a loop; handler_only = await handler(request); added_ns_per_call = median over samples of (isolated − bare)",
-        engine: "createAgent (no checkpointer), scripted model, noop tool, 10 pass-through middlewares bare vs isolateMiddleware-wrapped (none = 0 middlewares); workload A = 1 model step per run, B = 5 steps and 4 tool calls; added_ms_per_model_step = median over samples of (isolated A − bare A), all 10 wrappers together; added_ms_per_tool_call = median over samples of ((iso B − bare B) − 5 × (iso A − bare A)) / 4; direct_estimate_us_per_model_step = 10 × (isolated − bare wrapModelCall ns per call, medians) / 1000",
-      },
-      total_s: round((performance.now() - began) / 1000),
-      load_avg_1m: { start: loadAtStart, end: loadAverage() },
-    }),
-  );
+  emit({
+    bench: "extensions",
+    summary: true,
+    runtime,
+    runtime_version: version,
+    build,
+    hooks,
+    engine,
+    memory_store_closed: closedCleanly,
+    definitions: {
+      build: "assembleLeadAgent with code-default lead config (demo model), one shared memory store; N contributors in a HostExtensionRegistry, each one pass-through middleware at STANDARD; ms_per_build = median over samples of block time / builds; ratio = median_N / median_0; _paired = median of per-sample ratios; added_ms_per_contributed_middleware = median over samples of (N − 0) / N",
+      hooks: "await middleware.wrapX(request, trivialAsyncHandler) in a loop; handler_only = await handler(request); added_ns_per_call = median over samples of (isolated − bare)",
+      engine: "createAgent (no checkpointer), scripted model, noop tool, 10 pass-through middlewares bare vs isolateMiddleware-wrapped (none = 0 middlewares); workload A = 1 model step per run, B = 5 steps and 4 tool calls; added_ms_per_model_step = median over samples of (isolated A − bare A), all 10 wrappers together; added_ms_per_tool_call = median over samples of ((iso B − bare B) − 5 × (iso A − bare A)) / 4; direct_estimate_us_per_model_step = 10 × (isolated − bare wrapModelCall ns per call, medians) / 1000",
+    },
+    total_s: round((performance.now() - began) / 1000),
+    load_avg_1m: { start: loadAtStart, end: loadAverage() },
+  });
 }
 
-main().catch((error) => {
-  console.error(`[extensions] FAILED: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-  if (g.process?.exit) g.process.exit(1);
-  else if (g.Deno?.exit) g.Deno.exit(1);
-  throw error;
-});
+runBench("extensions", main);

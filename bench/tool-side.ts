@@ -80,53 +80,9 @@ import { emptyThreadState } from "../src/state/thread-state.ts";
 import { createMemoryKeyValue } from "../src/storage/key-value.ts";
 import { createSandboxTools } from "../src/tools/sandbox-tools.ts";
 import { SANDBOX_AUDIT_CORPUS, type CorpusRow } from "../test/middlewares/sandbox-audit-corpus.ts";
-// bench/ is not src/: a node:* import is fine here, and node:os exists on Node, Deno and Bun.
-import { loadavg } from "node:os";
+import { collectGarbage, emit, envNumber, groupBy, loadAverage, median, progressLog, quantile, round3 as r3, round4 as r4, runBench, runSamples, runtimeInfo } from "./harness.ts";
 
-// ---------------------------------------------------------------------------------------------
-// Environment (as in chain-overhead)
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-const g = globalThis as any;
-
-function runtimeInfo(): { runtime: "node" | "deno" | "bun"; version: string } {
-  if (g.Deno?.version?.deno) return { runtime: "deno", version: String(g.Deno.version.deno) };
-  if (g.Bun?.version) return { runtime: "bun", version: String(g.Bun.version) };
-  return { runtime: "node", version: String(g.process?.versions?.node ?? "unknown") };
-}
-
-function envNumber(name: string, fallback: number): number {
-  const raw = g.process?.env?.[name] ?? (g.Deno ? g.Deno.env.get(name) : undefined);
-  const value = raw === undefined ? NaN : Number(raw);
-  return Number.isFinite(value) && value > 0 ? value : fallback;
-}
-
-/**
- * A full collection ("major"), or only the young generation ("minor": a scavenge, a millisecond
- * where a full collection of this heap, langchain loaded, takes tens). Outside the timed region.
- */
-function collectGarbage(kind: "major" | "minor" = "major"): boolean {
-  if (typeof g.gc === "function") {
-    if (kind === "minor") g.gc({ type: "minor" });
-    else g.gc();
-    return true;
-  }
-  if (typeof g.Bun?.gc === "function") {
-    g.Bun.gc(kind === "major");
-    return true;
-  }
-  return false;
-}
-
-function loadAverage(): number | null {
-  try {
-    return Math.round(loadavg()[0]! * 100) / 100;
-  } catch {
-    return null;
-  }
-}
-
-const log = (line: string) => console.error(`[tool-side] ${line}`);
+const log = progressLog("tool-side");
 
 // ---------------------------------------------------------------------------------------------
 // Tools, middlewares, services
@@ -509,38 +465,6 @@ function checkCorpus(): void {
 // ---------------------------------------------------------------------------------------------
 // Timing
 
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
-
-function quantile(values: readonly number[], q: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const pos = (sorted.length - 1) * q;
-  const lo = Math.floor(pos);
-  const hi = Math.ceil(pos);
-  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (pos - lo);
-}
-
-/** Deterministic shuffle (mulberry32), as in chain-overhead. */
-function shuffled<T>(items: readonly T[], seed: number): T[] {
-  let a = seed >>> 0;
-  const rand = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const out = [...items];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(rand() * (i + 1));
-    [out[i], out[j]] = [out[j]!, out[i]!];
-  }
-  return out;
-}
-
 /** Time spent in collectGarbage between blocks (reported on stderr: it is part of the bench's wall time). */
 let gcMs = 0;
 function timedGc(kind: "major" | "minor"): void {
@@ -579,8 +503,6 @@ async function warmUpAndCalibrate(config: Timed, warmupMs: number, blockMs: numb
 // ---------------------------------------------------------------------------------------------
 // Main
 
-const r3 = (x: number) => Math.round(x * 1000) / 1000;
-const r4 = (x: number) => Math.round(x * 10_000) / 10_000;
 /** [p25, p75] of per-sample figures: how far apart the samples were. */
 const iqr = (values: readonly number[]) => [r3(quantile(values, 0.25)), r3(quantile(values, 0.75))];
 
@@ -638,22 +560,21 @@ async function main(): Promise<void> {
   // A sample times every configuration once. Configurations compared with each other (a wrapper
   // chain and the direct handler of the same tool; the three middleware sets of one engine workload)
   // run back to back as a group, groups and members in an order shuffled per sample.
-  const groups = new Map<string, Timed[]>();
-  for (const config of [...wrappers, ...engines, ...throughput, ...rows]) {
-    groups.set(config.group, [...(groups.get(config.group) ?? []), config]);
-  }
-  for (let s = 0; s < samples; s++) {
-    for (const [gi, group] of shuffled([...groups.entries()], 0x9e3779b9 + s).entries()) {
+  const groups = groupBy([...wrappers, ...engines, ...throughput, ...rows], (config) => config.group);
+  await runSamples(
+    groups,
+    samples,
+    async (config) => {
+      const elapsed = await timeBlock(config, config.unitsPerBlock);
+      config.perUnitMs.push(elapsed / config.unitsPerBlock);
+    },
+    {
       // A full collection once per group, a scavenge before each block (timeBlock): a block starts
       // with an empty young generation and pays mostly for its own garbage.
-      timedGc("major");
-      for (const config of shuffled(group[1], 0x85ebca6b + s * 31 + gi)) {
-        const elapsed = await timeBlock(config, config.unitsPerBlock);
-        config.perUnitMs.push(elapsed / config.unitsPerBlock);
-      }
-    }
-    log(`sample ${s + 1}/${samples} done (${((performance.now() - began) / 1000).toFixed(1)} s, ${(gcMs / 1000).toFixed(1)} s of it in gc)`);
-  }
+      beforeGroup: () => timedGc("major"),
+      afterSample: (s) => log(`sample ${s + 1}/${samples} done (${((performance.now() - began) / 1000).toFixed(1)} s, ${(gcMs / 1000).toFixed(1)} s of it in gc)`),
+    },
+  );
 
   const base = { bench: "tool-side", runtime, runtime_version: version };
 
@@ -664,21 +585,19 @@ async function main(): Promise<void> {
     return median(config.perUnitMs.map((t, s) => (t - none[s]!) * 1000));
   };
   for (const config of wrappers) {
-    console.log(
-      JSON.stringify({
-        ...base,
-        kind: "wrapper",
-        tool: config.tool,
-        wrappers: config.wrappers,
-        middlewares: config.chain.map((m) => m.name),
-        per_call_us_median: r3(median(config.perUnitMs) * 1000),
-        per_call_us_p25: r3(quantile(config.perUnitMs, 0.25) * 1000),
-        per_call_us_p75: r3(quantile(config.perUnitMs, 0.75) * 1000),
-        overhead_per_call_us: config.wrappers === "none" ? null : r3(wrapperOverheadUs(config)),
-        samples,
-        calls_per_block: config.unitsPerBlock,
-      }),
-    );
+    emit({
+      ...base,
+      kind: "wrapper",
+      tool: config.tool,
+      wrappers: config.wrappers,
+      middlewares: config.chain.map((m) => m.name),
+      per_call_us_median: r3(median(config.perUnitMs) * 1000),
+      per_call_us_p25: r3(quantile(config.perUnitMs, 0.25) * 1000),
+      per_call_us_p75: r3(quantile(config.perUnitMs, 0.75) * 1000),
+      overhead_per_call_us: config.wrappers === "none" ? null : r3(wrapperOverheadUs(config)),
+      samples,
+      calls_per_block: config.unitsPerBlock,
+    });
   }
 
   // Part 2
@@ -689,23 +608,21 @@ async function main(): Promise<void> {
     return config.perUnitMs.map((t, s) => t - bare[s]!);
   };
   for (const config of engines) {
-    console.log(
-      JSON.stringify({
-        ...base,
-        kind: "engine",
-        middlewares: config.set,
-        workload: config.workload,
-        tool: config.tool,
-        model_steps_per_run: config.workload === "A" ? 1 : TOOL_CALLS + 1,
-        tool_calls_per_run: config.workload === "A" ? 0 : TOOL_CALLS,
-        per_run_ms_median: r4(median(config.perUnitMs)),
-        per_run_ms_p25: r4(quantile(config.perUnitMs, 0.25)),
-        per_run_ms_p75: r4(quantile(config.perUnitMs, 0.75)),
-        overhead_per_run_ms: config.set === "none" ? null : r4(median(perRunExtra(config))),
-        samples,
-        runs_per_block: config.unitsPerBlock,
-      }),
-    );
+    emit({
+      ...base,
+      kind: "engine",
+      middlewares: config.set,
+      workload: config.workload,
+      tool: config.tool,
+      model_steps_per_run: config.workload === "A" ? 1 : TOOL_CALLS + 1,
+      tool_calls_per_run: config.workload === "A" ? 0 : TOOL_CALLS,
+      per_run_ms_median: r4(median(config.perUnitMs)),
+      per_run_ms_p25: r4(quantile(config.perUnitMs, 0.25)),
+      per_run_ms_p75: r4(quantile(config.perUnitMs, 0.75)),
+      overhead_per_run_ms: config.set === "none" ? null : r4(median(perRunExtra(config))),
+      samples,
+      runs_per_block: config.unitsPerBlock,
+    });
   }
   const fullA = perRunExtra(engine("tool_side", "A", null));
   const engineFigures = Object.fromEntries(
@@ -766,7 +683,7 @@ async function main(): Promise<void> {
     p99_row: { rank: p99Rank, ...describeRow(ranked[p99Rank - 1]!) },
     slowest_rows: ranked.slice(-5).reverse().map(describeRow),
   };
-  console.log(JSON.stringify({ ...base, kind: "classify", ...classify, samples, sink: sink % 7 }));
+  emit({ ...base, kind: "classify", ...classify, samples, sink: sink % 7 });
 
   // Summary
   const perWrapper = Object.fromEntries(
@@ -778,47 +695,40 @@ async function main(): Promise<void> {
       },
     ]),
   );
-  console.log(
-    JSON.stringify({
-      ...base,
-      summary: true,
-      tool_side_middlewares: [...TOOL_SIDE_NAMES],
-      tool_calls_per_run: TOOL_CALLS,
-      bash_command: BASH_COMMAND,
-      bash_tool: "double: the real bash tool's name, description and schema, a body that returns \"ok\" without a shell",
-      wrapper_overhead_per_call_us: perWrapper,
-      engine: engineFigures,
-      classify: {
-        commands_per_s: classify.all_rows.commands_per_s,
-        us_per_command: classify.all_rows.us_per_command,
-        short_rows_commands_per_s: classify.short_rows.commands_per_s,
-        short_rows_us_per_command: classify.short_rows.us_per_command,
-        per_row_us_p50: classify.per_row_us.p50,
-        p99_row: classify.p99_row,
-        slowest_row: classify.slowest_rows[0],
-      },
-      definitions: {
-        wrapper_overhead_per_call_us:
-          "median over samples of (chain − direct handler) per call, same tool, same sample; the chain composed per call as the engine does",
-        wrap_only_per_tool_call_us: "median over samples of (wrap-only B − bare B) / N",
-        wrap_only_without_receipt_per_tool_call_us: "the same with ToolReceipt left out of the wrap-only chain",
-        full_per_tool_round_us:
-          "median over samples of ((full B − bare B) − (full A − bare A)) / N: a tool call plus these middlewares' hooks on the model step it adds",
-        bare_per_tool_round_us: "(bare B − bare A) / N from the medians: what the engine itself spends per tool call and its extra model step",
-        us_per_command: "median over samples of pass time / rows (mean over the corpus rows); commands_per_s = 1e6 / us_per_command",
-        p99_row: "nearest rank ⌈0.99 · rows⌉ of the per-row medians (each row timed alone, repeated to ~BENCH_ROW_BLOCK_MS)",
-      },
-      samples,
-      settings: { block_ms: blockMs, engine_block_ms: engineBlockMs, warmup_ms: warmupMs, row_block_ms: rowBlockMs, gc_between_blocks: collectGarbage() },
-      total_s: r3((performance.now() - began) / 1000),
-      load_avg_1m: { start: loadAtStart, end: loadAverage() },
-    }),
-  );
+  emit({
+    ...base,
+    summary: true,
+    tool_side_middlewares: [...TOOL_SIDE_NAMES],
+    tool_calls_per_run: TOOL_CALLS,
+    bash_command: BASH_COMMAND,
+    bash_tool: "double: the real bash tool's name, description and schema, a body that returns \"ok\" without a shell",
+    wrapper_overhead_per_call_us: perWrapper,
+    engine: engineFigures,
+    classify: {
+      commands_per_s: classify.all_rows.commands_per_s,
+      us_per_command: classify.all_rows.us_per_command,
+      short_rows_commands_per_s: classify.short_rows.commands_per_s,
+      short_rows_us_per_command: classify.short_rows.us_per_command,
+      per_row_us_p50: classify.per_row_us.p50,
+      p99_row: classify.p99_row,
+      slowest_row: classify.slowest_rows[0],
+    },
+    definitions: {
+      wrapper_overhead_per_call_us:
+        "median over samples of (chain − direct handler) per call, same tool, same sample; the chain composed per call as the engine does",
+      wrap_only_per_tool_call_us: "median over samples of (wrap-only B − bare B) / N",
+      wrap_only_without_receipt_per_tool_call_us: "the same with ToolReceipt left out of the wrap-only chain",
+      full_per_tool_round_us:
+        "median over samples of ((full B − bare B) − (full A − bare A)) / N: a tool call plus these middlewares' hooks on the model step it adds",
+      bare_per_tool_round_us: "(bare B − bare A) / N from the medians: what the engine itself spends per tool call and its extra model step",
+      us_per_command: "median over samples of pass time / rows (mean over the corpus rows); commands_per_s = 1e6 / us_per_command",
+      p99_row: "nearest rank ⌈0.99 · rows⌉ of the per-row medians (each row timed alone, repeated to ~BENCH_ROW_BLOCK_MS)",
+    },
+    samples,
+    settings: { block_ms: blockMs, engine_block_ms: engineBlockMs, warmup_ms: warmupMs, row_block_ms: rowBlockMs, gc_between_blocks: collectGarbage() },
+    total_s: r3((performance.now() - began) / 1000),
+    load_avg_1m: { start: loadAtStart, end: loadAverage() },
+  });
 }
 
-main().catch((error) => {
-  console.error(`[tool-side] FAILED: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-  if (g.process?.exit) g.process.exit(1);
-  else if (g.Deno?.exit) g.Deno.exit(1);
-  throw error;
-});
+runBench("tool-side", main);

@@ -1,4 +1,5 @@
 import * as v from "valibot";
+import { isHttpUrl } from "../core/url.ts";
 
 /** The built-in offline model; always available, whether or not config.yaml lists it. */
 export const DEMO_MODEL_NAME = "demo";
@@ -54,15 +55,6 @@ const positiveInteger = v.pipe(
   v.integer((issue) => `expected a whole number, got ${issue.received}`),
   v.minValue(1, (issue) => `expected a number >= 1, got ${issue.received}`),
 );
-
-function isHttpUrl(input: string): boolean {
-  try {
-    const url = new URL(input);
-    return url.protocol === "http:" || url.protocol === "https:";
-  } catch {
-    return false;
-  }
-}
 
 const headerName = v.pipe(
   v.string(),

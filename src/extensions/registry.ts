@@ -2,6 +2,7 @@ import { DeerflowError } from "../core/errors.ts";
 import {
   EXTENSION_ROUTE_METHODS,
   ExtensionData,
+  REGISTRATION_METHODS,
   type AgentAssemblyObserver,
   type ContextCompactionObserver,
   type ExtensionRegistry,
@@ -62,17 +63,9 @@ export interface RegistryMark {
   readonly lengths: readonly number[];
 }
 
-type Kind = "middlewares" | "taskLifecycle" | "systemModelObserver" | "agentAssemblyObserver" | "contextCompactionObserver" | "service" | "routers";
+type Kind = (typeof REGISTRATION_METHODS)[number];
 
-const KINDS: readonly Kind[] = [
-  "middlewares",
-  "taskLifecycle",
-  "systemModelObserver",
-  "agentAssemblyObserver",
-  "contextCompactionObserver",
-  "service",
-  "routers",
-];
+const KINDS: readonly Kind[] = REGISTRATION_METHODS;
 
 function describe(value: unknown): string {
   if (value === null || value === undefined) return String(value);

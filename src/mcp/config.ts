@@ -1,4 +1,5 @@
 import * as v from "valibot";
+import { isHttpUrl } from "../core/url.ts";
 import { ConfigError, describeIssue, mapping, type ConfigIssue } from "../config/index.ts";
 import type { Env } from "../ports/runtime-ports.ts";
 import type { McpRouting, McpTransportKind } from "./metadata.ts";
@@ -18,15 +19,6 @@ export const MCP_ROUTING_PRIORITY_MAX = 100;
 
 const TRANSPORT_TYPES = ["stdio", "http", "streamable_http", "sse"] as const;
 const SERVER_NAME = /^[A-Za-z0-9_-]+$/;
-
-function isHttpUrl(input: string): boolean {
-  try {
-    const url = new URL(input);
-    return url.protocol === "http:" || url.protocol === "https:";
-  } catch {
-    return false;
-  }
-}
 
 const positiveSeconds = v.pipe(
   v.number(),

@@ -5,7 +5,7 @@ import { notBelow, parseMiddlewareConfig } from "./config.ts";
 import { emitEvent } from "./events.ts";
 import { forceFinalAnswer } from "./loop-detection-forced-stop.ts";
 import { hashToolCalls } from "./loop-detection-hash.ts";
-import { hiddenHumanMessage } from "./messages.ts";
+import { handleWithHiddenNotices } from "./messages.ts";
 import { recordStopReason } from "./stop-reason.ts";
 
 /*
@@ -271,10 +271,7 @@ export function createLoopDetectionMiddleware(config?: LoopDetectionConfigInput)
     async wrapModelCall(request: ModelRequest, handler: ModelHandler) {
       const pending = request.runtime.scope.get<string[]>(PENDING_WARNINGS_KEY);
       if (!settings.enabled || !pending || pending.length === 0) return handler(request);
-      const warning = hiddenHumanMessage(LOOP_WARNING_NAME, [...new Set(pending)].join("\n\n"));
-      const response = await handler({ ...request, messages: [...request.messages, warning] });
-      // Cleared only once a response came back: a retried call (LLMErrorHandling sits outside)
-      // must still carry the warning.
+      const response = await handleWithHiddenNotices(request, handler, LOOP_WARNING_NAME, [...new Set(pending)]);
       request.runtime.scope.delete(PENDING_WARNINGS_KEY);
       return response;
     },

@@ -1,5 +1,6 @@
-import { HumanMessage, type BaseMessage } from "@langchain/core/messages";
+import { HumanMessage, type AIMessage, type BaseMessage } from "@langchain/core/messages";
 import { contentText } from "../core/content.ts";
+import type { ModelHandler, ModelRequest } from "../engine/types.ts";
 
 /**
  * Conventions every middleware shares for messages the framework itself adds to a conversation:
@@ -35,6 +36,16 @@ export function latestRealUserIndex(messages: readonly BaseMessage[]): number {
 /** A hidden HumanMessage the framework adds for the model only (a hint, a warning, a reminder). */
 export function hiddenHumanMessage(name: string, content: string, kwargs: Record<string, unknown> = {}, id?: string): HumanMessage {
   return new HumanMessage({ content, name, ...(id ? { id } : {}), additional_kwargs: { ...kwargs, [HIDE_FROM_UI]: true } });
+}
+
+/**
+ * Calls the model with the pending notices (a warning, a hint) delivered as one hidden HumanMessage
+ * named `name` after the request's messages, the notices separated by a blank line. The caller
+ * clears them only once this resolves, so a retried call (LLMErrorHandling sits outside) still
+ * carries them.
+ */
+export function handleWithHiddenNotices(request: ModelRequest, handler: ModelHandler, name: string, notices: readonly string[]): Promise<AIMessage> {
+  return handler({ ...request, messages: [...request.messages, hiddenHumanMessage(name, notices.join("\n\n"))] });
 }
 
 /** The text of a message's content, whether a string or a list of content blocks (joined by newlines). */

@@ -3,7 +3,7 @@ import * as v from "valibot";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { notBelow, parseMiddlewareConfig } from "./config.ts";
 import { forceFinalAnswer } from "./loop-detection-forced-stop.ts";
-import { hiddenHumanMessage } from "./messages.ts";
+import { handleWithHiddenNotices } from "./messages.ts";
 import { recordStopReason } from "./stop-reason.ts";
 
 /*
@@ -185,9 +185,7 @@ export function createTokenBudgetMiddleware(config?: TokenBudgetConfigInput): Ag
     async wrapModelCall(request: ModelRequest, handler: ModelHandler) {
       const run = request.runtime.scope.get<RunUsage>(SCOPE_KEY);
       if (!settings.enabled || !run || run.pending.length === 0) return handler(request);
-      const warning = hiddenHumanMessage(BUDGET_WARNING_NAME, run.pending.join("\n\n"));
-      const response = await handler({ ...request, messages: [...request.messages, warning] });
-      // Cleared only once a response came back, so a retried call still carries the warning.
+      const response = await handleWithHiddenNotices(request, handler, BUDGET_WARNING_NAME, run.pending);
       run.pending = [];
       return response;
     },

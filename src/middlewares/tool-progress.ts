@@ -14,7 +14,7 @@ import type {
 import { canonicalHashSync } from "../extension-api/sha256-sync.ts";
 import { parseMiddlewareConfig } from "./config.ts";
 import { emitEvent } from "./events.ts";
-import { hiddenHumanMessage, messageText } from "./messages.ts";
+import { handleWithHiddenNotices, messageText } from "./messages.ts";
 import {
   INITIAL_TOOL_PHASE_STATE,
   PROGRESS_TEXTS,
@@ -206,10 +206,7 @@ export function createToolProgressMiddleware(config?: ToolProgressConfigInput): 
       const run = runState(request.runtime);
       if (run.pending.length === 0) return handler(request);
       const delivered = [...run.pending];
-      const hint = hiddenHumanMessage(PROGRESS_HINT_NAME, [...new Set(delivered)].join("\n\n"));
-      const response = await handler({ ...request, messages: [...request.messages, hint] });
-      // Dropped only once a response came back: a retry from LLMErrorHandling (outside) must
-      // still carry the hint.
+      const response = await handleWithHiddenNotices(request, handler, PROGRESS_HINT_NAME, [...new Set(delivered)]);
       run.pending.splice(0, delivered.length);
       return response;
     },

@@ -1,0 +1,148 @@
+/**
+ * The harness every bench shares: runtime detection, env knobs, garbage collection outside the timed
+ * region, load average, statistics, the per-sample shuffled group loop, JSON lines out and the
+ * failure exit. Runs unchanged on Node, Deno and Bun.
+ */
+// bench/ is not src/: a node:* import is fine here, and node:os exists on Node, Deno and Bun.
+import { loadavg } from "node:os";
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+const g = globalThis as any;
+
+// ---------------------------------------------------------------------------------------------
+// Environment
+
+export type Runtime = "node" | "deno" | "bun";
+
+export function runtimeInfo(): { runtime: Runtime; version: string } {
+  if (g.Deno?.version?.deno) return { runtime: "deno", version: String(g.Deno.version.deno) };
+  if (g.Bun?.version) return { runtime: "bun", version: String(g.Bun.version) };
+  return { runtime: "node", version: String(g.process?.versions?.node ?? "unknown") };
+}
+
+/** A positive number from the environment, or `fallback`. */
+export function envNumber(name: string, fallback: number): number {
+  const raw = g.process?.env?.[name] ?? (g.Deno ? g.Deno.env.get(name) : undefined);
+  const value = raw === undefined ? NaN : Number(raw);
+  return Number.isFinite(value) && value > 0 ? value : fallback;
+}
+
+/**
+ * A full collection ("major"), or only the young generation ("minor": a scavenge, a millisecond
+ * where a full collection of a heap with langchain loaded takes tens). Call it outside the timed
+ * region, so a block pays mostly for its own garbage. False when the runtime exposes no gc (Node
+ * and Deno need --expose-gc).
+ */
+export function collectGarbage(kind: "major" | "minor" = "major"): boolean {
+  if (typeof g.gc === "function") {
+    if (kind === "minor") g.gc({ type: "minor" });
+    else g.gc();
+    return true;
+  }
+  if (typeof g.Bun?.gc === "function") {
+    g.Bun.gc(kind === "major");
+    return true;
+  }
+  return false;
+}
+
+/** The 1-minute load average: other processes on the machine show up in every timing. */
+export function loadAverage(): number | null {
+  try {
+    return Math.round(loadavg()[0]! * 100) / 100;
+  } catch {
+    return null;
+  }
+}
+
+/** Progress to stderr, prefixed with the bench's name (stdout carries only JSON lines). */
+export function progressLog(bench: string): (line: string) => void {
+  return (line) => console.error(`[${bench}] ${line}`);
+}
+
+/** One JSON line on stdout. */
+export function emit(record: Record<string, unknown>): void {
+  console.log(JSON.stringify(record));
+}
+
+/** Runs a bench's main; on failure reports it on stderr and exits 1. */
+export function runBench(bench: string, main: () => Promise<void>): void {
+  main().catch((error) => {
+    console.error(`[${bench}] FAILED: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    if (g.process?.exit) g.process.exit(1);
+    else if (g.Deno?.exit) g.Deno.exit(1);
+    throw error;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics
+
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** Linear interpolation between the closest ranks. */
+export function quantile(values: readonly number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const pos = (sorted.length - 1) * q;
+  const lo = Math.floor(pos);
+  const hi = Math.ceil(pos);
+  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (pos - lo);
+}
+
+export const round3 = (x: number): number => Math.round(x * 1000) / 1000;
+export const round4 = (x: number): number => Math.round(x * 10_000) / 10_000;
+
+// ---------------------------------------------------------------------------------------------
+// Sampling
+
+/** Deterministic shuffle (mulberry32), so every sample runs the blocks in a different order. */
+export function shuffled<T>(items: readonly T[], seed: number): T[] {
+  let a = seed >>> 0;
+  const rand = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
+/** Configurations keyed by group, in first-seen order of the keys. */
+export function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const k = key(item);
+    groups.set(k, [...(groups.get(k) ?? []), item]);
+  }
+  return groups;
+}
+
+/**
+ * `samples` samples; a sample measures every configuration once. Configurations compared with each
+ * other form a group and run back to back, groups and members in an order shuffled per sample, so a
+ * burst of machine noise lands on them alike and no configuration always runs first or last.
+ */
+export async function runSamples<T>(
+  groups: ReadonlyMap<string, readonly T[]>,
+  samples: number,
+  measure: (config: T) => Promise<void>,
+  hooks: { beforeGroup?: () => void; afterSample?: (sample: number) => void } = {},
+): Promise<void> {
+  for (let s = 0; s < samples; s++) {
+    for (const [gi, group] of shuffled([...groups.values()], 0x9e3779b9 + s).entries()) {
+      hooks.beforeGroup?.();
+      for (const config of shuffled(group, 0x85ebca6b + s * 31 + gi)) await measure(config);
+    }
+    hooks.afterSample?.(s);
+  }
+}
