@@ -1,6 +1,7 @@
 import { AIMessage, AIMessageChunk, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { loadConfiguredMiddlewares } from "../agents/configured-middlewares.ts";
 import { EXTENSION_TASK_STORE_KEY, ExtensionData, taskInfo, type TaskInfo, type TaskOutcome } from "../extension-api/index.ts";
+import type { ExtensionDiagnostic } from "../extensions/diagnostics.ts";
 import { loadExtensions } from "../extensions/loader.ts";
 import { bindExtensionSnapshot } from "../extensions/run-context.ts";
 import { notifyTaskStart, notifyTaskStop, type NotifyOptions } from "../extensions/notify.ts";
@@ -93,19 +94,18 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
   let extensions: LoadedExtensions = EMPTY_EXTENSIONS;
   let lifecycle: { info: TaskInfo; taskStore: ExtensionData; notifyOptions: NotifyOptions } | undefined;
   let outcome: TaskOutcome = "failed";
+  const reportDiagnostic = (d: ExtensionDiagnostic) => host.stderr.write(`${d.level}: extension ${d.source}: ${d.message}\n`);
   try {
     // Extension middlewares are trusted operator code named in config; a bad entry stops here, before any run.
     const moduleLoader = host.createModuleLoader(options.configDir);
     const configuredMiddlewares = await loadConfiguredMiddlewares(options.config.extensions.middlewares, moduleLoader);
     mcp = await loadMcpServers(host, options.configDir);
     // A required plugin that fails stops here; an optional one is reported and left out.
-    const loaded = await loadExtensions(options.config.plugins, moduleLoader, {
-      onDiagnostic: (d) => host.stderr.write(`${d.level}: extension ${d.source}: ${d.message}\n`),
-    });
+    const loaded = await loadExtensions(options.config.plugins, moduleLoader, { onDiagnostic: reportDiagnostic });
     extensions = loaded.extensions;
     const assembly = await assembleLeadAgent({
       extensions,
-      onExtensionDiagnostic: (d) => host.stderr.write(`${d.level}: extension ${d.source}: ${d.message}\n`),
+      onExtensionDiagnostic: reportDiagnostic,
       configuredMiddlewares,
       extraTools: mcp?.tools ?? [],
       config: options.config,
@@ -136,10 +136,7 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
     const runId = newId("run");
     const info = taskInfo({ taskId: runId, runId, threadId, kind: "lead", agentName: LEAD_AGENT_NAME });
     const taskStore = extensions.needsTaskStore ? new ExtensionData(runId) : undefined;
-    const notifyOptions = {
-      clock: host.clock,
-      onDiagnostic: (d: { level: string; source: string; message: string }) => host.stderr.write(`${d.level}: extension ${d.source}: ${d.message}\n`),
-    };
+    const notifyOptions = { clock: host.clock, onDiagnostic: reportDiagnostic };
     if (taskStore) {
       await notifyTaskStart(extensions.taskLifecycle, extensions.appStore, taskStore, info, notifyOptions);
       lifecycle = { info, taskStore, notifyOptions };
