@@ -1,0 +1,100 @@
+import { ToolMessage } from "@langchain/core/messages";
+import type { Agent } from "../engine/agent.ts";
+import type { AgentTool, ToolContext } from "../engine/types.ts";
+import { runSubagent, type SubagentRunResult } from "../agents/subagent-executor.ts";
+import { BUILTIN_SUBAGENT_TYPES, type SubagentType } from "../agents/subagent-types.ts";
+import { SUBAGENT_TOKEN_USAGE_KEY } from "../middlewares/token-usage.ts";
+import { formatSubagentResultMessage, makeSubagentAdditionalKwargs } from "../middlewares/tool-error-handling-subagent.ts";
+import { citingTurnReceipts, parseCitations, verifyCitations, type CitationVerdict } from "../middlewares/tool-receipt.ts";
+
+/*
+ * `task`: the lead delegates one bounded piece of work to a subagent and gets back a single
+ * ToolMessage whose text and structured kwargs are built from the same verdict, so the delegation
+ * ledger, token accounting and error handling read facts rather than parse prose.
+ */
+
+export const TASK_TOOL_NAME = "task";
+/** ToolReceipt defines no verdict key of its own; the parent-side citation check lands here. */
+export const SUBAGENT_CITATION_VERDICT_KEY = "subagent_citation_verdict";
+
+export interface TaskToolOptions {
+  /** The subagent types the lead may name; a later duplicate name wins. Defaults to the built-ins. */
+  readonly types?: readonly SubagentType[];
+  /** Builds a subagent's own Agent for a type (its chain, filtered tools and model). */
+  readonly buildAgent: (type: SubagentType) => Agent | Promise<Agent>;
+}
+
+function describe(types: ReadonlyMap<string, SubagentType>): string {
+  const lines = [...types.values()].map((type) => `- ${type.name}: ${type.description.split("\n")[0]}`);
+  return [
+    "Delegate one bounded, self-contained task to a subagent that works in its own context and returns a single report.",
+    "Use it only when delegation clearly helps (specialist tools, genuinely parallel independent work, or isolating a context-heavy investigation).",
+    "Available subagent types:",
+    ...lines,
+  ].join("\n");
+}
+
+function argText(args: Record<string, unknown>, key: string): string {
+  const value = args[key];
+  return typeof value === "string" ? value.trim() : "";
+}
+
+/** The verdict on a report's receipt citations, or undefined when the report cites nothing. */
+export function subagentCitationVerdict(outcome: Pick<SubagentRunResult, "status" | "result" | "messages">): CitationVerdict | undefined {
+  if (outcome.status !== "completed" || outcome.result === undefined) return undefined;
+  if (parseCitations(outcome.result).length === 0) return undefined;
+  // No snapshot (or a malformed one) means nothing the report could cite was shown to it.
+  return verifyCitations(outcome.result, citingTurnReceipts(outcome.messages) ?? []);
+}
+
+/** The ToolMessage a delegation ends in: text and kwargs from one verdict. */
+export function taskResultMessage(outcome: SubagentRunResult, toolCallId: string): ToolMessage {
+  const input = { result: outcome.result, error: outcome.error, stopReason: outcome.stop_reason ?? undefined };
+  const { content, error } = formatSubagentResultMessage(outcome.status, input);
+  const kwargs: Record<string, unknown> = {
+    ...makeSubagentAdditionalKwargs(outcome.status, { ...input, error }),
+    [SUBAGENT_TOKEN_USAGE_KEY]: { ...outcome.usage },
+  };
+  const verdict = subagentCitationVerdict(outcome);
+  if (verdict) kwargs[SUBAGENT_CITATION_VERDICT_KEY] = verdict;
+  return new ToolMessage({ content, tool_call_id: toolCallId, name: TASK_TOOL_NAME, additional_kwargs: kwargs });
+}
+
+/** The `task` tool over the given subagent types. */
+export function createTaskTool(options: TaskToolOptions): AgentTool {
+  const types = new Map((options.types ?? BUILTIN_SUBAGENT_TYPES).map((type) => [type.name, type] as const));
+  const names = [...types.keys()];
+  return {
+    name: TASK_TOOL_NAME,
+    description: describe(types),
+    schema: {
+      type: "object",
+      properties: {
+        description: { type: "string", description: "A short (3-5 word) description of the task for display. Provide it first." },
+        prompt: { type: "string", description: "The task for the subagent: specific and self-contained, since it sees none of this conversation." },
+        subagent_type: { type: "string", enum: names, description: "Which kind of subagent runs the task." },
+      },
+      required: ["description", "prompt", "subagent_type"],
+      additionalProperties: false,
+    },
+    async invoke(args: Record<string, unknown>, context: ToolContext) {
+      const toolCallId = context.toolCall.id ?? "";
+      const typeName = argText(args, "subagent_type");
+      const type = types.get(typeName);
+      if (!type) {
+        return `Error: Unknown subagent type '${typeName}'. Available: ${names.join(", ")}. Call task again with one of these as subagent_type.`;
+      }
+      const prompt = argText(args, "prompt");
+      if (!prompt) return "Error: task needs a non-empty `prompt` telling the subagent what to do. Call task again with one.";
+      const { runtime } = context;
+      const outcome = await runSubagent({
+        type,
+        prompt,
+        description: argText(args, "description") || prompt.slice(0, 60),
+        parent: { runtime, runId: runtime.runId, threadId: runtime.threadId, toolCallId },
+        buildAgent: options.buildAgent,
+      });
+      return taskResultMessage(outcome, toolCallId);
+    },
+  };
+}
