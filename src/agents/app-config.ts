@@ -27,6 +27,7 @@ import { UploadsConfigSchema } from "../middlewares/uploads.ts";
 import { WebFetchConfigSchema, WebSearchConfigSchema } from "../tools/web.ts";
 import { SandboxConfigSchema } from "../config/schema.ts";
 import { pluginsConfigEntries } from "../extensions/config.ts";
+import { SubagentsConfigSchema } from "./subagent-chain.ts";
 
 /**
  * config.yaml as the lead agent reads it: the base sections plus one section per configurable
@@ -39,6 +40,7 @@ export const leadConfigEntries = {
   sandbox: v.nullish(mapping({ ...SandboxConfigSchema.pipe[1].entries, ...SandboxMiddlewareConfigSchema.entries }), {}),
   // Startup-only: plugins run with the host's rights, so only the operator's config.yaml names them.
   plugins: v.nullish(pluginsConfigEntries.plugins, []),
+  subagents: v.nullish(SubagentsConfigSchema),
   tool_output: v.nullish(ToolOutputBudgetConfigSchema),
   uploads: v.nullish(UploadsConfigSchema),
   authorization: v.nullish(AuthorizationConfigSchema),

@@ -77,6 +77,10 @@ import type { AgentTool } from "../engine/types.ts";
 import { createSkillRegistry, type SkillRegistry } from "../skills/registry.ts";
 import { createMemoryKeyValue } from "../storage/key-value.ts";
 import { createSandboxTools } from "../tools/sandbox-tools.ts";
+import { createTaskTool } from "../tools/task.ts";
+import { createSubagentLimitMiddleware } from "../middlewares/subagent-limit.ts";
+import { buildSubagentRuntimeMiddlewares } from "./subagent-chain.ts";
+import { BUILTIN_SUBAGENT_TYPES, SUBAGENT_DISALLOWED_TOOLS, filterSubagentTools, type SubagentType } from "./subagent-types.ts";
 import type { LeadConfig } from "./app-config.ts";
 import { describeAgent } from "./assembly-descriptor.ts";
 import { LEAD_EXTENSION_TAIL, placeExtensionMiddlewares } from "./configured-middlewares.ts";
@@ -110,6 +114,8 @@ export interface LeadChainDeps {
   readonly deferred?: DeferredToolSetup;
   /** Reports the host's own title and summary model calls to extensions' observers. */
   readonly observeSystemCall?: SystemModelCallHook;
+  /** Delegation is on: the task tool is bound and SubagentLimit caps it. */
+  readonly subagentsEnabled?: boolean;
 }
 
 /**
@@ -192,6 +198,14 @@ export function buildLeadMiddlewares(config: LeadConfig, deps: LeadChainDeps): A
     chain.push(createDeferredToolFilterMiddleware(config.tool_search ?? {}, { deferredNames: deferred.deferredNames, catalogHash: deferred.catalogHash! })); // 26
   }
   chain.push(createSystemMessageCoalescingMiddleware()); // 27
+  if (deps.subagentsEnabled) {
+    chain.push(
+      createSubagentLimitMiddleware({
+        ...(config.subagents?.max_concurrent === undefined ? {} : { max_concurrent: config.subagents.max_concurrent }),
+        ...(config.subagents?.max_total_per_run === undefined ? {} : { max_total_per_run: config.subagents.max_total_per_run }),
+      }),
+    ); // 28
+  }
   if (config.loop_detection?.enabled !== false) chain.push(createLoopDetectionMiddleware(config.loop_detection ?? {})); // 29
   if (config.token_budget?.enabled) chain.push(createTokenBudgetMiddleware(config.token_budget)); // 30
   chain.push(createTerminalResponseMiddleware()); // 33
@@ -237,6 +251,8 @@ export interface LeadAgentOptions {
   /** Custom providers, used instead of the built-in ones the config names. */
   readonly authorizationProvider?: AuthorizationProvider;
   readonly guardrailProvider?: GuardrailProvider;
+  /** Binds the task tool so the lead agent can delegate to subagents (built-in and configured types). */
+  readonly subagentsEnabled?: boolean;
 }
 
 export interface LeadAgentAssembly {
@@ -251,6 +267,24 @@ export interface LeadAgentAssembly {
   readonly memoryStore: MemoryStore | undefined;
   /** Extension problems found while building: contributions skipped, anchors that fell back. */
   readonly diagnostics: readonly ExtensionDiagnostic[];
+}
+
+/** The built-in subagent types plus the config's own (`subagents.types`), which may replace a built-in by name. */
+function subagentTypesFrom(config: LeadConfig): SubagentType[] {
+  const configured = Object.entries(config.subagents?.types ?? {}).map(
+    ([name, t]): SubagentType => ({
+      name,
+      description: t.description,
+      systemPrompt: t.system_prompt,
+      tools: t.tools ?? null,
+      disallowedTools: SUBAGENT_DISALLOWED_TOOLS,
+      ...(t.model ? { model: t.model } : {}),
+      maxTurns: t.max_turns,
+      timeoutMs: t.timeout_seconds * 1000,
+    }),
+  );
+  const names = new Set(configured.map((t) => t.name));
+  return [...BUILTIN_SUBAGENT_TYPES.filter((t) => !names.has(t.name)), ...configured];
 }
 
 /** What extensions may know of the host's policy: limits, never the config or the auth context. */
@@ -310,7 +344,47 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
   ];
   // Layer 1: the model only ever sees the tools this principal may use.
   const permitted = await filterToolsForPrincipal(candidateTools, principal, authorizationProvider, { failClosed });
-  const deferred = assembleDeferredTools(permitted, { enabled: config.tool_search?.enabled === true });
+  const subagentsEnabled = options.subagentsEnabled === true;
+  const delegation: AgentTool[] = [];
+  if (subagentsEnabled) {
+    // Each delegation builds a fresh subagent on the subagent chain, with the tools its type allows
+    // out of the ones this principal may use, and the host's extensions at subagent scope.
+    const types = subagentTypesFrom(config);
+    const buildAgent = (type: SubagentType): Agent => {
+      const subModel = type.model && type.model !== "inherit" ? createChatModel(config, type.model, env) : model;
+      const subChain = buildSubagentRuntimeMiddlewares(config, {
+        model: subModel,
+        skillRegistry,
+        ...(authorizationProvider ? { authorizationProvider } : {}),
+        ...(guardrailProvider ? { guardrailProvider } : {}),
+        ...(sandboxAuthorizer ? { sandboxAuthorizer } : {}),
+        ...(observeSystemCall ? { observeSystemCall } : {}),
+        configuredMiddlewares: options.configuredMiddlewares ?? [],
+      });
+      const subMiddlewares = extensions && extensions.middlewareContributors.length > 0
+        ? composeWithExtensions(
+            subChain,
+            collectMiddlewareContributions(
+              extensions,
+              { scope: AgentScope.SUBAGENT, agentName: `subagent:${type.name}`, modelName: modelInfo.name, policy: hostPolicy(config) },
+              report,
+            ),
+            { scope: "subagent", onDiagnostic: report },
+          ).stack
+        : subChain;
+      return createAgent({
+        name: `subagent-${type.name}`,
+        model: subModel,
+        tools: filterSubagentTools(type, permitted),
+        middlewares: subMiddlewares,
+        systemPrompt: type.systemPrompt,
+        services: { ...options.services, storage },
+        recursionLimit: type.maxTurns,
+      });
+    };
+    delegation.push(createTaskTool({ types, buildAgent }));
+  }
+  const deferred = assembleDeferredTools([...permitted, ...delegation], { enabled: config.tool_search?.enabled === true });
   const basePrompt = config.agent.system_prompt ?? LEAD_AGENT_PROMPT;
   const systemPrompt = deferred.deferredNames.length > 0 ? `${basePrompt}\n\n${deferredToolsPromptSection(deferred.deferredNames)}` : basePrompt;
   const core = buildLeadMiddlewares(config, {
@@ -336,6 +410,7 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
     customMiddlewares: options.customMiddlewares ?? [],
     configuredMiddlewares: options.configuredMiddlewares ?? [],
     planMode: options.planMode ?? false,
+    subagentsEnabled,
   });
   // The single composition point: contributed middlewares go in last, at their anchors, isolated.
   const middlewares = extensions && extensions.middlewareContributors.length > 0
@@ -384,7 +459,7 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
       deferred_tools: { enabled: deferred.deferredNames.length > 0, catalog_hash: deferred.catalogHash },
       authorization: authorizationProvider ? { provider: authorizationProvider.name, fail_closed: failClosed } : null,
       plan_mode: options.planMode ?? false,
-      subagents: false,
+      subagents: subagentsEnabled,
       non_interactive: false,
     },
   });

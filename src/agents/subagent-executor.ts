@@ -71,8 +71,15 @@ export interface SubagentRunResult {
 }
 
 /** The subagent's own thread: stable per parent thread and tool call, distinct from the parent's. */
+/**
+ * The subagent's own thread: derived from the parent thread and the dispatching call, in the id
+ * alphabet thread data and sandboxes accept (1-128 of [A-Za-z0-9_-]); a longer one keeps a readable
+ * head and a digest of the whole, so two delegations never share a thread.
+ */
 export function subagentThreadId(parentThreadId: string | undefined, toolCallId: string): string {
-  return `${parentThreadId ?? "threadless"}:task:${toolCallId}`;
+  const raw = `${parentThreadId ?? "threadless"}-task-${toolCallId}`.replace(/[^A-Za-z0-9_-]/g, "_");
+  if (raw.length <= 128 && raw === `${parentThreadId ?? "threadless"}-task-${toolCallId}`) return raw;
+  return `${raw.slice(0, 95)}-${sha256HexSync(`${parentThreadId ?? ""}\u0000${toolCallId}`).slice(0, 32)}`;
 }
 
 function copyAttributes(value: unknown): Record<string, unknown> {

@@ -82,6 +82,11 @@ describe("runSubagent", () => {
     expect(outcome.result_sha256).toBe(sha256HexSync("All done."));
     expect(outcome.usage).toEqual({ input_tokens: 30, output_tokens: 7, total_tokens: 37 });
     expect(seenThread).toBe(subagentThreadId("thread-1", "call-1"));
+    expect(subagentThreadId("thread-1", "call-1")).toBe("thread-1-task-call-1");
+    // Provider call ids may carry characters the sandbox refuses; the thread id never does.
+    const odd = subagentThreadId("thread-1", "call:1/..");
+    expect(odd).toMatch(/^[A-Za-z0-9_-]{1,128}$/);
+    expect(odd).not.toBe(subagentThreadId("thread-1", "call_1_.."));
     expect(seenThread).not.toBe("thread-1");
     expect(outcome.messages.some((m) => ToolMessage.isInstance(m))).toBe(true);
     expect(events.every((e) => e["type"] === SUBAGENT_PROGRESS_EVENT && e["tool_call_id"] === "call-1")).toBe(true);

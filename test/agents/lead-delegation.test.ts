@@ -1,0 +1,48 @@
+// Delegation wired into the assembled lead agent: the task tool builds real subagents on the subagent chain.
+import { describe, expect, it } from "vitest";
+import type { ToolMessage } from "@langchain/core/messages";
+import { validateLeadConfig } from "../../src/agents/app-config.ts";
+import { assembleLeadAgent } from "../../src/agents/lead-agent.ts";
+import { systemClock } from "../../src/core/clock.ts";
+import { mapEnv } from "../../src/core/env.ts";
+import { emptyThreadState } from "../../src/state/thread-state.ts";
+import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
+import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
+import { makeRuntime } from "../middlewares/runtime.ts";
+
+function services() {
+  const storage = createMemoryKeyValue();
+  return { clock: systemClock, storage, sandbox: createVirtualSandboxProvider({ storage }) };
+}
+
+describe("lead agent with delegation on", () => {
+  it("binds task, caps it with SubagentLimit, and declares it in the descriptor", async () => {
+    const assembly = await assembleLeadAgent({ config: validateLeadConfig({}, "t"), services: services(), env: mapEnv({}), subagentsEnabled: true });
+    const names = assembly.agent.middlewares.map((m) => m.name);
+    expect(names[names.indexOf("SystemMessageCoalescing") + 1]).toBe("SubagentLimit");
+    expect(assembly.agent.tools.map((t) => t.name)).toContain("task");
+    expect(assembly.descriptor.effective_policies.subagents).toBe(true);
+    const off = await assembleLeadAgent({ config: validateLeadConfig({}, "t"), services: services(), env: mapEnv({}) });
+    expect(off.agent.tools.map((t) => t.name)).not.toContain("task");
+    expect(off.agent.middlewares.map((m) => m.name)).not.toContain("SubagentLimit");
+  });
+
+  it("runs a delegated general-purpose subagent end to end on the subagent chain (demo model)", async () => {
+    const svc = services();
+    const assembly = await assembleLeadAgent({ config: validateLeadConfig({}, "t"), services: svc, env: mapEnv({}), subagentsEnabled: true });
+    const task = assembly.agent.tools.find((t) => t.name === "task")!;
+    const events: unknown[] = [];
+    const runtime = { ...makeRuntime({ threadId: "t-lead", services: svc }), writer: (e: unknown) => void events.push(e) };
+    const toolCall = { id: "call-task-1", name: "task", args: {}, type: "tool_call" as const };
+    const result = (await task.invoke(
+      { description: "write a note", prompt: "Write a note about delegation and count its words.", subagent_type: "general-purpose" },
+      { toolCall, state: emptyThreadState(), runtime },
+    )) as ToolMessage;
+    expect(result.additional_kwargs.subagent_status).toBe("completed");
+    expect(String(result.content)).toContain("words");
+    expect(events.some((e) => (e as { type?: string }).type === "subagent_progress")).toBe(true);
+    // The subagent worked in its own thread scope: its note is not in the lead thread's sandbox.
+    const lead = await svc.sandbox.acquire({ userId: "default", threadId: "t-lead" });
+    expect(await lead.exists("/mnt/user-data/workspace/notes.md")).toBe(false);
+  });
+});
