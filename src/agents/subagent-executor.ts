@@ -5,6 +5,10 @@ import { newId } from "../core/ids.ts";
 import type { Agent, RunRecord } from "../engine/agent.ts";
 import type { AgentRuntime } from "../engine/types.ts";
 import { sha256HexSync } from "../extension-api/sha256-sync.ts";
+import { EXTENSION_TASK_STORE_KEY, ExtensionData, taskInfo, type TaskOutcome } from "../extension-api/index.ts";
+import { notifyTaskStart, notifyTaskStop, subagentTaskOutcome } from "../extensions/notify.ts";
+import type { LoadedExtensions } from "../extensions/registry.ts";
+import { bindExtensionSnapshot, resolveRunExtensions } from "../extensions/run-context.ts";
 import { messageText } from "../middlewares/messages.ts";
 import { STOP_REASON_KEY } from "../middlewares/stop-reason.ts";
 import {
@@ -141,7 +145,40 @@ function scopeStopReason(record: RunRecord | undefined): SubagentStopReason | nu
  * failures, a timeout, the parent's abort become the verdict); only a graph bubble-up of the
  * subagent's own run is rethrown untouched.
  */
+/**
+ * Runs one delegated subagent. When the parent run carries the host's extension snapshot, the
+ * subagent is a task of its own for the task-lifecycle contributors (kind `subagent`, the parent run
+ * as parent task) and inherits the snapshot; without a parent run's snapshot no hook fires.
+ */
 export async function runSubagent(options: RunSubagentOptions): Promise<SubagentRunResult> {
+  const extensions = resolveRunExtensions(options.parent.runtime.context);
+  if (!extensions || !extensions.needsTaskStore) return runSubagentTask(options, extensions, undefined);
+  const store = new ExtensionData(options.parent.toolCallId);
+  const info = taskInfo({
+    taskId: options.parent.toolCallId,
+    runId: options.parent.runId,
+    threadId: subagentThreadId(options.parent.threadId, options.parent.toolCallId),
+    kind: "subagent",
+    parentTaskId: options.parent.runId,
+    agentName: `subagent:${options.type.name}`,
+  });
+  const notifyOptions = { clock: options.parent.runtime.services.clock };
+  await notifyTaskStart(extensions.taskLifecycle, extensions.appStore, store, info, notifyOptions);
+  let outcome: TaskOutcome = "failed";
+  try {
+    const result = await runSubagentTask(options, extensions, store);
+    outcome = subagentTaskOutcome({ cancelled: result.status === "cancelled" || result.status === "timed_out", succeeded: result.status === "completed" });
+    return result;
+  } finally {
+    await notifyTaskStop(extensions.taskLifecycle, extensions.appStore, store, info, outcome, notifyOptions).catch(() => {});
+  }
+}
+
+async function runSubagentTask(
+  options: RunSubagentOptions,
+  extensions: LoadedExtensions | undefined,
+  taskStore: ExtensionData | undefined,
+): Promise<SubagentRunResult> {
   const { type, parent } = options;
   const writer = parent.runtime.writer;
   const clock = parent.runtime.services.clock;
@@ -223,9 +260,14 @@ export async function runSubagent(options: RunSubagentOptions): Promise<Subagent
       toolCallId: parent.toolCallId,
       subagentType: type.name,
     });
+    const runContext = {
+      ...context,
+      ...(extensions ? bindExtensionSnapshot(extensions) : {}),
+      ...(taskStore ? { [EXTENSION_TASK_STORE_KEY]: taskStore } : {}),
+    };
     const stream = agent.stream(
       { messages: [new HumanMessage(options.prompt)] },
-      { threadId, runId, context, signal: controller.signal, streamMode: "values", recursionLimit: type.maxTurns },
+      { threadId, runId, context: runContext, signal: controller.signal, streamMode: "values", recursionLimit: type.maxTurns },
       (r) => (record = r),
     );
     iterator = stream[Symbol.asyncIterator]();

@@ -9,6 +9,9 @@ import { emptyThreadState } from "../../src/state/thread-state.ts";
 import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import { makeRuntime } from "../middlewares/runtime.ts";
+import { HostExtensionRegistry } from "../../src/extensions/registry.ts";
+import { bindExtensionSnapshot } from "../../src/extensions/run-context.ts";
+import type { TaskInfo } from "../../src/extension-api/index.ts";
 
 function services() {
   const storage = createMemoryKeyValue();
@@ -44,5 +47,33 @@ describe("lead agent with delegation on", () => {
     // The subagent worked in its own thread scope: its note is not in the lead thread's sandbox.
     const lead = await svc.sandbox.acquire({ userId: "default", threadId: "t-lead" });
     expect(await lead.exists("/mnt/user-data/workspace/notes.md")).toBe(false);
+  });
+
+  it("scenario 26 (extensions): a delegated subagent is a task of kind subagent whose parent is the run; no parent snapshot, no hooks", async () => {
+    const seen: Array<[string, TaskInfo, string?]> = [];
+    const registry = new HostExtensionRegistry();
+    registry.attributedTo("acme:install", (r) =>
+      r.taskLifecycle({
+        onTaskStart: (_a, _t, info) => void seen.push(["start", info]),
+        onTaskStop: (_a, _t, info, outcome) => void seen.push(["stop", info, outcome]),
+      }),
+    );
+    const extensions = registry.build();
+    const svc = services();
+    const assembly = await assembleLeadAgent({ config: validateLeadConfig({}, "t"), services: svc, env: mapEnv({}), subagentsEnabled: true, extensions });
+    const task = assembly.agent.tools.find((t) => t.name === "task")!;
+    const args = { description: "d", prompt: "Say hello.", subagent_type: "general-purpose" };
+    const toolCall = { id: "call-7", name: "task", args: {}, type: "tool_call" as const };
+
+    const bare = makeRuntime({ threadId: "t-parent", runId: "run-parent", services: svc });
+    await task.invoke(args, { toolCall, state: emptyThreadState(), runtime: bare });
+    expect(seen).toEqual([]);
+
+    const bound = makeRuntime({ threadId: "t-parent", runId: "run-parent", services: svc, context: bindExtensionSnapshot(extensions) });
+    await task.invoke(args, { toolCall, state: emptyThreadState(), runtime: bound });
+    expect(seen.map(([phase, info, outcome]) => [phase, info.kind, info.parentTaskId, outcome])).toEqual([
+      ["start", "subagent", "run-parent", undefined],
+      ["stop", "subagent", "run-parent", "completed"],
+    ]);
   });
 });
