@@ -17,6 +17,7 @@ Options:
   --model NAME    a model from config.yaml's models: list, or "demo" (default: default_model, else demo)
   --thread ID     continue an earlier conversation (default: a new thread)
   --config FILE   the config file (default: $DEER_FLOW_CONFIG, else ./config.yaml, else embedded defaults)
+  --subagents     let the agent delegate to subagents through the task tool
 `;
 
 interface ParsedArgs {
@@ -26,6 +27,7 @@ interface ParsedArgs {
 }
 
 const VALUE_FLAGS = new Set(["--model", "--thread", "--config"]);
+const BOOLEAN_FLAGS = new Set(["--subagents"]);
 
 function parseArgs(argv: readonly string[]): ParsedArgs {
   const positionals: string[] = [];
@@ -39,6 +41,10 @@ function parseArgs(argv: readonly string[]): ParsedArgs {
     if (arg.startsWith("--")) {
       const eq = arg.indexOf("=");
       const name = eq === -1 ? arg : arg.slice(0, eq);
+      if (BOOLEAN_FLAGS.has(name) && eq === -1) {
+        flags.set(name, "true");
+        continue;
+      }
       if (!VALUE_FLAGS.has(name)) throw new DeerflowError("usage", `Unknown option ${name}; run "deerflow-edge help" for the options.`);
       const value = eq === -1 ? argv[++i] : arg.slice(eq + 1);
       if (value === undefined || value === "") throw new DeerflowError("usage", `Option ${name} needs a value.`);
@@ -95,6 +101,7 @@ export async function main(host: CliHost): Promise<number> {
           configDir: dir,
           model: args.flags.get("--model"),
           threadId: args.flags.get("--thread"),
+          subagentsEnabled: args.flags.has("--subagents"),
         });
       }
       default:

@@ -24,6 +24,8 @@ export interface RunCommandOptions {
   readonly configSource: string;
   /** The config file's folder: extension module paths resolve against it. */
   readonly configDir: string;
+  /** Bind the task tool so the agent can delegate to subagents. */
+  readonly subagentsEnabled?: boolean;
 }
 
 const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
@@ -107,6 +109,7 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
       extensions,
       onExtensionDiagnostic: reportDiagnostic,
       configuredMiddlewares,
+      subagentsEnabled: options.subagentsEnabled === true,
       extraTools: mcp?.tools ?? [],
       config: options.config,
       model: options.model,
@@ -119,7 +122,7 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
     const isDemo = assembly.model.is_demo;
     stdout.write(
       `deerflow-edge · model ${modelName}${isDemo ? " (built-in demo model: a scripted offline session, no provider is called)" : ""}` +
-        ` · thread ${threadId} · ${options.configSource}\n\n`,
+        ` · thread ${threadId}${assembly.agent.tools.some((t) => t.name === "task") ? " · subagents on" : ""} · ${options.configSource}\n\n`,
     );
     stdout.write(`> ${options.prompt}\n\n`);
 

@@ -203,6 +203,18 @@ describe("deerflow-edge run", () => {
     expect(optional.err.join("")).toMatch(/error: extension .*installBroken/);
   });
 
+  it("--subagents binds the task tool for the run", async () => {
+    const host = fakeHost(["run", "Write a note.", "--subagents"]);
+    expect(await main(host)).toBe(0);
+    expect(host.out.join("")).toContain(" · subagents on · ");
+    const plain = fakeHost(["run", "Write a note."]);
+    expect(await main(plain)).toBe(0);
+    expect(plain.out.join("")).not.toContain("subagents on");
+    const help = fakeHost(["help"]);
+    await main(help);
+    expect(help.out.join("")).toContain("--subagents");
+  });
+
   it("explains usage mistakes with exit code 2", async () => {
     const noPrompt = fakeHost(["run"]);
     expect(await main(noPrompt)).toBe(2);
