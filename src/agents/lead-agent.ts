@@ -32,7 +32,6 @@ import { createMemoryStore, type MemoryStore } from "../middlewares/memory-store
 import { createModelLengthFinishReasonMiddleware } from "../middlewares/model-length-finish-reason.ts";
 import { createSafetyFinishReasonMiddleware } from "../middlewares/safety-finish-reason.ts";
 import { createSkillMiddlewares } from "../middlewares/skill-middlewares.ts";
-import { createSummarizationMiddleware } from "../middlewares/summarization.ts";
 import { createSystemMessageCoalescingMiddleware } from "../middlewares/system-message-coalescing.ts";
 import { createTerminalResponseMiddleware } from "../middlewares/terminal-response.ts";
 import { createThreadDataMiddleware } from "../middlewares/thread-data.ts";
@@ -83,6 +82,7 @@ import { buildSubagentRuntimeMiddlewares } from "./subagent-chain.ts";
 import { BUILTIN_SUBAGENT_TYPES, SUBAGENT_DISALLOWED_TOOLS, filterSubagentTools, type SubagentType } from "./subagent-types.ts";
 import type { LeadConfig } from "./app-config.ts";
 import { describeAgent } from "./assembly-descriptor.ts";
+import { summarizationMember } from "./summarization-member.ts";
 import { LEAD_EXTENSION_TAIL, placeExtensionMiddlewares } from "./configured-middlewares.ts";
 import { LEAD_AGENT_PROMPT, LEAD_AGENT_PROMPT_ID } from "./prompts.ts";
 
@@ -170,16 +170,7 @@ export function buildLeadMiddlewares(config: LeadConfig, deps: LeadChainDeps): A
     }), // 18
   );
   if (config.summarization?.enabled) {
-    chain.push(
-      createSummarizationMiddleware(config.summarization, {
-        model: deps.summaryModel ?? deps.model,
-        ...(deps.summaryModel && deps.summaryModel !== deps.model ? { fallbackModel: deps.model } : {}),
-        ...(deps.contextWindow ? { contextWindow: deps.contextWindow } : {}),
-        observers: deps.compactionObservers ?? [],
-        ...(deps.observeSystemCall ? { observeSystemCall: deps.observeSystemCall } : {}),
-        ...(deps.memoryStore ? { beforeSummarization: [() => deps.memoryStore!.flush()] } : {}),
-      }),
-    ); // 19
+    chain.push(summarizationMember(config.summarization, deps, deps.memoryStore ? [() => deps.memoryStore!.flush()] : [])); // 19
   }
   if (deps.planMode) chain.push(createTodoListMiddleware()); // 20
   if (config.token_usage?.enabled !== false) chain.push(createTokenUsageMiddleware(config.token_usage ?? {})); // 21

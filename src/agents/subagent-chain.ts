@@ -2,6 +2,7 @@ import type { BaseChatModel } from "@langchain/core/language_models/chat_models"
 import * as v from "valibot";
 import type { ContextCompactionObserver } from "../extension-api/index.ts";
 import type { AuthorizationProvider, GuardrailProvider } from "../authz/index.ts";
+import { summarizationMember } from "./summarization-member.ts";
 import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware } from "../engine/types.ts";
 import { orderingViolations } from "../extensions/ordering.ts";
@@ -24,11 +25,9 @@ import { createSubagentDateContextMiddleware } from "../middlewares/subagent-dat
 import {
   DEFAULT_MAX_CONCURRENT_SUBAGENTS,
   DEFAULT_MAX_TOTAL_SUBAGENTS_PER_RUN,
-  MAX_TOTAL_SUBAGENTS_PER_RUN,
-  MIN_TOTAL_SUBAGENTS_PER_RUN,
+  MaxTotalPerRunSchema,
 } from "../middlewares/subagent-limit.ts";
 import type { SystemModelCallHook } from "../middlewares/system-model-call.ts";
-import { createSummarizationMiddleware } from "../middlewares/summarization.ts";
 import { createSystemMessageCoalescingMiddleware } from "../middlewares/system-message-coalescing.ts";
 import { createThreadDataMiddleware } from "../middlewares/thread-data.ts";
 import { createTokenBudgetMiddleware, type TokenBudgetConfigInput } from "../middlewares/token-budget.ts";
@@ -81,14 +80,7 @@ export const SubagentTokenBudgetConfigSchema = v.strictObject({
 /** The `subagents` section of config.yaml. */
 export const SubagentsConfigSchema = v.strictObject({
   /** Ordinary task delegations one lead run may start (SubagentLimit). */
-  max_total_per_run: v.optional(
-    v.pipe(
-      wholeNumber,
-      v.minValue(MIN_TOTAL_SUBAGENTS_PER_RUN, `expected at least ${MIN_TOTAL_SUBAGENTS_PER_RUN}`),
-      v.maxValue(MAX_TOTAL_SUBAGENTS_PER_RUN, `expected at most ${MAX_TOTAL_SUBAGENTS_PER_RUN}`),
-    ),
-    DEFAULT_MAX_TOTAL_SUBAGENTS_PER_RUN,
-  ),
+  max_total_per_run: MaxTotalPerRunSchema,
   /** Task calls kept from one lead response (SubagentLimit clamps it to 1-64 and the runtime's maximum). */
   max_concurrent: v.optional(positive, DEFAULT_MAX_CONCURRENT_SUBAGENTS),
   token_budget: v.optional(SubagentTokenBudgetConfigSchema, {}),
@@ -213,15 +205,7 @@ export function buildSubagentRuntimeMiddlewares(config: SubagentChainConfig, dep
   chain.push(createDurableContextMiddleware({ skills_container_path: deps.skillRegistry.containerPath, ...skillFileReadTools }));
   if (summarizationEnabled && config.summarization) {
     // No memory flush before compaction: subagents never write memory.
-    chain.push(
-      createSummarizationMiddleware(config.summarization, {
-        model: deps.summaryModel ?? deps.model,
-        ...(deps.summaryModel && deps.summaryModel !== deps.model ? { fallbackModel: deps.model } : {}),
-        ...(deps.contextWindow ? { contextWindow: deps.contextWindow } : {}),
-        observers: deps.compactionObservers ?? [],
-        ...(deps.observeSystemCall ? { observeSystemCall: deps.observeSystemCall } : {}),
-      }),
-    );
+    chain.push(summarizationMember(config.summarization, deps));
   }
   chain.push(
     createSubagentDateContextMiddleware(

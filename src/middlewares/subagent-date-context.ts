@@ -3,25 +3,13 @@ import * as v from "valibot";
 import { newId } from "../core/ids.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { parseMiddlewareConfig } from "./config.ts";
-import { REMINDER_DATE_KEY, currentDateFormatter, dateReminderMessage, isDynamicContextReminder } from "./dynamic-context.ts";
+import { DynamicContextConfigSchema, REMINDER_DATE_KEY, currentDateFormatter, dateReminderMessage, isDynamicContextReminder } from "./dynamic-context.ts";
 
 export const SUBAGENT_DATE_CONTEXT_NAME = "SubagentDateContext";
 
-function isTimeZone(value: string): boolean {
-  try {
-    new Intl.DateTimeFormat("en-US", { timeZone: value });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 export const SubagentDateContextConfigSchema = v.strictObject({
   /** IANA zone the current date is read in; the lead's dynamic_context.current_date_timezone, so both agree on "today". */
-  current_date_timezone: v.optional(
-    v.pipe(v.string(), v.check(isTimeZone, 'expected an IANA time zone such as "UTC" or "Asia/Shanghai"')),
-    "UTC",
-  ),
+  current_date_timezone: DynamicContextConfigSchema.entries.current_date_timezone,
 });
 export type SubagentDateContextConfig = v.InferOutput<typeof SubagentDateContextConfigSchema>;
 export type SubagentDateContextConfigInput = v.InferInput<typeof SubagentDateContextConfigSchema>;

@@ -29,18 +29,21 @@ export const SUBAGENT_LIMIT_REACHED_TEXT =
 const wholeNumber = v.pipe(v.number(), v.integer("expected a whole number"));
 
 /** The `subagents` keys this middleware reads (the rest of that section belongs to the task tool). */
-export const SubagentLimitConfigSchema = v.strictObject({
-  /** Task calls kept from one model response; clamped to 1-64 and to the startup maximum. */
-  max_concurrent: v.optional(wholeNumber, DEFAULT_MAX_CONCURRENT_SUBAGENTS),
-  /** Task delegations one run may start, counted in the durable delegation ledger. */
-  max_total_per_run: v.optional(
+/** `subagents.max_total_per_run`: ordinary task delegations one run may start. */
+export const MaxTotalPerRunSchema = v.optional(
     v.pipe(
       wholeNumber,
       v.minValue(MIN_TOTAL_SUBAGENTS_PER_RUN, `expected at least ${MIN_TOTAL_SUBAGENTS_PER_RUN}`),
       v.maxValue(MAX_TOTAL_SUBAGENTS_PER_RUN, `expected at most ${MAX_TOTAL_SUBAGENTS_PER_RUN}`),
     ),
     DEFAULT_MAX_TOTAL_SUBAGENTS_PER_RUN,
-  ),
+  );
+
+export const SubagentLimitConfigSchema = v.strictObject({
+  /** Task calls kept from one model response; clamped to 1-64 and to the startup maximum. */
+  max_concurrent: v.optional(wholeNumber, DEFAULT_MAX_CONCURRENT_SUBAGENTS),
+  /** Task delegations one run may start, counted in the durable delegation ledger. */
+  max_total_per_run: MaxTotalPerRunSchema,
 });
 export type SubagentLimitConfig = v.InferOutput<typeof SubagentLimitConfigSchema>;
 export type SubagentLimitConfigInput = v.InferInput<typeof SubagentLimitConfigSchema>;
