@@ -29,12 +29,10 @@
 // pulls in later (toolchain pitfall P3b).
 import "../adapters/shared/als.ts";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
-import { BaseChatModel } from "@langchain/core/language_models/chat_models";
-import type { ChatResult } from "@langchain/core/outputs";
 import { MemorySaver } from "@langchain/langgraph/web";
 import { createAgent as createLangchainAgent, createMiddleware, tool } from "langchain";
 import { z } from "zod";
-import { createAgent, type AgentMiddleware, type AgentTool } from "../src/engine/index.ts";
+import { createAgent, type AgentMiddleware } from "../src/engine/index.ts";
 import { systemClock } from "../src/core/clock.ts";
 import { validateLeadConfig } from "../src/agents/app-config.ts";
 import { buildLeadMiddlewares } from "../src/agents/lead-agent.ts";
@@ -42,6 +40,7 @@ import { createMemoryStore, type MemoryStore } from "../src/middlewares/memory-s
 import { createVirtualSandboxProvider } from "../src/sandbox/virtual.ts";
 import { createSkillRegistry } from "../src/skills/registry.ts";
 import { createMemoryKeyValue } from "../src/storage/key-value.ts";
+import { ScriptedChatModel, TOOL_DESCRIPTION, noopBody, ourNoop } from "./scripted.ts";
 import { collectGarbage, emit, envNumber, groupBy, loadAverage, median, progressLog, quantile, round4 as round, runBench, runSamples, runtimeInfo } from "./harness.ts";
 
 const log = progressLog("chain-overhead");
@@ -54,64 +53,6 @@ const MIDDLEWARE_COUNTS = [0, 10, 35] as const;
 
 /** Counts every pass-through hook call, so the sanity check can prove the middlewares really ran. */
 let hookCalls = 0;
-
-/**
- * Answers with one `noop` tool call while fewer than `toolRounds` ToolMessages follow the last human
- * message, then with a final text. Ids are derived from the round, so all engines produce the same
- * messages.
- */
-class ScriptedChatModel extends BaseChatModel {
-  readonly toolRounds: number;
-
-  constructor(toolRounds: number) {
-    super({});
-    this.toolRounds = toolRounds;
-  }
-
-  _llmType(): string {
-    return "scripted";
-  }
-
-  // What provider models do (ChatOpenAI: `withConfig({ tools, ...kwargs })`), minus converting the
-  // tool schemas, so binding stays cheap and is the same for every caller.
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  override bindTools(tools: any[], kwargs?: Record<string, unknown>): any {
-    return this.withConfig({ tools, ...kwargs } as never);
-  }
-
-  async _generate(messages: BaseMessage[]): Promise<ChatResult> {
-    const message = scriptedReply(messages, this.toolRounds);
-    return { generations: [{ text: typeof message.content === "string" ? message.content : "", message }] };
-  }
-}
-
-function scriptedReply(messages: readonly BaseMessage[], toolRounds: number): AIMessage {
-  let lastHuman = -1;
-  for (let i = messages.length - 1; i >= 0; i--) {
-    if (HumanMessage.isInstance(messages[i])) {
-      lastHuman = i;
-      break;
-    }
-  }
-  let answered = 0;
-  for (let i = lastHuman + 1; i < messages.length; i++) if (ToolMessage.isInstance(messages[i])) answered++;
-  if (answered < toolRounds) {
-    return new AIMessage({ content: "", tool_calls: [{ name: "noop", args: { i: answered }, id: `call_${answered}`, type: "tool_call" }] });
-  }
-  return new AIMessage({ content: `done after ${answered} tool calls` });
-}
-
-/** The one tool body every engine (and the direct loop) runs. */
-const noopBody = async (): Promise<string> => "ok";
-
-const TOOL_DESCRIPTION = "does nothing and answers ok";
-
-const ourNoop: AgentTool = {
-  name: "noop",
-  description: TOOL_DESCRIPTION,
-  schema: { type: "object", properties: { i: { type: "number" } }, required: ["i"] },
-  invoke: noopBody,
-};
 
 const langchainNoop = tool(noopBody, { name: "noop", description: TOOL_DESCRIPTION, schema: z.object({ i: z.number() }) });
 

@@ -34,20 +34,19 @@
  */
 // Installed first, as in bench/chain-overhead.ts (toolchain pitfall P3b).
 import "../adapters/shared/als.ts";
-import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
-import { BaseChatModel } from "@langchain/core/language_models/chat_models";
-import type { ChatResult } from "@langchain/core/outputs";
+import { AIMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
 import { validateLeadConfig } from "../src/agents/app-config.ts";
 import { assembleLeadAgent } from "../src/agents/lead-agent.ts";
 import { systemClock } from "../src/core/clock.ts";
 import { mapEnv } from "../src/core/env.ts";
-import { createAgent, type AgentMiddleware, type AgentTool, type ModelRequest, type ToolCallRequest } from "../src/engine/index.ts";
+import { createAgent, type AgentMiddleware, type ModelRequest, type ToolCallRequest } from "../src/engine/index.ts";
 import { Placement, type MiddlewareContributor } from "../src/extension-api/index.ts";
 import { isolateMiddleware, type ExtensionDiagnostic } from "../src/extensions/isolation.ts";
 import { HostExtensionRegistry, type LoadedExtensions } from "../src/extensions/registry.ts";
 import { createMemoryStore } from "../src/middlewares/memory-store.ts";
 import { createVirtualSandboxProvider } from "../src/sandbox/virtual.ts";
 import { createMemoryKeyValue } from "../src/storage/key-value.ts";
+import { ScriptedChatModel, ourNoop } from "./scripted.ts";
 import { collectGarbage, emit, envNumber, groupBy, loadAverage, median, progressLog, quantile, round4 as round, runBench, runSamples, runtimeInfo } from "./harness.ts";
 
 const log = progressLog("extensions");
@@ -230,54 +229,11 @@ const ENGINE_CONFIGS: readonly (readonly [EngineVariant, Workload])[] = [
 const toolRounds: Record<Workload, number> = { A: 0, B: TOOL_ROUNDS_B };
 const modelSteps: Record<Workload, number> = { A: 1, B: TOOL_ROUNDS_B + 1 };
 
-/** The scripted model of bench/chain-overhead.ts: `toolRounds` noop calls, then a final text. */
-class ScriptedChatModel extends BaseChatModel {
-  readonly toolRounds: number;
-
-  constructor(toolRounds: number) {
-    super({});
-    this.toolRounds = toolRounds;
-  }
-
-  _llmType(): string {
-    return "scripted";
-  }
-
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  override bindTools(tools: any[], kwargs?: Record<string, unknown>): any {
-    return this.withConfig({ tools, ...kwargs } as never);
-  }
-
-  async _generate(messages: BaseMessage[]): Promise<ChatResult> {
-    let lastHuman = -1;
-    for (let i = messages.length - 1; i >= 0; i--) {
-      if (HumanMessage.isInstance(messages[i])) {
-        lastHuman = i;
-        break;
-      }
-    }
-    let answered = 0;
-    for (let i = lastHuman + 1; i < messages.length; i++) if (ToolMessage.isInstance(messages[i])) answered++;
-    const message =
-      answered < this.toolRounds
-        ? new AIMessage({ content: "", tool_calls: [{ name: "noop", args: { i: answered }, id: `call_${answered}`, type: "tool_call" }] })
-        : new AIMessage({ content: `done after ${answered} tool calls` });
-    return { generations: [{ text: typeof message.content === "string" ? message.content : "", message }] };
-  }
-}
-
-const noopTool: AgentTool = {
-  name: "noop",
-  description: "does nothing and answers ok",
-  schema: { type: "object", properties: { i: { type: "number" } }, required: ["i"] },
-  invoke: async () => "ok",
-};
-
 function engineConfig(variant: EngineVariant, workload: Workload): Config {
   const count = variant === "none" ? 0 : ENGINE_MIDDLEWARES;
   const agent = createAgent({
     model: new ScriptedChatModel(toolRounds[workload]),
-    tools: [noopTool],
+    tools: [ourNoop],
     middlewares: Array.from({ length: count }, (_, i) => (variant === "isolated" ? isolated(i) : passThrough(`pass_through_${i}`))),
     services: { clock: systemClock },
     recursionLimit: 10_000,

@@ -64,7 +64,6 @@ import {
   type AgentServices,
   type AgentState,
   type AgentTool,
-  type ToolCallRequest,
   type ToolHandler,
   type ToolResult,
 } from "../src/engine/index.ts";
