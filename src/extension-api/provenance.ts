@@ -123,6 +123,15 @@ export const SERVER_OWNED_MESSAGE_METADATA_KEYS: readonly string[] = Object.free
   "subagent_token_usage_attributed",
   "deerflow_tool_receipt",
   "deerflow_tool_receipt_ledger",
+  // A delegation's outcome as the task tool recorded it: a caller forging these could plant a
+  // "completed" delegation, its receipts' verdict or its token usage in the ledger.
+  "subagent_status",
+  "subagent_stop_reason",
+  "subagent_error",
+  "subagent_result_brief",
+  "subagent_result_sha256",
+  "subagent_token_usage",
+  "subagent_citation_verdict",
 ]);
 
 const SERVER_OWNED_KEY_SET: ReadonlySet<string> = new Set(SERVER_OWNED_MESSAGE_METADATA_KEYS);

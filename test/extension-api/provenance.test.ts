@@ -166,6 +166,13 @@ describe("server-owned message metadata", () => {
     "subagent_token_usage_attributed",
     "deerflow_tool_receipt",
     "deerflow_tool_receipt_ledger",
+    "subagent_status",
+    "subagent_stop_reason",
+    "subagent_error",
+    "subagent_result_brief",
+    "subagent_result_sha256",
+    "subagent_token_usage",
+    "subagent_citation_verdict",
   ];
 
   it("covers the provenance keys and every other key only the server writes", () => {

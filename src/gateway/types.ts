@@ -1,0 +1,101 @@
+import type { Agent } from "../engine/agent.ts";
+
+/**
+ * The seams between the gateway's parts. Everything here is shared by the thread routes, the run
+ * routes, the run manager, auth and the embedded client, so each can be built and tested alone.
+ */
+
+/** The six route permissions, decided once per request. */
+export const ROUTE_PERMISSIONS = [
+  "threads:read",
+  "threads:write",
+  "threads:delete",
+  "runs:create",
+  "runs:read",
+  "runs:cancel",
+] as const;
+export type RoutePermission = (typeof ROUTE_PERMISSIONS)[number];
+
+export type AuthSource = "auth_disabled" | "api_key" | "session" | "internal" | "embedded";
+
+/** Who is calling, as the auth layer resolved it; stamped on the Hono context as `user`. */
+export interface GatewayUser {
+  readonly id: string;
+  /** `internal` callers act for an owner user and are never admins. */
+  readonly systemRole: "admin" | "user" | "internal";
+  readonly authSource: AuthSource;
+  readonly isInternal: boolean;
+  readonly permissions: ReadonlySet<RoutePermission>;
+  readonly oauthProvider?: string;
+  readonly oauthId?: string;
+  /** Copied authorization attributes (groups, tenant ...) that travel into runs and delegations. */
+  readonly authzAttributes?: Readonly<Record<string, unknown>>;
+}
+
+/** Hono `Variables` every gateway route may read. */
+export interface GatewayVariables {
+  user: GatewayUser;
+}
+export interface GatewayEnv {
+  Variables: GatewayVariables;
+}
+
+export type ThreadStatus = "idle" | "busy" | "interrupted" | "error";
+
+/** One thread's meta row (the LangGraph `Thread` shape plus its owner). */
+export interface ThreadRecord {
+  readonly thread_id: string;
+  readonly created_at: string;
+  readonly updated_at: string;
+  readonly metadata: Readonly<Record<string, unknown>>;
+  readonly status: ThreadStatus;
+  /** Null for an ownerless thread (visible to everyone who may read threads). */
+  readonly owner_id: string | null;
+  readonly display_name?: string | null;
+}
+
+export interface ThreadSearchQuery {
+  readonly metadata?: Record<string, unknown>;
+  readonly status?: ThreadStatus;
+  readonly limit: number;
+  readonly offset: number;
+  /** Only this owner's threads (plus ownerless ones); undefined = no owner filter. */
+  readonly ownerId?: string;
+}
+
+/** Thread meta rows over KeyValue; the checkpoints themselves live in the checkpointer. */
+export interface ThreadStore {
+  create(input: { threadId?: string; metadata?: Record<string, unknown>; ownerId: string | null }): Promise<{ thread: ThreadRecord; created: boolean }>;
+  get(threadId: string): Promise<ThreadRecord | undefined>;
+  search(query: ThreadSearchQuery): Promise<ThreadRecord[]>;
+  /** Merges metadata; bumps updated_at. Undefined when the thread does not exist. */
+  update(threadId: string, patch: { metadata?: Record<string, unknown>; status?: ThreadStatus; display_name?: string | null }): Promise<ThreadRecord | undefined>;
+  delete(threadId: string): Promise<boolean>;
+}
+
+/** Builds (or returns a cached) lead agent for one caller; the cache key covers the whole principal. */
+export type AgentFactory = (request: AgentRequest) => Promise<Agent>;
+
+export interface AgentRequest {
+  readonly user: GatewayUser;
+  /** The model the run asked for (`context.model_name`), if any. */
+  readonly modelName?: string;
+  readonly subagentsEnabled?: boolean;
+  readonly planMode?: boolean;
+}
+
+/**
+ * Route authorization, decided once per request: the permission from the caller's set (403
+ * `Permission denied: <perm>`), then thread ownership (another owner's thread is a 404, never a
+ * 403, so ids cannot be probed). Throws HTTPException; returns the thread row when it exists.
+ */
+export interface RouteGuard {
+  thread(
+    c: import("hono").Context<GatewayEnv>,
+    permission: RoutePermission,
+    threadId: string,
+    options?: { readonly requireExisting?: boolean },
+  ): Promise<ThreadRecord | undefined>;
+  /** Only the permission (routes without a thread: search, stateless runs). */
+  permission(c: import("hono").Context<GatewayEnv>, permission: RoutePermission): void;
+}
