@@ -2,6 +2,7 @@
 import "../shared/als.ts";
 import { main } from "../../src/cli/main.ts";
 import { createCliHost } from "../shared/cli-host.ts";
+import { serveBun } from "./serve.ts";
 import { createBunEnv } from "./env.ts";
 import { createBunProcessRunner } from "./process-runner.ts";
 
@@ -14,8 +15,13 @@ const code = await main(
     stderr: { write: (text) => void process.stderr.write(text), isTTY: Boolean(process.stderr.isTTY) },
     onInterrupt(handler) {
       process.on("SIGINT", handler);
-      return () => void process.off("SIGINT", handler);
+      process.on("SIGTERM", handler);
+      return () => {
+        process.off("SIGINT", handler);
+        process.off("SIGTERM", handler);
+      };
     },
+    serve: serveBun,
   }),
 );
 process.exit(code);

@@ -2,6 +2,7 @@
 import "../shared/als.ts";
 import { main } from "../../src/cli/main.ts";
 import { createCliHost } from "../shared/cli-host.ts";
+import { serveDeno } from "./serve.ts";
 import { createDenoEnv } from "./env.ts";
 import { createDenoProcessRunner } from "./process-runner.ts";
 
@@ -9,8 +10,8 @@ declare const Deno: {
   args: string[];
   stdout: { writeSync(data: Uint8Array): number; isTerminal(): boolean };
   stderr: { writeSync(data: Uint8Array): number; isTerminal(): boolean };
-  addSignalListener(signal: "SIGINT", handler: () => void): void;
-  removeSignalListener(signal: "SIGINT", handler: () => void): void;
+  addSignalListener(signal: "SIGINT" | "SIGTERM", handler: () => void): void;
+  removeSignalListener(signal: "SIGINT" | "SIGTERM", handler: () => void): void;
   exit(code: number): never;
 };
 
@@ -44,8 +45,13 @@ const code = await main(
     stderr: writer(Deno.stderr),
     onInterrupt(handler) {
       Deno.addSignalListener("SIGINT", handler);
-      return () => Deno.removeSignalListener("SIGINT", handler);
+      Deno.addSignalListener("SIGTERM", handler);
+      return () => {
+        Deno.removeSignalListener("SIGINT", handler);
+        Deno.removeSignalListener("SIGTERM", handler);
+      };
     },
+    serve: serveDeno,
   }),
 );
 Deno.exit(code);

@@ -3,6 +3,7 @@
 import "../shared/als.ts";
 import { main } from "../../src/cli/main.ts";
 import { createCliHost } from "../shared/cli-host.ts";
+import { serveNode } from "./serve.ts";
 import { createNodeEnv } from "./env.ts";
 import { createNodeProcessRunner } from "./process-runner.ts";
 
@@ -15,8 +16,13 @@ const code = await main(
     stderr: { write: (text) => void process.stderr.write(text), isTTY: Boolean(process.stderr.isTTY) },
     onInterrupt(handler) {
       process.on("SIGINT", handler);
-      return () => void process.off("SIGINT", handler);
+      process.on("SIGTERM", handler);
+      return () => {
+        process.off("SIGINT", handler);
+        process.off("SIGTERM", handler);
+      };
     },
+    serve: serveNode,
   }),
 );
 // Let buffered output drain, then leave even if a library kept a timer alive.

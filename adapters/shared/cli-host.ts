@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import type { CliHost, CliOutput } from "../../src/cli/host.ts";
 import { systemClock } from "../../src/core/clock.ts";
+import type { ServeFetch } from "../../src/ports/http-server.ts";
 import type { Env, ProcessRunner } from "../../src/ports/runtime-ports.ts";
 import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
 import { createLocalSandboxProvider } from "./local-sandbox.ts";
@@ -17,6 +18,7 @@ export interface RuntimeBits {
   readonly stdout: CliOutput;
   readonly stderr: CliOutput;
   readonly onInterrupt: (handler: () => void) => () => void;
+  readonly serve: ServeFetch;
 }
 
 /**
@@ -31,6 +33,7 @@ export function createCliHost(bits: RuntimeBits): CliHost {
     stdout: bits.stdout,
     stderr: bits.stderr,
     onInterrupt: bits.onInterrupt,
+    serve: bits.serve,
     createModuleLoader: (baseDir) => createModuleLoader({ baseDir }),
     mcpStdio: createMcpStdioTransportFactory(),
     dirname,

@@ -4,6 +4,7 @@ import type { ModuleLoader } from "../ports/module-loader.ts";
 import type { McpStdioTransportFactory } from "../ports/mcp-transport.ts";
 import type { Clock, Env } from "../ports/runtime-ports.ts";
 import type { SandboxProvider } from "../ports/sandbox.ts";
+import type { ServeFetch } from "../ports/http-server.ts";
 
 export interface CliOutput {
   write(text: string): void;
@@ -28,6 +29,8 @@ export interface CliHost {
   readonly mcpStdio?: McpStdioTransportFactory;
   /** The folder of a file path, as this runtime's paths go. */
   dirname(path: string): string;
-  /** Registers a handler for Ctrl-C; returns a function that unregisters it. */
+  /** Registers a handler for Ctrl-C (and, where the runtime has it, SIGTERM); returns a function that unregisters it. */
   onInterrupt(handler: () => void): () => void;
+  /** Serves a fetch handler on this runtime's HTTP server (`deerflow-edge serve`). */
+  readonly serve: ServeFetch;
 }

@@ -13,6 +13,7 @@ import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import { KeyValueCheckpointSaver } from "../../src/runtime/kv-checkpointer.ts";
 import type { BaseMessage } from "@langchain/core/messages";
+import { serveNode } from "../../adapters/node/serve.ts";
 
 interface FakeHost extends CliHost {
   out: string[];
@@ -37,6 +38,7 @@ function fakeHost(argv: string[], files: Record<string, string> = {}, options: {
     createStorage: () => storage,
     createSandboxProvider: (_config, kv) => createVirtualSandboxProvider({ storage: kv }),
     onInterrupt: () => () => {},
+    serve: serveNode,
     createModuleLoader: (baseDir) => createModuleLoader({ baseDir }),
     dirname,
   };

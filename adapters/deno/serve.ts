@@ -1,0 +1,32 @@
+import type { ServeFetch } from "../../src/ports/http-server.ts";
+import { serverUrl } from "../shared/server-url.ts";
+
+declare const Deno: {
+  serve(
+    options: { hostname: string; port: number; onListen?: (addr: { hostname: string; port: number }) => void; signal?: AbortSignal },
+    handler: (request: Request) => Response | Promise<Response>,
+  ): { finished: Promise<void>; shutdown(): Promise<void> };
+};
+
+/** Deno: Deno.serve. Run Deno with --unstable-no-legacy-abort so a finished response does not look like a disconnect (peers.md P17). */
+export const serveDeno: ServeFetch = (fetch, options) =>
+  new Promise((resolve, reject) => {
+    try {
+      const server = Deno.serve(
+        {
+          hostname: options.hostname,
+          port: options.port,
+          onListen: ({ port }) =>
+            resolve({
+              url: serverUrl(options.hostname, port),
+              hostname: options.hostname,
+              port,
+              close: () => server.shutdown(),
+            }),
+        },
+        fetch,
+      );
+    } catch (error) {
+      reject(error);
+    }
+  });
