@@ -77,6 +77,7 @@ import { createSkillRegistry, type SkillRegistry } from "../skills/registry.ts";
 import { createMemoryKeyValue } from "../storage/key-value.ts";
 import { createSandboxTools } from "../tools/sandbox-tools.ts";
 import { createTaskTool } from "../tools/task.ts";
+import { createBatchTaskTool, parseBatchTaskConfig } from "../tools/batch-task.ts";
 import { createSubagentLimitMiddleware } from "../middlewares/subagent-limit.ts";
 import { buildSubagentRuntimeMiddlewares } from "./subagent-chain.ts";
 import { BUILTIN_SUBAGENT_TYPES, SUBAGENT_DISALLOWED_TOOLS, filterSubagentTools, type SubagentType } from "./subagent-types.ts";
@@ -374,6 +375,9 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
       });
     };
     delegation.push(createTaskTool({ types, buildAgent }));
+    if (parseBatchTaskConfig(config.subagents?.batch).enabled) {
+      delegation.push(createBatchTaskTool({ types, buildAgent, config: config.subagents?.batch }));
+    }
   }
   const deferred = assembleDeferredTools([...permitted, ...delegation], { enabled: config.tool_search?.enabled === true });
   const basePrompt = config.agent.system_prompt ?? LEAD_AGENT_PROMPT;

@@ -1,3 +1,4 @@
+import { BatchTaskConfigSchema } from "../tools/batch-task.ts";
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import * as v from "valibot";
 import type { ContextCompactionObserver } from "../extension-api/index.ts";
@@ -89,6 +90,8 @@ export const SubagentsConfigSchema = v.strictObject({
     v.record(v.pipe(v.string(), v.regex(SUBAGENT_TYPE_NAME, "expected a name of letters, digits, _ or -")), SubagentTypeConfigSchema),
     {},
   ),
+  /** The durable batch mode (`batch_task`), off unless enabled. */
+  batch: v.optional(BatchTaskConfigSchema),
 });
 export type SubagentsConfig = v.InferOutput<typeof SubagentsConfigSchema>;
 export type SubagentsConfigInput = v.InferInput<typeof SubagentsConfigSchema>;

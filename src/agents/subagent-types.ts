@@ -25,7 +25,7 @@ export const DEFAULT_SUBAGENT_MAX_TURNS = 50;
 export const DEFAULT_SUBAGENT_TIMEOUT_MS = 900_000;
 
 /** Nesting and clarification stay with the lead: a subagent cannot delegate or ask the user. */
-export const SUBAGENT_DISALLOWED_TOOLS: readonly string[] = Object.freeze(["task", "ask_clarification", "present_files"]);
+export const SUBAGENT_DISALLOWED_TOOLS: readonly string[] = Object.freeze(["task", "batch_task", "ask_clarification", "present_files"]);
 
 const WORKING_DIRECTORY = `<working_directory>
 You have access to the same sandbox environment as the parent agent:

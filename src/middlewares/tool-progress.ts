@@ -49,7 +49,7 @@ export const TOOL_BLOCKED_PREFIX = "[TOOL_BLOCKED]";
 /** At most this many hints wait for one model request; the rest would only repeat them. */
 export const MAX_PENDING_PROGRESS_HINTS = 3;
 
-export const DEFAULT_EXEMPT_TOOLS: readonly string[] = Object.freeze(["ask_clarification", "write_todos", "present_files", "task"]);
+export const DEFAULT_EXEMPT_TOOLS: readonly string[] = Object.freeze(["ask_clarification", "write_todos", "present_files", "task", "batch_task"]);
 
 const RUN_STATE_KEY = `${TOOL_PROGRESS_NAME}:run_state`;
 

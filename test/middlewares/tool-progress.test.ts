@@ -132,7 +132,7 @@ describe("ToolProgress config and declaration", () => {
       min_word_count_for_similarity: 10,
       max_tracked_threads: 100,
     });
-    expect([...TOOL_PROGRESS_DEFAULTS.exempt_tools].sort()).toEqual(["ask_clarification", "present_files", "task", "write_todos"]);
+    expect([...TOOL_PROGRESS_DEFAULTS.exempt_tools].sort()).toEqual(["ask_clarification", "batch_task", "present_files", "task", "write_todos"]);
   });
 
   it("declares every behaviour-affecting setting, texts only as a hash", () => {
