@@ -116,6 +116,11 @@ function shapeProblem(kind: Kind, value: unknown): string | null {
     case "routers": {
       if (!Array.isArray(value)) return `routers() takes an array of routes, got ${describe(value)}`;
       if (value.length === 0) return "routers() was given no routes; register at least one or leave the call out";
+      // The routes are stored as a copy, so a lifetime attached to the array itself would be dropped
+      // silently; refuse it here instead of mounting a router whose hooks never run.
+      for (const key of ROUTER_LIFETIME_KEYS) {
+        if (Object.hasOwn(value, key)) return `routers() got a router with "${key}"; a router cannot own a lifetime or mounts, register an ExtensionService for that`;
+      }
       for (const [index, route] of value.entries()) {
         if (!isObject(route)) return `routes[${index}] is ${describe(route)}, not a route`;
         if (!ROUTE_METHODS.has(route["method"])) {
@@ -128,6 +133,8 @@ function shapeProblem(kind: Kind, value: unknown): string | null {
     }
   }
 }
+
+const ROUTER_LIFETIME_KEYS = ["lifespan", "onStartup", "onShutdown", "startup", "shutdown", "mount", "mounts", "websocket"] as const;
 
 /** What a value is stored as: routes are copied and frozen so the extension cannot edit a router after registering it. */
 function stored(kind: Kind, value: unknown): unknown {

@@ -91,6 +91,8 @@ describe("HostExtensionRegistry", () => {
     ["routers", (r: ExtensionRegistry) => r.routers([{ ...route, method: "FETCH" }] as never), /routes\[0\]\.method/],
     ["routers", (r: ExtensionRegistry) => r.routers([route, { ...route, path: "api/x" }]), /routes\[1\]\.path/],
     ["routers", (r: ExtensionRegistry) => r.routers([{ ...route, handler: undefined }] as never), /routes\[0\]\.handler/],
+    ["routers", (r: ExtensionRegistry) => r.routers(Object.assign([route], { onStartup: async () => undefined })), /"onStartup".*ExtensionService/],
+    ["routers", (r: ExtensionRegistry) => r.routers(Object.assign([route], { lifespan: {} })), /"lifespan"/],
   ])("rejects a malformed %s registration, naming the extension", (_kind, register, reason) => {
     const registry = new HostExtensionRegistry();
     let caught: unknown;
