@@ -1,0 +1,144 @@
+import * as v from "valibot";
+import { mapping } from "../config/schema.ts";
+
+/*
+ * The `gateway:` section of config.yaml: where the server listens, who may call it, and how much a
+ * caller may upload. Secrets never sit in the file: API keys, the JWT secret and the internal token
+ * are named by environment variable, and passwords are stored only as PBKDF2 hashes (make one with
+ * `hashPassword` from src/gateway/auth).
+ */
+
+export const DEFAULT_GATEWAY_HOST = "127.0.0.1";
+export const DEFAULT_GATEWAY_PORT = 2026;
+export const DEFAULT_JWT_SECRET_ENV = "AUTH_JWT_SECRET";
+export const DEFAULT_INTERNAL_TOKEN_ENV = "DEER_FLOW_INTERNAL_AUTH_TOKEN";
+export const DEFAULT_TOKEN_EXPIRY_DAYS = 7;
+export const AUTH_MODES = ["disabled", "api_key", "session"] as const;
+export type AuthMode = (typeof AUTH_MODES)[number];
+export const GATEWAY_USER_ROLES = ["admin", "user"] as const;
+
+/** The alphabet thread data and sandboxes accept for a user id, so an id is also a safe storage key. */
+export const USER_ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
+const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** `pbkdf2-sha256$<iterations>$<salt base64>$<hash base64>`, as `hashPassword` writes it. */
+export const PASSWORD_HASH_PATTERN = /^pbkdf2-sha256\$[1-9][0-9]{0,8}\$[A-Za-z0-9+/]+={0,2}\$[A-Za-z0-9+/]+={0,2}$/;
+
+const MiB = 1024 * 1024;
+
+const envName = (example: string) =>
+  v.pipe(
+    v.string(),
+    v.regex(ENV_NAME_PATTERN, (issue) => `expected an environment variable name such as ${example}, got ${issue.received}`),
+  );
+
+const userId = v.pipe(
+  v.string(),
+  v.regex(USER_ID_PATTERN, (issue) => `expected a user id of 1-128 letters, digits, "_" or "-", got ${issue.received}`),
+);
+
+const role = v.picklist(GATEWAY_USER_ROLES, (issue) => `expected admin or user, got ${issue.received}`);
+
+const positiveInteger = v.pipe(
+  v.number(),
+  v.integer((issue) => `expected a whole number, got ${issue.received}`),
+  v.minValue(1, (issue) => `expected a number >= 1, got ${issue.received}`),
+);
+
+const daysUpTo30 = v.pipe(
+  positiveInteger,
+  v.maxValue(30, (issue) => `expected a number of days from 1 to 30, got ${issue.received}`),
+);
+
+export const ApiKeyConfigSchema = mapping({
+  /** The environment variable holding the key; the key itself never goes in the file. */
+  key_env: envName("DEERFLOW_API_KEY"),
+  /** Who a caller presenting this key acts as. */
+  user_id: userId,
+  role: v.optional(role, "user"),
+});
+
+export const GatewayUserConfigSchema = mapping({
+  id: userId,
+  password_hash: v.pipe(
+    v.string(),
+    v.regex(
+      PASSWORD_HASH_PATTERN,
+      () => 'expected "pbkdf2-sha256$<iterations>$<salt>$<hash>"; make one with `deerflow-edge hash-password` or hashPassword() and never store a plain password',
+    ),
+  ),
+  role: v.optional(role, "user"),
+  /** Raise it to sign this user out everywhere (every earlier session cookie stops working). */
+  token_version: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0, "expected a number >= 0")), 0),
+});
+
+export const GatewayAuthConfigSchema = v.pipe(
+  mapping({
+    /**
+     * `disabled`: every caller is the local admin `default` (allowed only on a loopback address).
+     * `api_key`: callers present `x-api-key`. `session`: browsers log in with a user's password.
+     * Every credential kind that is configured is accepted in every mode; the mode names what the
+     * deployment is built around and what must therefore be configured.
+     */
+    mode: v.optional(v.picklist(AUTH_MODES, (issue) => `expected disabled, api_key or session, got ${issue.received}`), "disabled"),
+    api_keys: v.optional(v.array(ApiKeyConfigSchema), []),
+    users: v.optional(v.array(GatewayUserConfigSchema), []),
+    /** Unset in the environment: a secret generated once and kept in storage (per process without storage). */
+    jwt_secret_env: v.optional(envName(DEFAULT_JWT_SECRET_ENV), DEFAULT_JWT_SECRET_ENV),
+    token_expiry_days: v.optional(daysUpTo30, DEFAULT_TOKEN_EXPIRY_DAYS),
+    /** Unset in the environment: a random token per process (only in-process callers can know it). */
+    internal_token_env: v.optional(envName(DEFAULT_INTERNAL_TOKEN_ENV), DEFAULT_INTERNAL_TOKEN_ENV),
+  }),
+  v.forward(
+    v.check((auth) => auth.mode !== "api_key" || auth.api_keys.length > 0, "mode api_key needs at least one entry here: { key_env, user_id, role }"),
+    ["api_keys"],
+  ),
+  v.forward(
+    v.check((auth) => auth.mode !== "session" || auth.users.length > 0, "mode session needs at least one user: { id, password_hash, role }"),
+    ["users"],
+  ),
+  v.forward(
+    v.check((auth) => new Set(auth.users.map((user) => user.id)).size === auth.users.length, "every user id must be unique"),
+    ["users"],
+  ),
+  v.forward(
+    v.check((auth) => new Set(auth.api_keys.map((key) => key.key_env)).size === auth.api_keys.length, "every key_env must be unique"),
+    ["api_keys"],
+  ),
+);
+
+export const GatewayUploadsConfigSchema = mapping({
+  max_files: v.optional(positiveInteger, 10),
+  max_file_bytes: v.optional(positiveInteger, 50 * MiB),
+  max_total_bytes: v.optional(positiveInteger, 100 * MiB),
+});
+
+const origin = v.pipe(
+  v.string(),
+  v.check(
+    (value) => value === "*" || /^https?:\/\/[^/?#@\s]+$/.test(value),
+    (issue) => `expected an origin such as http://localhost:3000 (scheme and host only), got ${issue.received}`,
+  ),
+);
+
+export const GatewayConfigSchema = mapping({
+  host: v.optional(v.pipe(v.string(), v.minLength(1, "expected a host name or address")), DEFAULT_GATEWAY_HOST),
+  port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0, "expected a port from 0 to 65535"), v.maxValue(65535, "expected a port from 0 to 65535")), DEFAULT_GATEWAY_PORT),
+  /** Browser origins of a separately served UI; they may call the API and post to the login route. */
+  cors_origins: v.optional(v.array(origin), []),
+  auth: v.optional(GatewayAuthConfigSchema, {}),
+  uploads: v.optional(GatewayUploadsConfigSchema, {}),
+});
+
+export type GatewayConfig = v.InferOutput<typeof GatewayConfigSchema>;
+export type GatewayConfigInput = v.InferInput<typeof GatewayConfigSchema>;
+export type GatewayAuthConfig = GatewayConfig["auth"];
+export type GatewayUploadsConfig = GatewayConfig["uploads"];
+export type ApiKeyConfig = GatewayAuthConfig["api_keys"][number];
+export type GatewayUserConfig = GatewayAuthConfig["users"][number];
+
+export const GATEWAY_DEFAULTS: GatewayConfig = Object.freeze(v.parse(GatewayConfigSchema, {}));
+
+/** Parses a `gateway:` section (tests and embedders; config.yaml goes through the lead schema). */
+export function parseGatewayConfig(input: unknown): GatewayConfig {
+  return v.parse(GatewayConfigSchema, input ?? {});
+}

@@ -1,0 +1,52 @@
+import * as v from "valibot";
+import { describe, expect, it } from "vitest";
+import { GATEWAY_DEFAULTS, GatewayConfigSchema } from "../../../src/gateway/config.ts";
+
+function issues(input: unknown): Array<[string, string]> {
+  const result = v.safeParse(GatewayConfigSchema, input);
+  if (result.success) return [];
+  return result.issues.map((issue) => [v.getDotPath(issue) ?? "", issue.message]);
+}
+
+describe("the gateway: section", () => {
+  it("defaults to loopback on 2026, auth disabled, 7-day sessions and the upload limits", () => {
+    expect(GATEWAY_DEFAULTS).toEqual({
+      host: "127.0.0.1",
+      port: 2026,
+      cors_origins: [],
+      auth: {
+        mode: "disabled",
+        api_keys: [],
+        users: [],
+        jwt_secret_env: "AUTH_JWT_SECRET",
+        token_expiry_days: 7,
+        internal_token_env: "DEER_FLOW_INTERNAL_AUTH_TOKEN",
+      },
+      uploads: { max_files: 10, max_file_bytes: 50 * 1024 * 1024, max_total_bytes: 100 * 1024 * 1024 },
+    });
+  });
+
+  it("a mode needs its credentials configured", () => {
+    expect(issues({ auth: { mode: "api_key" } })).toEqual([["auth.api_keys", expect.stringContaining("mode api_key needs at least one entry")]]);
+    expect(issues({ auth: { mode: "session" } })).toEqual([["auth.users", expect.stringContaining("mode session needs at least one user")]]);
+    expect(issues({ auth: { mode: "sso" } })[0]).toEqual(["auth.mode", "expected disabled, api_key or session, got \"sso\""]);
+  });
+
+  it("secrets never sit in the file: an inline key or a plain password is refused", () => {
+    expect(issues({ auth: { api_keys: [{ key: "abc", user_id: "ops" }] } }).map(([path]) => path)).toContain("auth.api_keys.0.key");
+    const plain = issues({ auth: { users: [{ id: "u1", password_hash: "hunter2" }] } });
+    expect(plain).toEqual([["auth.users.0.password_hash", expect.stringContaining("never store a plain password")]]);
+  });
+
+  it("checks ranges, ids and uniqueness with the key's path", () => {
+    expect(issues({ auth: { token_expiry_days: 31 } })).toEqual([["auth.token_expiry_days", "expected a number of days from 1 to 30, got 31"]]);
+    expect(issues({ auth: { users: [{ id: "../root", password_hash: "pbkdf2-sha256$1000$AAAA$AAAA" }] } })[0]![0]).toBe("auth.users.0.id");
+    expect(
+      issues({ auth: { users: [{ id: "a", password_hash: "pbkdf2-sha256$1000$AAAA$AAAA" }, { id: "a", password_hash: "pbkdf2-sha256$1000$AAAA$AAAA" }] } }),
+    ).toEqual([["auth.users", "every user id must be unique"]]);
+    expect(issues({ cors_origins: ["http://localhost:3000/app"] })[0]![0]).toBe("cors_origins.0");
+    expect(issues({ uploads: { max_files: 0 } })[0]![0]).toBe("uploads.max_files");
+    expect(issues({ port: 70000 })[0]![0]).toBe("port");
+    expect(issues({ listen: true })[0]![0]).toBe("listen");
+  });
+});
