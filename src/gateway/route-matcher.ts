@@ -1,0 +1,407 @@
+/*
+ * The conservative route matcher behind contributed-router admission. It answers two questions
+ * about a route template: "does an earlier route provably serve every path this one would?" (a
+ * shadow: the earlier route wins, so the later one would be dead code) and "can this route reach a
+ * path the host reserves for unauthenticated or CSRF-exempt traffic?" (a security boundary).
+ *
+ * Shadowing fails open: a relationship that would need general regex inclusion is reported as "no
+ * shadow". Reserved-path checks fail closed, which is safe because contributed templates may only
+ * use the five standard converters, whose languages are known exactly.
+ */
+
+export type Converter = "str" | "int" | "float" | "uuid" | "path";
+
+const HEX = "[0-9a-fA-F]";
+
+/**
+ * Each converter's language. `path` is non-empty here (Starlette's is `.*`) because Hono's
+ * `:p{.+}` is what serves it; `uuid` is spelled without `{n}` quantifiers because Hono's path
+ * parser ends a parameter's pattern at the first closing brace.
+ */
+export const CONVERTER_PATTERNS: Readonly<Record<Converter, string>> = Object.freeze({
+  str: "[^/]+",
+  int: "[0-9]+",
+  float: "[0-9]+(?:\\.[0-9]+)?",
+  uuid: [8, 4, 4, 4, 12].map((width) => HEX.repeat(width)).join("-?"),
+  path: ".+",
+});
+
+const CONVERTERS = new Set<string>(Object.keys(CONVERTER_PATTERNS));
+
+export type Segment =
+  | { readonly kind: "literal"; readonly value: string }
+  | { readonly kind: "param"; readonly converter: Converter }
+  /** A host segment this matcher cannot classify: its one-segment regex, or null when even that is unknown. */
+  | { readonly kind: "opaque"; readonly pattern: string | null };
+
+/** One path a route answers, with the methods it answers it for. */
+export interface RouteClaim {
+  /** The template as written, for messages. */
+  readonly path: string;
+  /** Null means every method. */
+  readonly methods: ReadonlySet<string> | null;
+  readonly segments: readonly Segment[];
+  /** Equal keys mean equal matchers (parameter names normalised away). */
+  readonly key: string;
+}
+
+/**
+ * The methods a route serves. GET also answers HEAD: Hono serves HEAD through the GET route, so a
+ * contributed HEAD route under a host GET route would never be reached.
+ */
+export function routeMethods(method: string): ReadonlySet<string> | null {
+  const upper = method.toUpperCase();
+  if (upper === "ALL") return null;
+  return new Set(upper === "GET" ? ["GET", "HEAD"] : [upper]);
+}
+
+export function methodsOverlap(left: ReadonlySet<string> | null, right: ReadonlySet<string> | null): boolean {
+  if (left === null || right === null) return true;
+  for (const method of left) if (right.has(method)) return true;
+  return false;
+}
+
+function segmentKey(segment: Segment): string {
+  switch (segment.kind) {
+    case "literal":
+      return segment.value.replaceAll("%", "%25").replaceAll("{", "%7B");
+    case "param":
+      return `{${segment.converter}}`;
+    case "opaque":
+      return `{re:${segment.pattern ?? "?"}}`;
+  }
+}
+
+function claim(path: string, methods: ReadonlySet<string> | null, segments: readonly Segment[]): RouteClaim {
+  return Object.freeze({ path, methods, segments: Object.freeze([...segments]), key: "/" + segments.map(segmentKey).join("/") });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Contributed templates: `/api/ext/{id}`, `/api/ext/{n:int}`, `/files/{rest:path}`.
+
+const PARAM = /^\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z_][A-Za-z0-9_]*))?\}$/;
+const LITERAL = /^[A-Za-z0-9._~!$&'()+,;=@-]+$/;
+
+export interface TemplateParam {
+  readonly name: string;
+  readonly converter: Converter;
+}
+
+export type ParsedTemplate =
+  | { readonly ok: true; readonly segments: readonly Segment[]; readonly params: readonly (TemplateParam | null)[] }
+  | { readonly ok: false; readonly problem: string };
+
+/**
+ * A contributed route template, or why the host cannot serve it. Deliberately narrower than what a
+ * framework accepts: every segment is one literal or one `{name}` / `{name:converter}`, so both the
+ * shadow and the reserved-path checks are exact, and the Hono path built from it means the same.
+ */
+export function parseTemplate(path: string): ParsedTemplate {
+  if (typeof path !== "string" || !path.startsWith("/")) return { ok: false, problem: `path ${JSON.stringify(path)} must start with "/"` };
+  if (path === "/") return { ok: true, segments: [], params: [] };
+  if (path.endsWith("/")) return { ok: false, problem: `path ${path} ends with "/"; drop the trailing slash` };
+  const raw = path.slice(1).split("/");
+  const segments: Segment[] = [];
+  const params: (TemplateParam | null)[] = [];
+  const names = new Set<string>();
+  for (const [index, text] of raw.entries()) {
+    if (text === "") return { ok: false, problem: `path ${path} has an empty segment ("//")` };
+    const match = PARAM.exec(text);
+    if (match !== null) {
+      const name = match[1] as string;
+      const converter = match[2] ?? "str";
+      if (!CONVERTERS.has(converter)) {
+        return { ok: false, problem: `path ${path} uses the unknown parameter type "${converter}"; use str, int, float, uuid or path` };
+      }
+      if (converter === "path" && index !== raw.length - 1) {
+        return { ok: false, problem: `path ${path}: a {${name}:path} parameter must be the last segment` };
+      }
+      if (names.has(name)) return { ok: false, problem: `path ${path} names the parameter "${name}" twice` };
+      names.add(name);
+      segments.push({ kind: "param", converter: converter as Converter });
+      params.push({ name, converter: converter as Converter });
+      continue;
+    }
+    if (text.includes("{") || text.includes("}")) {
+      return { ok: false, problem: `path ${path}: segment "${text}" mixes text and a parameter; a parameter must be a whole segment` };
+    }
+    if (!LITERAL.test(text)) {
+      return { ok: false, problem: `path ${path}: segment "${text}" has a character the router treats specially or decodes (: * ? # % or whitespace)` };
+    }
+    segments.push({ kind: "literal", value: text });
+    params.push(null);
+  }
+  return { ok: true, segments, params };
+}
+
+/** The claim of a contributed route whose template parsed. */
+export function templateClaim(method: string, path: string, segments: readonly Segment[]): RouteClaim {
+  return claim(path, routeMethods(method), segments);
+}
+
+/** The Hono path serving a parsed template: `{id}` → `:id`, `{n:int}` → `:n{[0-9]+}`. */
+export function honoPathFor(parsed: Extract<ParsedTemplate, { ok: true }>): string {
+  if (parsed.segments.length === 0) return "/";
+  return parsed.segments
+    .map((segment, index) => {
+      if (segment.kind === "literal") return `/${segment.value}`;
+      const param = parsed.params[index] as TemplateParam;
+      return param.converter === "str" ? `/:${param.name}` : `/:${param.name}{${CONVERTER_PATTERNS[param.converter]}}`;
+    })
+    .join("");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host routes, as Hono registered them: `/api/threads/:thread_id`, `/x/:n{[0-9]+}`, `/static/*`.
+
+/** Hono's path split on "/", keeping a parameter's `{regex}` whole even when it contains "/". */
+function splitHonoPath(path: string): string[] {
+  const parts: string[] = [];
+  let current = "";
+  let depth = 0;
+  for (const character of path.slice(1)) {
+    if (character === "{") depth += 1;
+    else if (character === "}") depth = Math.max(0, depth - 1);
+    if (character === "/" && depth === 0) {
+      parts.push(current);
+      current = "";
+    } else {
+      current += character;
+    }
+  }
+  parts.push(current);
+  return parts;
+}
+
+const HONO_PARAM = /^:([^{?]+)(?:\{(.*)\})?(\?)?$/s;
+
+function converterForRegex(regex: string, last: boolean): Converter | null {
+  if (regex === "[0-9]+" || regex === "\\d+") return "int";
+  if (last && (regex === ".+" || regex === ".*")) return "path";
+  return null;
+}
+
+/**
+ * Every claim one host route makes. A trailing `*` serves the prefix itself, the prefix with a
+ * trailing slash and everything below it; an optional `:x?` serves the path with and without it.
+ */
+export function honoClaims(method: string, path: string): RouteClaim[] {
+  const methods = routeMethods(method);
+  if (!path.startsWith("/")) return [];
+  if (path === "/") return [claim(path, methods, [])];
+  const parts = splitHonoPath(path);
+  const prefix: Segment[] = [];
+  for (const [index, text] of parts.entries()) {
+    const last = index === parts.length - 1;
+    if (text === "*") {
+      if (!last) {
+        prefix.push({ kind: "opaque", pattern: null });
+        continue;
+      }
+      return [
+        claim(path, methods, prefix),
+        claim(path, methods, [...prefix, { kind: "literal", value: "" }]),
+        claim(path, methods, [...prefix, { kind: "param", converter: "path" }]),
+      ];
+    }
+    const match = HONO_PARAM.exec(text);
+    if (match !== null) {
+      const regex = match[2];
+      const optional = match[3] === "?";
+      let segment: Segment;
+      if (regex === undefined) segment = { kind: "param", converter: "str" };
+      else {
+        const converter = converterForRegex(regex, last);
+        segment = converter === null ? { kind: "opaque", pattern: regex.includes("/") ? null : regex } : { kind: "param", converter };
+      }
+      if (optional && last) return [claim(path, methods, prefix), claim(path, methods, [...prefix, segment])];
+      prefix.push(segment);
+      continue;
+    }
+    if (text.includes("*") || text.includes(":")) {
+      prefix.push({ kind: "opaque", pattern: null });
+      continue;
+    }
+    prefix.push({ kind: "literal", value: text });
+  }
+  return [claim(path, methods, prefix)];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Coverage.
+
+function fullMatch(pattern: string, value: string): boolean {
+  try {
+    return new RegExp(`^(?:${pattern})$`).test(value);
+  } catch {
+    return false;
+  }
+}
+
+function converterCovers(owner: Converter, candidate: Converter): boolean {
+  if (owner === candidate) return true;
+  if (owner === "str" || owner === "path") return candidate === "int" || candidate === "float" || candidate === "uuid";
+  if (owner === "float") return candidate === "int";
+  return false;
+}
+
+function segmentCovers(owner: Segment, candidate: Segment): boolean {
+  if (owner.kind === "literal") return candidate.kind === "literal" && candidate.value === owner.value;
+  if (candidate.kind === "opaque") return false;
+  if (owner.kind === "opaque") return owner.pattern !== null && candidate.kind === "literal" && fullMatch(owner.pattern, candidate.value);
+  if (candidate.kind === "literal") return fullMatch(CONVERTER_PATTERNS[owner.converter], candidate.value);
+  return converterCovers(owner.converter, candidate.converter);
+}
+
+/** A trailing catch-all's `.` stops at a newline, so only segments that can never hold one are provably below it. */
+function excludesNewline(segment: Segment): boolean {
+  if (segment.kind === "literal") return !segment.value.includes("\n");
+  if (segment.kind === "param") return segment.converter !== "str";
+  return false;
+}
+
+/** Whether every path the candidate serves is served by the owner (ignoring methods). */
+export function pathCovers(owner: RouteClaim, candidate: RouteClaim): boolean {
+  if (owner.key === candidate.key) return true;
+  const ownerSegments = owner.segments;
+  const candidateSegments = candidate.segments;
+  const tail = ownerSegments.at(-1);
+  if (tail !== undefined && tail.kind === "param" && tail.converter === "path") {
+    const prefix = ownerSegments.slice(0, -1);
+    return (
+      candidateSegments.length > prefix.length &&
+      prefix.every((segment, index) => segmentCovers(segment, candidateSegments[index] as Segment)) &&
+      candidateSegments.slice(prefix.length).every(excludesNewline)
+    );
+  }
+  return (
+    ownerSegments.length === candidateSegments.length &&
+    ownerSegments.every((segment, index) => segmentCovers(segment, candidateSegments[index] as Segment))
+  );
+}
+
+/** Whether `owner`, registered earlier, answers every request `candidate` would. */
+export function shadows(owner: RouteClaim, candidate: RouteClaim): boolean {
+  return methodsOverlap(owner.methods, candidate.methods) && pathCovers(owner, candidate);
+}
+
+export interface ClaimOwner {
+  readonly claim: RouteClaim;
+  /** `host`, or the `use` string of the extension that contributed it. */
+  readonly holder: string;
+}
+
+/**
+ * The first of a router's routes that an earlier route serves, in order; each candidate is also an
+ * owner for the candidates after it, so a router cannot shadow itself.
+ */
+export function findShadow(candidates: readonly RouteClaim[], owners: readonly ClaimOwner[], holder: string): { path: string; holder: string } | null {
+  const tentative = [...owners];
+  for (const candidate of candidates) {
+    for (const owner of tentative) {
+      if (shadows(owner.claim, candidate)) return { path: candidate.path, holder: owner.holder };
+    }
+    tentative.push({ claim: candidate, holder });
+  }
+  return null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reserved paths (fail closed).
+
+type Token = { readonly kind: "literal"; readonly value: string } | { readonly kind: "param"; readonly converter: Converter };
+
+function tokens(segments: readonly Segment[]): Token[] {
+  const out: Token[] = [];
+  const pushLiteral = (value: string) => {
+    const previous = out.at(-1);
+    if (previous !== undefined && previous.kind === "literal") out[out.length - 1] = { kind: "literal", value: previous.value + value };
+    else out.push({ kind: "literal", value });
+  };
+  if (segments.length === 0) pushLiteral("/");
+  for (const segment of segments) {
+    pushLiteral("/");
+    if (segment.kind === "literal") pushLiteral(segment.value);
+    else if (segment.kind === "param") out.push({ kind: "param", converter: segment.converter });
+    else throw new TypeError("reserved-path checks apply to contributed templates only, which have no opaque segments");
+  }
+  return out;
+}
+
+/** Whether some value of the converter starts with `prefix` (the prefix ends inside the value). */
+function converterCanStartWith(converter: Converter, prefix: string): boolean {
+  switch (converter) {
+    case "path":
+      return true;
+    case "str":
+      return !prefix.includes("/");
+    case "int":
+      return /^[0-9]*$/.test(prefix);
+    case "float":
+      return /^(?:[0-9]+(?:\.[0-9]*)?)?$/.test(prefix);
+    case "uuid": {
+      const hex = (c: string) => /^[0-9a-fA-F]$/.test(c);
+      // The four optional dashes give sixteen shapes; a prefix fits one if it could begin it.
+      for (let mask = 0; mask < 16; mask += 1) {
+        let shape = "";
+        [8, 4, 4, 4, 12].forEach((width, index) => {
+          shape += "h".repeat(width);
+          if (index < 4 && mask & (1 << index)) shape += "-";
+        });
+        if (prefix.length <= shape.length && [...prefix].every((c, i) => (shape[i] === "h" ? hex(c) : c === "-"))) return true;
+      }
+      return false;
+    }
+  }
+}
+
+/** Whether the template can produce a path that starts with `prefix`. */
+export function canStartWith(segments: readonly Segment[], prefix: string): boolean {
+  const list = tokens(segments);
+  const memo = new Map<string, boolean>();
+  const step = (tokenIndex: number, prefixIndex: number): boolean => {
+    if (prefixIndex === prefix.length) return true;
+    if (tokenIndex === list.length) return false;
+    const key = `${tokenIndex}:${prefixIndex}`;
+    const known = memo.get(key);
+    if (known !== undefined) return known;
+    const token = list[tokenIndex] as Token;
+    const remaining = prefix.slice(prefixIndex);
+    let result = false;
+    if (token.kind === "literal") {
+      if (token.value.startsWith(remaining)) result = true;
+      else if (remaining.startsWith(token.value)) result = step(tokenIndex + 1, prefixIndex + token.value.length);
+    } else {
+      const pattern = CONVERTER_PATTERNS[token.converter];
+      for (let end = prefixIndex + 1; end <= prefix.length && !result; end += 1) {
+        if (fullMatch(pattern, prefix.slice(prefixIndex, end)) && step(tokenIndex + 1, end)) result = true;
+      }
+      if (!result) result = converterCanStartWith(token.converter, remaining);
+    }
+    memo.set(key, result);
+    return result;
+  };
+  return step(0, 0);
+}
+
+/** The template's full-path regex. */
+function templateRegex(segments: readonly Segment[]): RegExp {
+  const body = tokens(segments)
+    .map((token) => (token.kind === "literal" ? token.value.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") : `(?:${CONVERTER_PATTERNS[token.converter]})`))
+    .join("");
+  return new RegExp(`^${body}$`);
+}
+
+/**
+ * Whether the template can produce `exact` followed by any number of slashes: security predicates
+ * that strip trailing slashes treat all of those as the exact path. A shortest slash-only witness
+ * is bounded by the template's length, because only `path` can match a slash.
+ */
+export function canEnterExact(segments: readonly Segment[], exact: string): boolean {
+  const regex = templateRegex(segments);
+  const bound = segments.length + 2;
+  for (let slashes = 0; slashes <= bound; slashes += 1) {
+    if (regex.test(exact + "/".repeat(slashes))) return true;
+  }
+  return false;
+}
