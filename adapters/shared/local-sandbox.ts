@@ -8,7 +8,7 @@
  * and write anything the process can. Choosing `local` grants the model the host; use `virtual` (the
  * default) or a remote sandbox when that is not what you want.
  */
-import { appendFile, lstat, mkdir, readdir, readFile, realpath, stat, writeFile } from "node:fs/promises";
+import { appendFile, lstat, mkdir, readdir, readFile, realpath, rename, rm, stat, unlink, writeFile } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
 import { pathBelowVirtualRoot } from "../../src/core/path.ts";
 import type { ProcessRunner } from "../../src/ports/runtime-ports.ts";
@@ -71,6 +71,19 @@ function hostBackend(userDataDir: string): FileBackend {
     },
     writeText: (p, content) => writeFile(p, content, "utf8"),
     appendText: (p, content) => appendFile(p, content, "utf8"),
+    // Staged beside the target and renamed over it, so a crash leaves a staging file (which the
+    // uploads listing ignores) instead of a truncated file under the real name.
+    writeBytes: async (p, bytes) => {
+      const staging = join(dirname(p), `.upload-${crypto.randomUUID()}.part`);
+      try {
+        await writeFile(staging, bytes, { flag: "wx" });
+        await rename(staging, p);
+      } catch (error) {
+        await rm(staging, { force: true }).catch(() => undefined);
+        throw error;
+      }
+    },
+    unlink: (p) => unlink(p),
     mkdirp: async (p) => {
       await mkdir(p, { recursive: true });
     },

@@ -42,6 +42,16 @@ export interface Sandbox {
   /** The file's raw bytes (images, archives); same path rules and errors as readFile. */
   readFileBytes(path: string): Promise<Uint8Array>;
   writeFile(path: string, content: string, options?: { append?: boolean }): Promise<void>;
+  /**
+   * Creates or replaces the file with exactly these bytes (uploads, images); parents are created.
+   * Same path rules and errors as writeFile. A reader never sees the file half-written.
+   */
+  writeFileBytes(path: string, bytes: Uint8Array): Promise<void>;
+  /**
+   * Deletes one file. A symbolic link is removed itself, never its target. Fails "not_found" when
+   * nothing is there and "is_directory" for a folder (folders are never removed through the port).
+   */
+  remove(path: string): Promise<void>;
   list(path: string, options?: { depth?: number }): Promise<DirEntry[]>;
   exists(path: string): Promise<boolean>;
 }

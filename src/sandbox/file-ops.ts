@@ -22,6 +22,10 @@ export interface FileBackend {
   readText(path: string): Promise<string>;
   readBytes(path: string): Promise<Uint8Array>;
   writeText(path: string, content: string): Promise<void>;
+  /** Creates or replaces the file with these bytes, so that no reader ever sees a partial file. */
+  writeBytes(path: string, bytes: Uint8Array): Promise<void>;
+  /** Removes a file or a symbolic link (the link itself), never a directory. */
+  unlink(path: string): Promise<void>;
   appendText(path: string, content: string): Promise<void>;
   mkdirp(path: string): Promise<void>;
   /** "ENOENT", "ENOTDIR", "ELOOP" ... or undefined for errors of another kind. */
@@ -30,6 +34,8 @@ export interface FileBackend {
 
 /** DeerFlow's list_dir default: children and grandchildren. */
 export const DEFAULT_LIST_DEPTH = 2;
+
+const ROOTS: readonly string[] = Object.values(VIRTUAL_DIRS);
 
 function symlinkEscape(path: string, why: string): SandboxError {
   return pathOutsideSandbox(path, `${why}; symbolic links may only point inside the sandbox`);
@@ -129,6 +135,44 @@ export class SandboxFileOps {
     else await this.backend.writeText(backend, content);
   }
 
+  async writeFileBytes(path: string, bytes: Uint8Array): Promise<void> {
+    const { virtual, backend } = await this.resolve(path);
+    const st = await this.#kind(backend);
+    if (st?.kind === "directory") {
+      throw new SandboxError("is_directory", `${virtual} is a directory; write to a file path inside it instead.`);
+    }
+    await this.backend.mkdirp(this.backend.dirname(backend));
+    await this.backend.writeBytes(backend, bytes);
+  }
+
+  /**
+   * Only the parent is resolved through symlinks: the last component is the entry to delete, so a
+   * link is unlinked where it lies instead of its target being deleted somewhere else.
+   */
+  async remove(path: string): Promise<void> {
+    const virtual = resolveVirtualPath(path);
+    if (ROOTS.includes(virtual)) {
+      throw new SandboxError("is_directory", `${virtual} is one of the sandbox's folders and cannot be removed.`);
+    }
+    const cut = virtual.lastIndexOf("/");
+    const parent = await this.#realInside(this.backend.toBackend(virtual.slice(0, cut)), path);
+    const target = this.backend.join(parent, virtual.slice(cut + 1));
+    let kind: BackendKind;
+    try {
+      kind = (await this.backend.lstat(target)).kind;
+    } catch (error) {
+      const code = this.backend.errorCode(error);
+      if (code === "ENOENT" || code === "ENOTDIR") {
+        throw new SandboxError("not_found", `File ${virtual} does not exist. List the directory to see what is there.`);
+      }
+      throw error;
+    }
+    if (kind === "directory") {
+      throw new SandboxError("is_directory", `${virtual} is a directory; only files can be removed.`);
+    }
+    await this.backend.unlink(target);
+  }
+
   async exists(path: string): Promise<boolean> {
     const { backend } = await this.resolve(path);
     return (await this.#kind(backend)) !== undefined;
@@ -221,6 +265,16 @@ export abstract class FileBackedSandbox implements Sandbox {
   async writeFile(path: string, content: string, options?: { append?: boolean }): Promise<void> {
     this.assertLive();
     return this.#files.writeFile(path, content, options);
+  }
+
+  async writeFileBytes(path: string, bytes: Uint8Array): Promise<void> {
+    this.assertLive();
+    return this.#files.writeFileBytes(path, bytes);
+  }
+
+  async remove(path: string): Promise<void> {
+    this.assertLive();
+    return this.#files.remove(path);
   }
 
   async list(path: string, options?: { depth?: number }): Promise<DirEntry[]> {

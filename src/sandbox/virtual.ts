@@ -82,6 +82,9 @@ function memoryBackend(fs: InMemoryFs): FileBackend {
     readBytes: async (p) => (await fs.readFileBuffer(p)).slice(),
     writeText: (p, content) => fs.writeFile(p, content, "utf8"),
     appendText: (p, content) => fs.appendFile(p, content, "utf8"),
+    // InMemoryFs keeps the caller's buffer as the file; a caller reusing it would change the file.
+    writeBytes: (p, bytes) => fs.writeFile(p, bytes.slice()),
+    unlink: (p) => fs.rm(p),
     mkdirp: (p) => fs.mkdir(p, { recursive: true }),
     // InMemoryFs errors carry no `code`; their message starts with it ("ENOENT: no such file ...").
     errorCode: (error) => {

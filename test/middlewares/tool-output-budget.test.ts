@@ -77,6 +77,8 @@ function faultySandbox(inner: Sandbox, faults: { write?: boolean; emptyListing?:
     readFile: (path) => inner.readFile(path),
     readFileBytes: (path) => inner.readFileBytes(path),
     exists: (path) => inner.exists(path),
+    writeFileBytes: (path, bytes) => inner.writeFileBytes(path, bytes),
+    remove: (path) => inner.remove(path),
     async writeFile(path, text, options) {
       if (faults.write) throw new Error("disk full");
       return inner.writeFile(path, text, options);

@@ -205,6 +205,69 @@ function sandboxContract(name: string, makeHarness: () => Promise<Harness>, opts
       await expectCode(sb.readFileBytes(`${W}/nope.png`), "sandbox_unavailable");
     });
 
+    it("writeFileBytes stores exact bytes, replaces a file, creates parents and keeps no reference to the caller's buffer", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      const binary = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x00, 0xff, 0xfe, 0x80, 0xc3, 0x0a]);
+      await sb.writeFileBytes("/mnt/user-data/uploads/deep/img.png", binary);
+      binary[0] = 0;
+      expect([...(await sb.readFileBytes("/mnt/user-data/uploads/deep/img.png"))]).toEqual([0x89, 0x50, 0x4e, 0x47, 0x00, 0xff, 0xfe, 0x80, 0xc3, 0x0a]);
+      expect((await sb.exec("wc -c < /mnt/user-data/uploads/deep/img.png")).stdout.trim()).toBe("10");
+      await sb.writeFileBytes("/mnt/user-data/uploads/deep/img.png", new Uint8Array([7]));
+      expect([...(await sb.readFileBytes("/mnt/user-data/uploads/deep/img.png"))]).toEqual([7]);
+      await sb.writeFileBytes("rel.txt", new TextEncoder().encode("née ✓\n"));
+      expect(await sb.readFile(`${W}/rel.txt`)).toBe("née ✓\n");
+      await sb.writeFileBytes(`${W}/empty.bin`, new Uint8Array(0));
+      expect((await sb.readFileBytes(`${W}/empty.bin`)).length).toBe(0);
+      // Nothing but the files themselves: no staging leftovers beside them.
+      expect(await sb.list(VIRTUAL_DIRS.uploads, { depth: 3 })).toEqual([
+        { path: "/mnt/user-data/uploads/deep", name: "deep", type: "directory" },
+        { path: "/mnt/user-data/uploads/deep/img.png", name: "img.png", type: "file", size: 1 },
+      ]);
+    });
+
+    it("writeFileBytes fails like writeFile onto a directory and on a released sandbox", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      await sb.writeFile(`${W}/d/f.txt`, "x");
+      await expectCode(sb.writeFileBytes(`${W}/d`, new Uint8Array([1])), "is_directory");
+      await expectCode(sb.writeFileBytes(VIRTUAL_DIRS.uploads, new Uint8Array([1])), "is_directory");
+      expect(await sb.readFile(`${W}/d/f.txt`)).toBe("x");
+      await h.provider.release(sb.id);
+      await expectCode(sb.writeFileBytes(`${W}/n.bin`, new Uint8Array([1])), "sandbox_unavailable");
+    });
+
+    it("remove deletes one file, never a directory or a root, and says when nothing is there", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      await sb.writeFile("/mnt/user-data/uploads/a.txt", "a");
+      await sb.writeFile("/mnt/user-data/uploads/b.txt", "b");
+      await sb.remove("/mnt/user-data/uploads/a.txt");
+      expect(await sb.exists("/mnt/user-data/uploads/a.txt")).toBe(false);
+      expect(await sb.readFile("/mnt/user-data/uploads/b.txt")).toBe("b");
+      expect((await sb.exec("ls /mnt/user-data/uploads")).stdout).toBe("b.txt\n");
+      await expectCode(sb.remove("/mnt/user-data/uploads/a.txt"), "not_found");
+      await expectCode(sb.remove(`${W}/no/such/dir/x.txt`), "not_found");
+      await sb.writeFile(`${W}/d/f.txt`, "x");
+      await expectCode(sb.remove(`${W}/d`), "is_directory");
+      for (const root of Object.values(VIRTUAL_DIRS)) await expectCode(sb.remove(root), "is_directory");
+      expect(await sb.readFile(`${W}/d/f.txt`)).toBe("x");
+      await sb.remove("d/f.txt");
+      expect(await sb.list(`${W}/d`)).toEqual([]);
+      await h.provider.release(sb.id);
+      await expectCode(sb.remove("/mnt/user-data/uploads/b.txt"), "sandbox_unavailable");
+    });
+
+    it("remove unlinks a symbolic link itself and leaves its target alone", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      await h.plantInsideLink(sb, "to-outputs");
+      await sb.writeFile("/mnt/user-data/outputs/o.txt", "out");
+      await sb.remove("to-outputs");
+      expect(await sb.exists("to-outputs")).toBe(false);
+      expect(await sb.readFile("/mnt/user-data/outputs/o.txt")).toBe("out");
+      const outside = await h.plantEscapeLink(sb, "escape");
+      await sb.remove("escape");
+      expect(await outside.outsideHas("secret.txt")).toBe(true);
+      expect((await sb.list(W)).map((e) => e.name)).not.toContain("escape");
+    });
+
     it("relative paths resolve against the workspace", async () => {
       const sb = await h.provider.acquire(ALICE);
       await sb.writeFile("rel/a.txt", "rel");
@@ -307,6 +370,8 @@ function sandboxContract(name: string, makeHarness: () => Promise<Harness>, opts
         await expectOutside(sb.writeFile(path, "pwned", { append: true }), path);
         await expectOutside(sb.readFile(path), path);
         await expectOutside(sb.readFileBytes(path), path);
+        await expectOutside(sb.writeFileBytes(path, new Uint8Array([1, 2])), path);
+        await expectOutside(sb.remove(path), path);
         await expectOutside(sb.list(path), path);
         await expectOutside(sb.exists(path), path);
       }
@@ -321,6 +386,10 @@ function sandboxContract(name: string, makeHarness: () => Promise<Harness>, opts
       await expectOutside(sb.readFileBytes("escape/secret.txt"));
       await expectOutside(sb.writeFile("escape/planted.txt", "x"));
       await expectOutside(sb.writeFile("escape/new/planted.txt", "x"));
+      await expectOutside(sb.writeFileBytes("escape/planted.txt", new Uint8Array([1])));
+      await expectOutside(sb.writeFileBytes("escape/new/planted.txt", new Uint8Array([1])));
+      await expectOutside(sb.remove("escape/secret.txt"));
+      expect(await outside.outsideHas("secret.txt")).toBe(true);
       await expectOutside(sb.list("escape"));
       await expectOutside(sb.exists("escape/secret.txt"));
       await expectOutside(sb.exec("ls", { cwd: "escape" }));
@@ -330,6 +399,7 @@ function sandboxContract(name: string, makeHarness: () => Promise<Harness>, opts
 
       const dangling = await h.plantDanglingLink(sb, "dangling.txt");
       await expectOutside(sb.writeFile("dangling.txt", "x"));
+      await expectOutside(sb.writeFileBytes("dangling.txt", new Uint8Array([1])));
       expect(await dangling.targetExists()).toBe(false);
 
       await h.plantInsideLink(sb, "to-outputs");
@@ -338,6 +408,8 @@ function sandboxContract(name: string, makeHarness: () => Promise<Harness>, opts
       expect(new TextDecoder().decode(await sb.readFileBytes("to-outputs/o.txt"))).toBe("out");
       await sb.writeFile("to-outputs/p.txt", "via link");
       expect(await sb.readFile("/mnt/user-data/outputs/p.txt")).toBe("via link");
+      await sb.writeFileBytes("to-outputs/q.bin", new Uint8Array([0, 1]));
+      expect([...(await sb.readFileBytes("/mnt/user-data/outputs/q.bin"))]).toEqual([0, 1]);
     });
 
     it("a timed-out command is stopped and reported", async () => {
@@ -364,6 +436,7 @@ function sandboxContract(name: string, makeHarness: () => Promise<Harness>, opts
       await sb.writeFile(`${W}/src/main.ts`, "export {};\n");
       await sb.writeFile("/mnt/user-data/uploads/data.csv", "a,b\n1,2\n");
       await sb.writeFile("/mnt/user-data/outputs/report.md", "# Réport ✓\n");
+      await sb.writeFileBytes("/mnt/user-data/uploads/photo.jpg", new Uint8Array([0xff, 0xd8, 0x00, 0xc3, 0x28]));
       await sb.exec("mkdir -p empty-dir");
       await h.plantInsideLink(sb, "to-outputs");
       await h.provider.release(sb.id);
@@ -374,6 +447,7 @@ function sandboxContract(name: string, makeHarness: () => Promise<Harness>, opts
         expect(await back.readFile(`${W}/src/main.ts`)).toBe("export {};\n");
         expect(await back.readFile("/mnt/user-data/uploads/data.csv")).toBe("a,b\n1,2\n");
         expect(await back.readFile("/mnt/user-data/outputs/report.md")).toBe("# Réport ✓\n");
+        expect([...(await back.readFileBytes("/mnt/user-data/uploads/photo.jpg"))]).toEqual([0xff, 0xd8, 0x00, 0xc3, 0x28]);
         expect(await back.readFile("to-outputs/report.md")).toBe("# Réport ✓\n");
         expect(await back.exists(`${W}/empty-dir`)).toBe(true);
         expect((await back.exec("cat src/main.ts")).stdout).toBe("export {};\n");
