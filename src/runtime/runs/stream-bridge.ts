@@ -1,0 +1,214 @@
+import { systemClock } from "../../core/clock.ts";
+import type { Clock } from "../../ports/runtime-ports.ts";
+
+/*
+ * Between a run's worker and its stream readers: the worker publishes frames, any number of
+ * readers subscribe, join late or reconnect with Last-Event-ID. Each run keeps a bounded window
+ * of its newest frames; a reader whose cursor fell out of that window is told so with one `gap`
+ * frame instead of being handed a stream with a hole in it.
+ */
+
+export interface StreamFrame {
+  /** `<epoch_ms>-<seq>`, seq from 0 per run; absent only on a `gap` frame. */
+  readonly id?: string;
+  readonly event: string;
+  readonly data: unknown;
+}
+
+export interface SubscribeOptions {
+  /** Resume after this frame id (the SSE `Last-Event-ID`). */
+  readonly lastEventId?: string;
+  /** Ends the subscription (the reader went away). */
+  readonly signal?: AbortSignal;
+}
+
+export interface StreamGap {
+  readonly code: "stream_replay_gap";
+  readonly run_id: string;
+  readonly requested_event_id: string | null;
+  readonly earliest_available_event_id: string;
+  readonly latest_available_event_id: string;
+  readonly recovery: "reload_durable_state";
+}
+
+export interface StreamBridge {
+  /** Starts a run's log, so readers that subscribe before the first frame wait for it. */
+  open(runId: string): void;
+  publish(runId: string, event: string, data: unknown): Promise<void>;
+  /** Publishes the `end` frame (data null); nothing is published after it. */
+  end(runId: string): Promise<void>;
+  /** Whether the run's log is still held. */
+  has(runId: string): boolean;
+  /**
+   * The frames after `lastEventId` (all retained ones without it), then live ones, ending after
+   * `end`, or after a single `gap` frame when the cursor is older than the retained window.
+   */
+  subscribe(runId: string, options?: SubscribeOptions): AsyncIterable<StreamFrame>;
+  /** Drops the run's log after `delayMs` (clock-driven), so late readers can still replay it. */
+  release(runId: string, delayMs?: number): void;
+  close(): Promise<void>;
+}
+
+export interface MemoryStreamBridgeOptions {
+  readonly clock?: Clock;
+  /** Frames retained per run (the replay window). Default 256. */
+  readonly retain?: number;
+  /** How long a finished run's log stays readable. Default 60 s. */
+  readonly releaseAfterMs?: number;
+}
+
+interface RunLog {
+  frames: StreamFrame[];
+  /** The absolute seq of frames[0]. */
+  start: number;
+  nextSeq: number;
+  ended: boolean;
+  released: boolean;
+  readonly waiters: Set<() => void>;
+}
+
+const FRAME_ID = /^\d+-(\d+)$/;
+
+export class MemoryStreamBridge implements StreamBridge {
+  readonly #clock: Clock;
+  readonly #retain: number;
+  readonly #releaseAfterMs: number;
+  readonly #logs = new Map<string, RunLog>();
+  readonly #releases = new AbortController();
+
+  constructor(options: MemoryStreamBridgeOptions = {}) {
+    this.#clock = options.clock ?? systemClock;
+    this.#retain = Math.max(1, Math.floor(options.retain ?? 256));
+    this.#releaseAfterMs = options.releaseAfterMs ?? 60_000;
+  }
+
+  open(runId: string): void {
+    this.#log(runId);
+  }
+
+  has(runId: string): boolean {
+    return this.#logs.has(runId);
+  }
+
+  async publish(runId: string, event: string, data: unknown): Promise<void> {
+    const log = this.#log(runId);
+    if (log.ended) return;
+    this.#append(log, event, data);
+  }
+
+  async end(runId: string): Promise<void> {
+    const log = this.#log(runId);
+    if (log.ended) return;
+    this.#append(log, "end", null);
+    log.ended = true;
+    wake(log);
+  }
+
+  release(runId: string, delayMs = this.#releaseAfterMs): void {
+    const log = this.#logs.get(runId);
+    if (!log) return;
+    const drop = () => {
+      if (this.#logs.get(runId) !== log) return;
+      this.#logs.delete(runId);
+      log.released = true;
+      wake(log);
+    };
+    if (delayMs <= 0) return drop();
+    this.#clock.sleep(delayMs, this.#releases.signal).then(drop, () => {});
+  }
+
+  async close(): Promise<void> {
+    this.#releases.abort();
+    for (const log of this.#logs.values()) {
+      log.released = true;
+      wake(log);
+    }
+    this.#logs.clear();
+  }
+
+  async *subscribe(runId: string, options: SubscribeOptions = {}): AsyncGenerator<StreamFrame> {
+    const log = this.#logs.get(runId);
+    if (!log) return;
+    const { signal } = options;
+    let cursor: string | null = options.lastEventId ?? null;
+    let next = this.#startOffset(log, options.lastEventId);
+    while (!signal?.aborted) {
+      if (next < log.start) {
+        yield { event: "gap", data: this.#gap(runId, log, cursor) };
+        return;
+      }
+      const frame = log.frames[next - log.start];
+      if (frame) {
+        next += 1;
+        cursor = frame.id ?? cursor;
+        yield frame;
+        if (frame.event === "end") return;
+        continue;
+      }
+      if (log.ended || log.released) return;
+      await waitForChange(log, signal);
+    }
+  }
+
+  #log(runId: string): RunLog {
+    let log = this.#logs.get(runId);
+    if (!log) {
+      log = { frames: [], start: 0, nextSeq: 0, ended: false, released: false, waiters: new Set() };
+      this.#logs.set(runId, log);
+    }
+    return log;
+  }
+
+  #append(log: RunLog, event: string, data: unknown): void {
+    log.frames.push({ id: `${this.#clock.now()}-${log.nextSeq++}`, event, data });
+    const overflow = log.frames.length - this.#retain;
+    if (overflow > 0) {
+      log.frames.splice(0, overflow);
+      log.start += overflow;
+    }
+    wake(log);
+  }
+
+  /**
+   * A retained id resumes right after it. An id below the window gets the gap: nothing is left to
+   * prove the reader saw everything. An id that is neither (foreign, malformed) replays the window.
+   */
+  #startOffset(log: RunLog, lastEventId: string | undefined): number {
+    if (lastEventId === undefined) return log.start;
+    const match = FRAME_ID.exec(lastEventId);
+    if (!match) return log.start;
+    const seq = Number(match[1]);
+    if (log.frames.length > 0 && seq < log.start) return seq + 1 < log.start ? -1 : log.start;
+    const frame = log.frames[seq - log.start];
+    return frame?.id === lastEventId ? seq + 1 : log.start;
+  }
+
+  #gap(runId: string, log: RunLog, requested: string | null): StreamGap {
+    return {
+      code: "stream_replay_gap",
+      run_id: runId,
+      requested_event_id: requested,
+      earliest_available_event_id: log.frames[0]!.id!,
+      latest_available_event_id: log.frames[log.frames.length - 1]!.id!,
+      recovery: "reload_durable_state",
+    };
+  }
+}
+
+function wake(log: RunLog): void {
+  const waiters = [...log.waiters];
+  log.waiters.clear();
+  for (const resolve of waiters) resolve();
+}
+
+function waitForChange(log: RunLog, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      signal?.removeEventListener("abort", done);
+      log.waiters.delete(done);
+      resolve();
+    };
+    log.waiters.add(done);
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}

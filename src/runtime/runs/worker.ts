@@ -1,0 +1,301 @@
+import { AIMessage, type BaseMessage } from "@langchain/core/messages";
+import type { BaseCheckpointSaver, CheckpointTuple } from "@langchain/langgraph-checkpoint";
+import { Command, type StreamMode } from "@langchain/langgraph/web";
+import { errorMessage } from "../../core/errors.ts";
+import type { Agent, RunRecord as EngineRunRecord } from "../../engine/agent.ts";
+import { EXTENSION_TASK_STORE_KEY, ExtensionData, taskInfo, type TaskInfo } from "../../extension-api/index.ts";
+import { leadTaskOutcome, notifyTaskStart, notifyTaskStop } from "../../extensions/notify.ts";
+import type { LoadedExtensions } from "../../extensions/registry.ts";
+import { bindExtensionSnapshot } from "../../extensions/run-context.ts";
+import { ERROR_FALLBACK_KEY } from "../../middlewares/llm-error-handling.ts";
+import type { Clock } from "../../ports/runtime-ports.ts";
+import { readHead, restorePreRunCheckpoint, titleOf, writeFallbackTitle } from "./checkpoints.ts";
+import { serializeMessage, serializeValue, serializeValues } from "../serialize.ts";
+import type { StreamBridge } from "./stream-bridge.ts";
+import type {
+  CancelAction,
+  RunAgentFactory,
+  RunDiagnostic,
+  RunErrorInfo,
+  RunPrincipal,
+  RunRecord,
+  RunRequest,
+  RunStatus,
+  RunThreadStore,
+} from "./types.ts";
+
+/*
+ * One run, start to end, in the order the extension contract promises (inventory §1.8): wait for
+ * the thread's earlier runs to finish finalizing, start, on_task_start, `metadata`, the agent's
+ * stream, then in `finally` the terminal status, rollback or fallback title, thread status,
+ * on_task_stop, and only then `end`. A run cancelled before it started builds no agent and fires
+ * no hooks, and still ends its stream.
+ */
+
+/** Caller config keys that also reach the run context (upstream's context forwarding). */
+const FORWARDED_CONFIGURABLE_KEYS = [
+  "model_name",
+  "mode",
+  "thinking_enabled",
+  "reasoning_effort",
+  "is_plan_mode",
+  "subagent_enabled",
+  "max_concurrent_subagents",
+  "max_total_subagents",
+  "agent_name",
+  "is_bootstrap",
+] as const;
+
+export const ROLLED_BACK: RunErrorInfo = Object.freeze({ name: "RunRolledBack", message: "Rolled back by user" });
+
+/** A run the manager holds in memory while it is queued, running or finalizing. */
+export interface ActiveRun<U extends RunPrincipal = RunPrincipal> {
+  row: RunRecord;
+  readonly request: RunRequest;
+  readonly user: U;
+  readonly controller: AbortController;
+  /** Set by a cancel (or a later run's multitask strategy) before the abort fires. */
+  abortAction: CancelAction | null;
+  started: boolean;
+  /** The worker decided the terminal status; a cancel can no longer change it. */
+  settled: boolean;
+  /** Earlier same-thread runs; this one starts only when all have finished finalizing. */
+  readonly predecessors: readonly Promise<void>[];
+}
+
+export interface WorkerDeps<U extends RunPrincipal> {
+  readonly bridge: StreamBridge;
+  readonly checkpointer: BaseCheckpointSaver;
+  readonly threads: RunThreadStore;
+  readonly agentFactory: RunAgentFactory<U>;
+  readonly extensions: LoadedExtensions;
+  readonly clock: Clock;
+  readonly notifyBudgetMs?: number;
+  readonly report: (diagnostic: RunDiagnostic) => void;
+  /** Persists a status change of the run's row. */
+  setStatus(run: ActiveRun<U>, status: RunStatus, error?: RunErrorInfo | null): Promise<void>;
+}
+
+export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run: ActiveRun<U>): Promise<void> {
+  const { bridge, extensions } = deps;
+  const threadId = run.row.thread_id;
+  const runId = run.row.run_id;
+  const signal = run.controller.signal;
+  let lifecycle: { info: TaskInfo; taskStore: ExtensionData } | undefined;
+  let status: RunStatus = "error";
+  let error: RunErrorInfo | null = null;
+  let preRun: CheckpointTuple | undefined;
+  try {
+    await allSettledOrAborted(run.predecessors, signal);
+    if (signal.aborted) return;
+    run.started = true;
+    await deps.setStatus(run, "running");
+    await safely(deps, "thread status", () => deps.threads.update(threadId, { status: "busy" }));
+    preRun = await readHead(deps.checkpointer, threadId);
+    const context = { ...forwardedContext(run.request), ...run.request.context };
+    const agent = await deps.agentFactory({
+      user: run.user,
+      ...(typeof context.model_name === "string" ? { modelName: context.model_name } : {}),
+      subagentsEnabled: context.subagent_enabled === true,
+      planMode: context.is_plan_mode === true,
+    });
+    if (extensions.needsTaskStore) {
+      const info = taskInfo({
+        taskId: runId,
+        runId,
+        threadId,
+        kind: "lead",
+        agentName: run.row.assistant_id,
+        resumed: run.request.command?.resume !== undefined,
+      });
+      lifecycle = { info, taskStore: new ExtensionData(runId) };
+      await notifyTaskStart(extensions.taskLifecycle, extensions.appStore, lifecycle.taskStore, info, notifyOptions(deps));
+    }
+    await bridge.publish(runId, "metadata", { run_id: runId, thread_id: threadId, attempt: 1 });
+    const engine = await streamAgent(deps, run, agent, {
+      ...context,
+      ...serverContext(run.user, threadId, runId),
+      ...(lifecycle ? { [EXTENSION_TASK_STORE_KEY]: lifecycle.taskStore } : {}),
+      ...bindExtensionSnapshot(extensions),
+    });
+    if (signal.aborted) throw signal.reason;
+    const fallback = await llmFallbackError(deps.checkpointer, threadId);
+    if (fallback) {
+      error = fallback;
+      status = "error";
+    } else {
+      status = engine?.outcome === "interrupted" ? "interrupted" : "success";
+    }
+  } catch (caught) {
+    if (!signal.aborted) {
+      error = { name: caught instanceof Error ? caught.name : "Error", message: errorMessage(caught) };
+      status = "error";
+      deps.report({ level: "error", source: `run ${runId}`, message: `the run failed: ${error.message}` });
+      await bridge.publish(runId, "error", { name: error.name, message: error.message });
+    }
+  } finally {
+    // Decided once: an abort that lands during cleanup (shutdown) must not re-label a finished run.
+    const cancelled = signal.aborted;
+    if (cancelled) {
+      const rollback = run.abortAction === "rollback";
+      if (rollback && run.started) {
+        await safely(deps, "rollback", () => restorePreRunCheckpoint(deps.checkpointer, threadId, preRun));
+      }
+      status = rollback ? "error" : "interrupted";
+      error = rollback ? ROLLED_BACK : null;
+    }
+    run.settled = true;
+    await safely(deps, "run status", () => deps.setStatus(run, status, error));
+    if (run.started) {
+      if (cancelled && run.abortAction !== "rollback") {
+        await safely(deps, "fallback title", () => writeFallbackTitle(deps.checkpointer, threadId, run.request.input));
+      }
+      await safely(deps, "thread status", async () => {
+        const title = titleOf(await readHead(deps.checkpointer, threadId));
+        await deps.threads.update(threadId, { status: threadStatusAfter(status), ...(title ? { display_name: title } : {}) });
+      });
+    }
+    if (lifecycle) {
+      const outcome = leadTaskOutcome({ aborted: cancelled || status === "interrupted", succeeded: status === "success" });
+      await notifyTaskStop(extensions.taskLifecycle, extensions.appStore, lifecycle.taskStore, lifecycle.info, outcome, notifyOptions(deps)).catch(
+        (cause: unknown) => deps.report({ level: "error", source: `run ${runId}`, message: `on_task_stop pass failed: ${errorMessage(cause)}` }),
+      );
+    }
+    await bridge.end(runId);
+    bridge.release(runId);
+  }
+}
+
+/** Streams the agent and publishes each chunk in the requested modes; returns the engine's record of the run. */
+async function streamAgent<U extends RunPrincipal>(
+  deps: WorkerDeps<U>,
+  run: ActiveRun<U>,
+  agent: Agent,
+  context: Record<string, unknown>,
+): Promise<EngineRunRecord | undefined> {
+  const { request } = run;
+  const runId = run.row.run_id;
+  const graphModes = [...new Set(request.streamMode.map((mode) => (mode === "messages-tuple" ? "messages" : mode)))] as StreamMode[];
+  const input = request.command ? new Command({ ...request.command } as ConstructorParameters<typeof Command>[0]) : (request.input ?? null);
+  let record: EngineRunRecord | undefined;
+  let lastValues: Record<string, unknown> = {};
+  const stream = agent.stream(
+    input as never,
+    {
+      threadId: run.row.thread_id,
+      runId,
+      signal: run.controller.signal,
+      context,
+      streamMode: graphModes,
+      configurable: { ...request.configurable },
+      ...(request.recursionLimit === undefined ? {} : { recursionLimit: request.recursionLimit }),
+    },
+    (r) => (record = r),
+  );
+  for await (const item of stream) {
+    const [mode, chunk] = item as [string, unknown];
+    if (mode === "values") {
+      const values = serializeValues(chunk);
+      // LangGraph sends a pause as a values chunk holding only `__interrupt__`; clients expect the state with it.
+      const pauseOnly = Object.keys(values).length === 1 && "__interrupt__" in values;
+      if (!pauseOnly) lastValues = values;
+      await deps.bridge.publish(runId, "values", pauseOnly ? { ...lastValues, ...values } : values);
+    } else if (mode === "updates") {
+      await deps.bridge.publish(runId, "updates", serializeUpdates(chunk));
+    } else if (mode === "messages") {
+      const [message, metadata] = chunk as [BaseMessage, Record<string, unknown>];
+      await deps.bridge.publish(runId, "messages", [serializeMessage(message), serializeMetadata(metadata)]);
+    } else if (mode === "custom") {
+      await deps.bridge.publish(runId, "custom", serializeValue(chunk) ?? null);
+    }
+  }
+  return record;
+}
+
+function serializeUpdates(chunk: unknown): unknown {
+  if (typeof chunk !== "object" || chunk === null) return serializeValue(chunk) ?? null;
+  const out: Record<string, unknown> = {};
+  for (const [node, update] of Object.entries(chunk as Record<string, unknown>)) {
+    out[node] = node === "__interrupt__" ? serializeValue(update) : serializeValues(update);
+  }
+  return out;
+}
+
+function serializeMetadata(metadata: Record<string, unknown> | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(metadata ?? {})) {
+    if (key.startsWith("__deerflow")) continue;
+    const safe = serializeValue(value);
+    if (safe !== undefined) out[key] = safe;
+  }
+  return out;
+}
+
+function forwardedContext(request: RunRequest): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of FORWARDED_CONFIGURABLE_KEYS) {
+    if (request.configurable[key] !== undefined) out[key] = request.configurable[key];
+  }
+  return out;
+}
+
+/** Identity the server writes after the caller's keys: who runs, on which thread, as which run. */
+function serverContext(user: RunPrincipal, threadId: string, runId: string): Record<string, unknown> {
+  return {
+    user_id: user.id,
+    // An internal caller acts for its owner user with the default role, never with a role of its own.
+    ...(user.systemRole === "internal" ? {} : { user_role: user.systemRole }),
+    is_internal: user.isInternal === true,
+    ...(user.authzAttributes ? { authz_attributes: user.authzAttributes } : {}),
+    ...(user.oauthProvider ? { oauth_provider: user.oauthProvider } : {}),
+    ...(user.oauthId ? { oauth_id: user.oauthId } : {}),
+    thread_id: threadId,
+    run_id: runId,
+  };
+}
+
+function threadStatusAfter(status: RunStatus): "idle" | "interrupted" | "error" {
+  if (status === "success") return "idle";
+  return status === "interrupted" ? "interrupted" : "error";
+}
+
+/** LLMErrorHandling ends a provider failure with a fallback answer; the run itself failed. */
+async function llmFallbackError(checkpointer: BaseCheckpointSaver, threadId: string): Promise<RunErrorInfo | null> {
+  const head = await readHead(checkpointer, threadId);
+  const messages = (head?.checkpoint.channel_values as Record<string, unknown> | undefined)?.messages;
+  if (!Array.isArray(messages)) return null;
+  const last = [...messages].reverse().find((m) => AIMessage.isInstance(m)) as AIMessage | undefined;
+  const kwargs = last?.additional_kwargs as Record<string, unknown> | undefined;
+  if (kwargs?.[ERROR_FALLBACK_KEY] !== true) return null;
+  return { name: "LLMError", message: String(kwargs.error_detail ?? "The model provider failed after retries.") };
+}
+
+function notifyOptions<U extends RunPrincipal>(deps: WorkerDeps<U>) {
+  return {
+    clock: deps.clock,
+    onDiagnostic: deps.report,
+    ...(deps.notifyBudgetMs === undefined ? {} : { budgetMs: deps.notifyBudgetMs }),
+  };
+}
+
+/** Cleanup steps never fail the run or skip the steps after them. */
+async function safely<U extends RunPrincipal>(deps: WorkerDeps<U>, what: string, step: () => Promise<unknown>): Promise<void> {
+  try {
+    await step();
+  } catch (cause) {
+    deps.report({ level: "warning", source: "runs", message: `${what} failed: ${errorMessage(cause)}` });
+  }
+}
+
+/** Resolves once every predecessor finished, or at once when `signal` aborts. */
+function allSettledOrAborted(predecessors: readonly Promise<void>[], signal: AbortSignal): Promise<void> {
+  if (predecessors.length === 0 || signal.aborted) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    signal.addEventListener("abort", done, { once: true });
+    Promise.allSettled(predecessors).then(done);
+  });
+}
