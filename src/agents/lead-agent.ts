@@ -280,7 +280,7 @@ function subagentTypesFrom(config: LeadConfig): SubagentType[] {
 }
 
 /** What extensions may know of the host's policy: limits, never the config or the auth context. */
-function hostPolicy(config: LeadConfig): HostPolicySnapshot {
+export function hostPolicy(config: LeadConfig): HostPolicySnapshot {
   const budget = config.token_budget;
   return hostPolicySnapshot({
     tokenBudgetEnabled: budget?.enabled === true,

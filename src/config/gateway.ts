@@ -1,5 +1,5 @@
 import * as v from "valibot";
-import { mapping } from "../config/schema.ts";
+import { mapping } from "./schema.ts";
 
 /*
  * The `gateway:` section of config.yaml: where the server listens, who may call it, and how much a

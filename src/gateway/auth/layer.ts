@@ -7,7 +7,7 @@ import { DeerflowError } from "../../core/errors.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
 import type { Clock, Env } from "../../ports/runtime-ports.ts";
 import { registerAuthRoutes } from "../routes/auth.ts";
-import { USER_ID_PATTERN, type AuthMode, type GatewayConfig, type GatewayUserConfig } from "../config.ts";
+import { USER_ID_PATTERN, type AuthMode, type GatewayConfig, type GatewayUserConfig } from "../../config/gateway.ts";
 import type { GatewayEnv, GatewayUser, RoutePermission } from "../types.ts";
 import { createGatewayAuthorizer, type GatewayAuthorizer, type GatewayIdentity } from "./authorizer.ts";
 import { constantTimeEqual, randomToken, secretsEqual, sha256Hex } from "./crypto.ts";

@@ -1,6 +1,6 @@
 import { base64ToBytes, bytesToBase64 } from "../../core/base64.ts";
 import { DeerflowError } from "../../core/errors.ts";
-import { PASSWORD_HASH_PATTERN } from "../config.ts";
+import { PASSWORD_HASH_PATTERN } from "../../config/gateway.ts";
 import { constantTimeEqualBytes } from "./crypto.ts";
 
 /*

@@ -1,6 +1,6 @@
 import * as v from "valibot";
 import { describe, expect, it } from "vitest";
-import { GATEWAY_DEFAULTS, GatewayConfigSchema } from "../../../src/gateway/config.ts";
+import { GATEWAY_DEFAULTS, GatewayConfigSchema } from "../../../src/config/gateway.ts";
 
 function issues(input: unknown): Array<[string, string]> {
   const result = v.safeParse(GatewayConfigSchema, input);

@@ -6,7 +6,7 @@ import type { AuthorizationProvider } from "../../../src/authz/provider.ts";
 import { mapEnv } from "../../../src/core/env.ts";
 import type { Clock } from "../../../src/ports/runtime-ports.ts";
 import type { KeyValue } from "../../../src/ports/key-value.ts";
-import { parseGatewayConfig, type GatewayConfigInput } from "../../../src/gateway/config.ts";
+import { parseGatewayConfig, type GatewayConfigInput } from "../../../src/config/gateway.ts";
 import { authenticatedUser, createAuthLayer, type AuthLayer } from "../../../src/gateway/auth/index.ts";
 import { hashPassword } from "../../../src/gateway/auth/password.ts";
 import { registerModelRoutes } from "../../../src/gateway/routes/models.ts";

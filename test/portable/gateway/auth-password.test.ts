@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_PASSWORD_ITERATIONS, hashPassword, verifyPassword } from "../../../src/gateway/auth/password.ts";
-import { PASSWORD_HASH_PATTERN } from "../../../src/gateway/config.ts";
+import { PASSWORD_HASH_PATTERN } from "../../../src/config/gateway.ts";
 
 describe("PBKDF2 password hashes", () => {
   it("writes pbkdf2-sha256$<iterations>$<salt>$<hash> with at least 210000 iterations by default, and verifies it", async () => {

@@ -3,7 +3,7 @@ import { ManualClock } from "../../../src/core/clock.ts";
 import { DeerflowError } from "../../../src/core/errors.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { mapEnv } from "../../../src/core/env.ts";
-import { parseGatewayConfig } from "../../../src/gateway/config.ts";
+import { parseGatewayConfig } from "../../../src/config/gateway.ts";
 import {
   JWT_SECRET_STORAGE_KEY,
   assertAuthSafeToServe,

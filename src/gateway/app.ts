@@ -1,0 +1,353 @@
+import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
+import { Hono, type MiddlewareHandler } from "hono";
+import { cors } from "hono/cors";
+import type { LeadConfig } from "../agents/app-config.ts";
+import { systemClock } from "../core/clock.ts";
+import { mapEnv } from "../core/env.ts";
+import { errorMessage } from "../core/errors.ts";
+import { newId } from "../core/ids.ts";
+import type { ExtensionDiagnostic } from "../extensions/diagnostics.ts";
+import { EMPTY_EXTENSIONS, type LoadedExtensions } from "../extensions/registry.ts";
+import type { KeyValue } from "../ports/key-value.ts";
+import type { Clock, Env } from "../ports/runtime-ports.ts";
+import type { SandboxProvider } from "../ports/sandbox.ts";
+import { createLeadAgentFactory, type LeadAgentFactory } from "../runtime/agent-factory.ts";
+import { KeyValueCheckpointSaver } from "../runtime/kv-checkpointer.ts";
+import { KeyValueThreadStore } from "../runtime/thread-store.ts";
+import { createVirtualSandboxProvider } from "../sandbox/virtual.ts";
+import { hostPolicy } from "../agents/lead-agent.ts";
+import type { AgentMiddleware, AgentTool } from "../engine/types.ts";
+import type { AuthorizationProvider } from "../authz/provider.ts";
+import { parseGatewayConfig } from "../config/gateway.ts";
+import { createAuthLayer } from "./auth/layer.ts";
+import { createGatewayAuthorizer, type GatewayAuthorizer } from "./auth/authorizer.ts";
+import { createExtensionServices } from "./extension-services.ts";
+import { mountExtensionRouters } from "./extension-routers.ts";
+import { installGatewayPrincipalResolver } from "./principal-resolver.ts";
+import { registerModelRoutes } from "./routes/models.ts";
+import { registerFileRoutes } from "./routes/files.ts";
+import { registerRunsPart, type RunsPartOptions } from "./routes/runs.ts";
+import { consoleLogger, errorResponse, type GatewayLogger } from "./errors.ts";
+import { createRouteGuard } from "./route-guard.ts";
+import { registerAssistantRoutes } from "./routes/assistants.ts";
+import { registerHealthRoute, registerSystemRoutes } from "./routes/system.ts";
+import { registerThreadRoutes } from "./routes/threads.ts";
+import {
+  type AgentFactory,
+  type GatewayEnv,
+  type RouteGuard,
+  type ThreadRecord,
+  type ThreadStore,
+} from "./types.ts";
+
+/** Problems found while starting (a service that failed, a router refused), attributed to their source. */
+export type GatewayDiagnostic = ExtensionDiagnostic;
+
+/**
+ * Authentication and CSRF, provided by the auth module (src/gateway/auth/). `csrf` runs before
+ * `authenticate`, so an unauthenticated POST without a CSRF pair is a 403, as upstream.
+ */
+export interface GatewayAuthLayer {
+  readonly csrf: MiddlewareHandler<GatewayEnv>;
+  readonly authenticate: MiddlewareHandler<GatewayEnv>;
+  /** Registers the auth routes (`/api/v1/auth/*`) with the host routes, before any other. */
+  register?(app: Hono<GatewayEnv>): void;
+  /** Route and model permissions; default: from the config's `authorization:` section. */
+  readonly authorizer?: GatewayAuthorizer;
+}
+
+/** What the gateway built, handed to the parts other modules contribute (runs, files, services). */
+export interface GatewayDeps {
+  readonly config: LeadConfig;
+  readonly storage: KeyValue;
+  readonly env: Env;
+  readonly clock: Clock;
+  readonly logger: GatewayLogger;
+  readonly checkpointer: BaseCheckpointSaver;
+  readonly threads: ThreadStore;
+  readonly guard: RouteGuard;
+  readonly agentFactory: AgentFactory;
+  readonly sandbox: SandboxProvider;
+  readonly extensions: LoadedExtensions;
+  readonly reportDiagnostic: (diagnostic: GatewayDiagnostic) => void;
+}
+
+/** What the run routes tell the rest of the gateway (returned by `registerExtraRoutes`). */
+export interface GatewayRunHooks {
+  /** True while a run holds the thread (thread delete and state writes wait for it). */
+  hasActiveRun?(threadId: string): boolean | Promise<boolean>;
+  /** Interrupts and persists in-flight runs; called first at shutdown, bounded by `drainTimeoutMs`. */
+  drain?(timeoutMs: number): Promise<void>;
+  /** Removes what else a deleted thread owned (uploads, outputs). */
+  onThreadDeleted?(thread: ThreadRecord): Promise<void>;
+  /** Releases what the runs part holds (stream bridge, journal); after services stopped. */
+  close?(): Promise<void>;
+}
+
+/** Running extension services; stopped in reverse order after the run drain. */
+export interface GatewayServices {
+  stop(): Promise<void>;
+}
+
+export interface GatewayOptions {
+  readonly config: LeadConfig;
+  /** Where threads, checkpoints and runs live (fs on a server, memory in tests). Closed at shutdown. */
+  readonly storage: KeyValue;
+  readonly env?: Env;
+  readonly clock?: Clock;
+  readonly logger?: GatewayLogger;
+  /** Default: a KeyValueCheckpointSaver over `storage`. */
+  readonly checkpointer?: BaseCheckpointSaver;
+  /** Default: a KeyValueThreadStore over `storage`. */
+  readonly threads?: ThreadStore;
+  /** Default: the lead agent per caller, cached by the whole principal. */
+  readonly agentFactory?: AgentFactory;
+  /** Default: the virtual sandbox over `storage`. */
+  readonly sandbox?: SandboxProvider;
+  readonly extensions?: LoadedExtensions;
+  /**
+   * Default: the `gateway.auth` section of the config (disabled: every caller is the admin
+   * `default`, allowed only on a loopback address).
+   */
+  readonly authLayer?: GatewayAuthLayer;
+  /** Where the server will listen: auth disabled off a loopback address refuses to start. */
+  readonly listening?: { readonly host: string };
+  /** A custom AuthorizationProvider object, used instead of the configured one. */
+  readonly authorizationProvider?: AuthorizationProvider;
+  /** More tools for every lead agent (MCP servers' tools, an embedder's own). */
+  readonly extraTools?: readonly AgentTool[];
+  /** Middlewares named in config (`extensions.middlewares`), already loaded. */
+  readonly configuredMiddlewares?: readonly AgentMiddleware[];
+  /** Told of every extension diagnostic as it happens (they are also kept in `diagnostics`). */
+  readonly onDiagnostic?: (diagnostic: GatewayDiagnostic) => void;
+  /** Knobs of the runs part (heartbeat, stream bridge, recursion limit). */
+  readonly runs?: RunsPartOptions;
+  /** Origins allowed cross-origin (with credentials); default `GATEWAY_CORS_ORIGINS`, comma-separated. No CORS at all when empty. */
+  readonly corsOrigins?: readonly string[];
+  readonly version?: string;
+  /** Run drain budget at shutdown; default 5000 ms. */
+  readonly drainTimeoutMs?: number;
+  /** Replaces the default start of the extensions' services (registration order, fail-open). */
+  startServices?(deps: GatewayDeps): Promise<GatewayServices | void>;
+  /** Replaces the default runs and files routes under /api (after the thread and assistant routes). */
+  registerExtraRoutes?(api: Hono<GatewayEnv>, deps: GatewayDeps): GatewayRunHooks | void | Promise<GatewayRunHooks | void>;
+  /** Replaces the default mounting of the extensions' routers (after every host route including /health). */
+  mountExtensionRouters?(app: Hono<GatewayEnv>, deps: GatewayDeps): void | Promise<void>;
+}
+
+export interface Gateway {
+  readonly app: Hono<GatewayEnv>;
+  fetch(request: Request): Promise<Response>;
+  readonly deps: GatewayDeps;
+  readonly diagnostics: readonly GatewayDiagnostic[];
+  /** Drains runs (5 s), stops services in reverse, then closes agents, sandbox and storage. Idempotent. */
+  shutdown(): Promise<void>;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+/** Headers a cross-origin client must be able to read: the SDK takes the run id from Content-Location. */
+export const EXPOSED_HEADERS: readonly string[] = Object.freeze([
+  "Content-Location",
+  "Location",
+  "X-Pagination-Total",
+  "X-Pagination-Next",
+  "X-Request-ID",
+]);
+
+function corsOriginsFrom(options: GatewayOptions, env: Env, configured: readonly string[]): string[] {
+  if (options.corsOrigins) return [...options.corsOrigins];
+  const fromEnv = (env.get("GATEWAY_CORS_ORIGINS") ?? "")
+    .split(",")
+    .map((origin) => origin.trim())
+    .filter(Boolean);
+  return [...new Set([...configured, ...fromEnv])];
+}
+
+/**
+ * The gateway: one Hono app speaking the LangGraph Platform API under /api. Middleware, outermost
+ * first: request id, CORS (only with configured origins), CSRF, auth. Routes in order: auth routes,
+ * /api (system, threads, assistants, then the extra routes), /health, then extension routers, so a
+ * host route always wins a clash.
+ */
+export async function createGateway(options: GatewayOptions): Promise<Gateway> {
+  const env = options.env ?? mapEnv({});
+  const clock = options.clock ?? systemClock;
+  const logger = options.logger ?? consoleLogger;
+  const { storage, config } = options;
+  const extensions = options.extensions ?? EMPTY_EXTENSIONS;
+  const diagnostics: GatewayDiagnostic[] = [];
+  const reportDiagnostic = (diagnostic: GatewayDiagnostic) => {
+    diagnostics.push(diagnostic);
+    options.onDiagnostic?.(diagnostic);
+    const log = diagnostic.level === "error" ? logger.error : diagnostic.level === "warning" ? logger.warn : logger.info;
+    log(`extension ${diagnostic.source}: ${diagnostic.message}`);
+  };
+
+  const checkpointer = options.checkpointer ?? new KeyValueCheckpointSaver({ storage });
+  const threads = options.threads ?? new KeyValueThreadStore({ storage, clock });
+  const guard = createRouteGuard(threads);
+  const ownSandbox = options.sandbox === undefined;
+  const sandbox = options.sandbox ?? createVirtualSandboxProvider({ storage });
+  const defaultFactory: LeadAgentFactory | undefined = options.agentFactory
+    ? undefined
+    : createLeadAgentFactory({
+        config,
+        env,
+        checkpointer,
+        extensions,
+        services: { clock, storage, sandbox, env, baseDir: config.storage.base },
+        onDiagnostic: reportDiagnostic,
+        ...(options.extraTools ? { extraTools: options.extraTools } : {}),
+        ...(options.configuredMiddlewares ? { configuredMiddlewares: options.configuredMiddlewares } : {}),
+        ...(options.authorizationProvider ? { authorizationProvider: options.authorizationProvider } : {}),
+      });
+  const agentFactory: AgentFactory = options.agentFactory ?? defaultFactory!;
+  const deps: GatewayDeps = {
+    config,
+    storage,
+    env,
+    clock,
+    logger,
+    checkpointer,
+    threads,
+    guard,
+    agentFactory,
+    sandbox,
+    extensions,
+    reportDiagnostic,
+  };
+
+  const gatewayConfig = parseGatewayConfig(config.gateway);
+  const corsOrigins = corsOriginsFrom(options, env, gatewayConfig.cors_origins);
+  // Built before anything starts: a config that is unsafe to serve (auth off on a public address,
+  // a missing API key variable) stops here, before a service or a port.
+  const authLayer: GatewayAuthLayer =
+    options.authLayer ??
+    createAuthLayer({
+      config: { ...gatewayConfig, cors_origins: corsOrigins },
+      authorization: config.authorization ?? null,
+      env,
+      clock,
+      storage,
+      ...(options.authorizationProvider ? { authorizationProvider: options.authorizationProvider } : {}),
+      ...(options.listening ? { listening: options.listening } : {}),
+    });
+  const authorizer =
+    authLayer.authorizer ??
+    createGatewayAuthorizer({
+      config: config.authorization ?? null,
+      ...(options.authorizationProvider ? { provider: options.authorizationProvider } : {}),
+    });
+
+  const startServices =
+    options.startServices ??
+    (async () => {
+      const running = createExtensionServices(
+        extensions.services,
+        { appStore: extensions.appStore, policy: hostPolicy(config) },
+        { clock, onDiagnostic: reportDiagnostic },
+      );
+      await running.start();
+      return running;
+    });
+  const services = (await startServices(deps)) ?? undefined;
+
+  const requestIds = new WeakMap<Request, string>();
+  const app = new Hono<GatewayEnv>();
+  app.use(async (c, next) => {
+    const incoming = c.req.header("x-request-id");
+    const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : newId();
+    requestIds.set(c.req.raw, requestId);
+    await next();
+    try {
+      c.res.headers.set("X-Request-ID", requestId);
+    } catch {
+      // A response with immutable headers (a proxied fetch) is copied once to carry the id.
+      c.res = new Response(c.res.body, c.res);
+      c.res.headers.set("X-Request-ID", requestId);
+    }
+  });
+  if (corsOrigins.length > 0) {
+    app.use(cors({ origin: corsOrigins, credentials: true, exposeHeaders: [...EXPOSED_HEADERS], maxAge: 600 }));
+  }
+  app.use(authLayer.csrf);
+  app.use(authLayer.authenticate);
+  authLayer.register?.(app);
+  registerModelRoutes(app, { config, authorizer });
+
+  let runHooks: GatewayRunHooks | undefined;
+  const api = new Hono<GatewayEnv>();
+  registerSystemRoutes(api, options.version === undefined ? {} : { version: options.version });
+  registerThreadRoutes(api, {
+    threads,
+    guard,
+    checkpointer,
+    agentFactory,
+    logger,
+    hasActiveRun: (threadId) => runHooks?.hasActiveRun?.(threadId) ?? false,
+    onThreadDeleted: async (thread) => {
+      await runHooks?.onThreadDeleted?.(thread);
+    },
+  });
+  registerAssistantRoutes(api, { config, createdAt: new Date(clock.now()).toISOString() });
+  const registerExtraRoutes =
+    options.registerExtraRoutes ??
+    (async (routes: Hono<GatewayEnv>, gatewayDeps: GatewayDeps): Promise<GatewayRunHooks> => {
+      const runsPart = await registerRunsPart(routes, gatewayDeps, options.runs);
+      const limits = gatewayConfig.uploads;
+      registerFileRoutes(routes, {
+        sandbox,
+        guard,
+        limits: { maxFiles: limits.max_files, maxFileBytes: limits.max_file_bytes, maxTotalBytes: limits.max_total_bytes },
+        hasActiveRun: (threadId) => runsPart.hasActiveRun?.(threadId) ?? false,
+      });
+      return runsPart;
+    });
+  runHooks = (await registerExtraRoutes(api, deps)) ?? undefined;
+  // Hono copies a sub-app's routes when it is mounted, so every /api route exists by now.
+  app.route("/api", api);
+  registerHealthRoute(app);
+  const mountRouters =
+    options.mountExtensionRouters ??
+    ((target: Hono<GatewayEnv>) => {
+      if (extensions.routers.length === 0) return;
+      // Contributed handlers reach their caller through resolvePrincipal(request): the resolver
+      // must be in place before the first route can run.
+      installGatewayPrincipalResolver();
+      mountExtensionRouters(target, extensions.routers, { onDiagnostic: reportDiagnostic });
+    });
+  await mountRouters(app, deps);
+
+  app.notFound((c) => c.json({ detail: "Not found" }, 404));
+  app.onError((error, c) =>
+    errorResponse(error, { logger, requestId: requestIds.get(c.req.raw), method: c.req.method, path: c.req.path }),
+  );
+
+  let closing: Promise<void> | undefined;
+  const drainTimeoutMs = options.drainTimeoutMs ?? 5000;
+  const step = async (what: string, fn: () => Promise<unknown> | undefined) => {
+    try {
+      await fn();
+    } catch (error) {
+      logger.error(`shutdown: ${what} failed: ${errorMessage(error)}`);
+    }
+  };
+
+  return {
+    app,
+    deps,
+    diagnostics,
+    fetch: async (request) => app.fetch(request),
+    shutdown() {
+      closing ??= (async () => {
+        await step("draining runs", () => runHooks?.drain?.(drainTimeoutMs));
+        await step("stopping services", () => services?.stop());
+        await step("closing the runs part", () => runHooks?.close?.());
+        await step("closing agents", () => defaultFactory?.close());
+        if (ownSandbox) await step("closing the sandbox", () => sandbox.close());
+        await step("closing storage", () => storage.dispose());
+      })();
+      return closing;
+    },
+  };
+}

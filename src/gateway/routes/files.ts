@@ -1,0 +1,378 @@
+import type { Context, Hono } from "hono";
+import type { HTTPException } from "hono/http-exception";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { isInsideVirtualRoots, normalizePosixPath } from "../../core/path.ts";
+import { fileSuffix, isUploadStagingFile } from "../../middlewares/uploads.ts";
+import { SandboxError, VIRTUAL_DIRS } from "../../ports/sandbox.ts";
+import { isValidThreadId } from "../../runtime/thread-store.ts";
+import { httpError } from "../errors.ts";
+import type { DirEntry, Sandbox, SandboxProvider } from "../../ports/sandbox.ts";
+import { contentDisposition, contentTypeFor, isActiveContentType, parseByteRange, readMultipartWithin, UploadBodyError } from "../files-http.ts";
+import {
+  artifactUrl,
+  assertBareFileName,
+  claimUniqueFileName,
+  FileNameError,
+  uploadFileName,
+  uploadVirtualPath,
+} from "../files-names.ts";
+import type { GatewayEnv, RouteGuard, ThreadRecord } from "../types.ts";
+
+/**
+ * Thread files over HTTP: uploads into the thread's sandbox (`/mnt/user-data/uploads`) and
+ * artifacts read back from anywhere under `/mnt/user-data`. Every byte goes through the Sandbox
+ * port, so the same routes serve the virtual, local and remote sandboxes.
+ */
+
+export interface UploadLimits {
+  /** Files in one upload request. */
+  readonly maxFiles: number;
+  /** Bytes of one file. */
+  readonly maxFileBytes: number;
+  /** Bytes of all files of one request. */
+  readonly maxTotalBytes: number;
+}
+
+const MIB = 1024 * 1024;
+export const DEFAULT_UPLOAD_LIMITS: UploadLimits = Object.freeze({ maxFiles: 10, maxFileBytes: 50 * MIB, maxTotalBytes: 100 * MIB });
+
+/** Room for multipart boundaries and part headers (a 255-byte name percent-encoded is 765 bytes). */
+const MULTIPART_ALLOWANCE_PER_PART = 2048;
+const MULTIPART_ALLOWANCE = 16 * 1024;
+
+export interface FileRoutesDeps {
+  readonly sandbox: SandboxProvider;
+  readonly guard: RouteGuard;
+  readonly limits?: Partial<UploadLimits>;
+  /** True while a run works on the thread; deleting an upload then would pull a file from under it. */
+  readonly hasActiveRun?: (threadId: string) => boolean | Promise<boolean>;
+}
+
+/** JSON body of a file entry, as upstream's UploadedFileInfo names its fields. */
+export interface UploadedFileInfo {
+  readonly filename: string;
+  readonly size: number;
+  readonly path: string;
+  readonly virtual_path: string;
+  readonly artifact_url: string;
+  readonly extension?: string;
+  readonly original_filename?: string;
+}
+
+function resolveLimits(partial: Partial<UploadLimits> | undefined): UploadLimits {
+  const limits = { ...DEFAULT_UPLOAD_LIMITS, ...partial };
+  for (const [key, value] of Object.entries(limits)) {
+    if (!Number.isSafeInteger(value) || value < 1) {
+      throw new TypeError(`File routes: limits.${key} must be a whole number of 1 or more, got ${String(value)}.`);
+    }
+  }
+  return limits;
+}
+
+function fail(c: Context<GatewayEnv>, status: ContentfulStatusCode, detail: string): Response {
+  return c.json({ detail }, status);
+}
+
+function mib(bytes: number): string {
+  return bytes % MIB === 0 ? `${bytes / MIB} MiB` : `${bytes} bytes`;
+}
+
+/** The thread id from the path, or a 422 as upstream's ThreadId validation answers. */
+function threadIdOf(c: Context<GatewayEnv>): string {
+  const threadId = c.req.param("thread_id") ?? "";
+  if (isValidThreadId(threadId)) return threadId;
+  const shown = JSON.stringify(String(threadId).slice(0, 80));
+  throw httpError(422, `Invalid thread_id ${shown}: use 1 to 64 letters, digits, "_" or "-" (a UUID fits).`);
+}
+
+/**
+ * Files live in the sandbox of the thread's owner, where the agent's runs see them; a thread
+ * without a recorded owner (or not created yet, for an upload that precedes the first run) uses
+ * the caller's, which is where that caller's first run will look.
+ */
+async function threadSandbox(deps: FileRoutesDeps, c: Context<GatewayEnv>, threadId: string, thread: ThreadRecord | undefined): Promise<Sandbox> {
+  const userId = thread?.owner_id ?? c.get("user")?.id;
+  if (!userId) {
+    throw httpError(401, { code: "not_authenticated", message: "Sign in to use thread files." });
+  }
+  try {
+    return await deps.sandbox.acquire({ userId, threadId });
+  } catch (error) {
+    if (error instanceof SandboxError) throw sandboxHttpError(error);
+    throw error;
+  }
+}
+
+function sandboxHttpError(error: SandboxError): HTTPException {
+  if (error.code === "not_found") return httpError(404, error.message);
+  if (error.code === "path_outside_sandbox") return httpError(403, error.message);
+  if (error.code === "is_directory") return httpError(400, error.message);
+  return httpError(503, `The thread's sandbox is unavailable: ${error.message}`);
+}
+
+function fileInfo(threadId: string, filename: string, size: number): UploadedFileInfo {
+  const virtualPath = uploadVirtualPath(filename);
+  return { filename, size, path: virtualPath, virtual_path: virtualPath, artifact_url: artifactUrl(threadId, virtualPath) };
+}
+
+interface PlannedUpload {
+  readonly file: File;
+  readonly filename: string;
+  readonly originalFilename: string;
+  readonly virtualPath: string;
+}
+
+/**
+ * The bytes now at each destination, so a failed request can put back what it replaced. A folder
+ * or a link at a destination refuses the whole request before anything is written.
+ */
+async function previousContents(sandbox: Sandbox, plan: readonly PlannedUpload[]): Promise<Array<Uint8Array | undefined>> {
+  const previous: Array<Uint8Array | undefined> = [];
+  for (const item of plan) {
+    try {
+      previous.push(await sandbox.readFileBytes(item.virtualPath));
+    } catch (error) {
+      if (error instanceof SandboxError && error.code === "not_found") {
+        previous.push(undefined);
+        continue;
+      }
+      if (error instanceof SandboxError && (error.code === "is_directory" || error.code === "path_outside_sandbox")) {
+        throw httpError(
+          409,
+          `Cannot upload ${JSON.stringify(item.filename)}: ${item.virtualPath} is a folder or a link in the sandbox, not a file. ` +
+            `Rename the file, or remove what is at that path first.`,
+        );
+      }
+      throw error;
+    }
+  }
+  return previous;
+}
+
+/** Writes every planned file or, when one write fails, restores every destination and rethrows. */
+async function writeAllOrNothing(sandbox: Sandbox, plan: readonly PlannedUpload[], previous: ReadonlyArray<Uint8Array | undefined>): Promise<void> {
+  let written = 0;
+  try {
+    for (const item of plan) {
+      await sandbox.writeFileBytes(item.virtualPath, new Uint8Array(await item.file.arrayBuffer()));
+      written++;
+    }
+  } catch (error) {
+    // The failed write may have left its destination changed as well, so it is restored too.
+    for (let i = Math.min(written, plan.length - 1); i >= 0; i--) {
+      const before = previous[i];
+      const path = plan[i]!.virtualPath;
+      await (before === undefined ? sandbox.remove(path) : sandbox.writeFileBytes(path, before)).catch(() => undefined);
+    }
+    throw error;
+  }
+}
+
+/** Bytes a Response accepts as they are; a view over shared memory is copied first. */
+function responseBody(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
+  return bytes.buffer instanceof ArrayBuffer ? (bytes as Uint8Array<ArrayBuffer>) : new Uint8Array(bytes);
+}
+
+function formFiles(form: FormData): File[] {
+  const entries = form.getAll("files");
+  const files: File[] = [];
+  entries.forEach((entry, index) => {
+    if (typeof entry === "string") {
+      throw new UploadBodyError(
+        400,
+        `Entry ${index + 1} of the field "files" is text, not a file (a file part without a file name arrives as text). ` +
+          `Send each file as a file part with a name.`,
+      );
+    }
+    files.push(entry);
+  });
+  return files;
+}
+
+/**
+ * Mounts the thread file routes on `app` (the `/api` sub-app): uploads (POST, `/list`, `/limits`,
+ * DELETE one) and artifacts (GET any file under /mnt/user-data). Authorization goes through
+ * `deps.guard` once per request; the route reads `c.get("user")` only to pick a sandbox for a
+ * thread that has no owner.
+ */
+export function registerFileRoutes(app: Hono<GatewayEnv>, deps: FileRoutesDeps): void {
+  const limits = resolveLimits(deps.limits);
+  const maxBodyBytes = limits.maxTotalBytes + limits.maxFiles * MULTIPART_ALLOWANCE_PER_PART + MULTIPART_ALLOWANCE;
+
+  // Upstream lets an upload precede the thread: the web client uploads, then starts the run that
+  // creates the thread. So the row may be missing, but another owner's row is still a 404.
+  app.post("/threads/:thread_id/uploads", async (c) => {
+    const threadId = threadIdOf(c);
+    const thread = await deps.guard.thread(c, "threads:write", threadId, { requireExisting: false });
+
+    let files: File[];
+    try {
+      files = formFiles(await readMultipartWithin(c.req.raw, maxBodyBytes));
+    } catch (error) {
+      if (error instanceof UploadBodyError) return fail(c, error.status, error.message);
+      throw error;
+    }
+    if (files.length === 0) return fail(c, 400, 'No files provided. Put one or more files in the multipart field "files".');
+    if (files.length > limits.maxFiles) {
+      return fail(c, 413, `Too many files: ${files.length} sent, at most ${limits.maxFiles} per upload. Send them in several uploads.`);
+    }
+
+    const taken = new Set<string>();
+    const plan: PlannedUpload[] = [];
+    let total = 0;
+    for (const file of files) {
+      let originalFilename: string;
+      let filename: string;
+      try {
+        // Bun hands out a file part sent with filename="" as a File whose name is undefined.
+        originalFilename = uploadFileName(typeof file.name === "string" ? file.name : "");
+        filename = claimUniqueFileName(originalFilename, taken);
+      } catch (error) {
+        if (error instanceof FileNameError) return fail(c, 400, error.message);
+        throw error;
+      }
+      if (file.size > limits.maxFileBytes) {
+        return fail(c, 413, `File too large: ${JSON.stringify(originalFilename)} is ${file.size} bytes; the limit is ${mib(limits.maxFileBytes)} per file.`);
+      }
+      total += file.size;
+      plan.push({ file, filename, originalFilename, virtualPath: uploadVirtualPath(filename) });
+    }
+    if (total > limits.maxTotalBytes) {
+      return fail(c, 413, `Total upload size too large: ${total} bytes; the limit is ${mib(limits.maxTotalBytes)} per upload. Send fewer files at once.`);
+    }
+
+    const sandbox = await threadSandbox(deps, c, threadId, thread);
+    const previous = await previousContents(sandbox, plan);
+    try {
+      await writeAllOrNothing(sandbox, plan, previous);
+    } catch (error) {
+      // Anything else (a host file system error may name host paths) goes to the gateway's
+      // error handler, which logs it and answers without internals.
+      if (error instanceof SandboxError) throw sandboxHttpError(error);
+      throw error;
+    }
+
+    const uploaded = plan.map((item) => ({
+      ...fileInfo(threadId, item.filename, item.file.size),
+      ...(item.filename !== item.originalFilename ? { original_filename: item.originalFilename } : {}),
+    }));
+    return c.json({
+      success: true,
+      files: uploaded,
+      message: `Successfully uploaded ${uploaded.length} file(s)`,
+      skipped_files: [],
+    });
+  });
+
+  app.get("/threads/:thread_id/uploads/limits", async (c) => {
+    const threadId = threadIdOf(c);
+    await deps.guard.thread(c, "threads:read", threadId);
+    return c.json({ max_files: limits.maxFiles, max_file_size: limits.maxFileBytes, max_total_size: limits.maxTotalBytes });
+  });
+
+  app.get("/threads/:thread_id/uploads/list", async (c) => {
+    const threadId = threadIdOf(c);
+    const thread = await deps.guard.thread(c, "threads:read", threadId);
+    const sandbox = await threadSandbox(deps, c, threadId, thread);
+    let entries: DirEntry[];
+    try {
+      entries = await sandbox.list(VIRTUAL_DIRS.uploads, { depth: 1 });
+    } catch (error) {
+      if (error instanceof SandboxError && error.code === "not_found") entries = [];
+      else if (error instanceof SandboxError) throw sandboxHttpError(error);
+      else throw error;
+    }
+    const files = entries
+      .filter((entry) => entry.type === "file" && !isUploadStagingFile(entry.name))
+      .map((entry) => ({ ...fileInfo(threadId, entry.name, entry.size ?? 0), extension: fileSuffix(entry.name) }));
+    return c.json({ files, count: files.length });
+  });
+
+  // Upstream guards this with threads:delete on an existing thread (a shared RBAC policy keeps
+  // meaning the same thing on both servers).
+  app.delete("/threads/:thread_id/uploads/:filename", async (c) => {
+    const threadId = threadIdOf(c);
+    const thread = await deps.guard.thread(c, "threads:delete", threadId, { requireExisting: true });
+    const raw = c.req.param("filename");
+    let filename: string;
+    try {
+      filename = assertBareFileName(raw);
+    } catch (error) {
+      if (error instanceof FileNameError) return fail(c, 400, error.message);
+      throw error;
+    }
+    if (await deps.hasActiveRun?.(threadId)) {
+      return fail(c, 409, `Thread ${threadId} has a run in flight. Delete ${JSON.stringify(filename)} after the run finishes.`);
+    }
+    const sandbox = await threadSandbox(deps, c, threadId, thread);
+    try {
+      await sandbox.remove(uploadVirtualPath(filename));
+    } catch (error) {
+      if (error instanceof SandboxError && error.code === "not_found") return fail(c, 404, `File not found: ${filename}`);
+      if (error instanceof SandboxError && error.code === "is_directory") {
+        return fail(c, 400, `${filename} is a folder in the uploads directory; only uploaded files can be deleted here.`);
+      }
+      if (error instanceof SandboxError) throw sandboxHttpError(error);
+      throw error;
+    }
+    return c.json({ success: true, message: `Deleted ${filename}` });
+  });
+
+  app.get("/threads/:thread_id/artifacts/:path{.+}", async (c) => {
+    const threadId = threadIdOf(c);
+    const thread = await deps.guard.thread(c, "threads:read", threadId);
+    const requested = `/${c.req.param("path")}`;
+    // Decided on the decoded path before any normalisation, so `..` (also sent as %2e%2e or
+    // ..%2f) is refused even where it would land back inside the sandbox.
+    if (requested.split("/").includes("..") || requested.includes("\0")) {
+      return fail(c, 403, "Access denied: path traversal detected. Ask for a path under /mnt/user-data without '..'.");
+    }
+    const virtualPath = normalizePosixPath(requested);
+    if (!isInsideVirtualRoots(virtualPath)) {
+      return fail(
+        c,
+        403,
+        `Access denied: ${JSON.stringify(virtualPath)} is outside the thread's files. ` +
+          `Ask for a path under ${VIRTUAL_DIRS.workspace}, ${VIRTUAL_DIRS.uploads} or ${VIRTUAL_DIRS.outputs}.`,
+      );
+    }
+    const sandbox = await threadSandbox(deps, c, threadId, thread);
+    let bytes: Uint8Array;
+    try {
+      bytes = await sandbox.readFileBytes(virtualPath);
+    } catch (error) {
+      if (error instanceof SandboxError && error.code === "not_found") return fail(c, 404, `Artifact not found: ${virtualPath}`);
+      if (error instanceof SandboxError && error.code === "is_directory") {
+        return fail(c, 400, `Path is not a file: ${virtualPath}. List the thread's files and ask for one of them.`);
+      }
+      if (error instanceof SandboxError) throw sandboxHttpError(error);
+      throw error;
+    }
+
+    const name = virtualPath.slice(virtualPath.lastIndexOf("/") + 1);
+    const contentType = contentTypeFor(name, bytes);
+    const download = /^(1|true|yes|on)$/i.test(c.req.query("download") ?? "");
+    const attachment = download || isActiveContentType(contentType);
+    const headers = new Headers({
+      "Content-Type": contentType,
+      "Content-Disposition": contentDisposition(attachment ? "attachment" : "inline", name),
+      "X-Content-Type-Options": "nosniff",
+      "Accept-Ranges": "bytes",
+    });
+    // No validator is offered, so an If-Range can never be proven current: send the whole file.
+    const range = c.req.header("if-range") ? ({ kind: "whole" } as const) : parseByteRange(c.req.header("range"), bytes.length);
+    if (range.kind === "unsatisfiable") {
+      headers.set("Content-Range", `bytes */${bytes.length}`);
+      headers.set("Content-Type", "application/json");
+      headers.delete("Content-Disposition");
+      return new Response(JSON.stringify({ detail: `Requested range is not satisfiable: the file is ${bytes.length} bytes.` }), { status: 416, headers });
+    }
+    if (range.kind === "range") {
+      headers.set("Content-Range", `bytes ${range.start}-${range.end}/${bytes.length}`);
+      headers.set("Content-Length", String(range.end - range.start + 1));
+      return new Response(bytes.slice(range.start, range.end + 1), { status: 206, headers });
+    }
+    headers.set("Content-Length", String(bytes.length));
+    return new Response(responseBody(bytes), { status: 200, headers });
+  });
+}

@@ -1,0 +1,279 @@
+import type { Context, Hono } from "hono";
+import { availableModelNames } from "../../config/index.ts";
+import { newId } from "../../core/ids.ts";
+import { RunManager } from "../../runtime/runs/manager.ts";
+import type { StreamBridge } from "../../runtime/runs/stream-bridge.ts";
+import { RUN_STATUSES, RunOperationError, type RunRecord, type RunStatus } from "../../runtime/runs/types.ts";
+import { parseRunBody, THREAD_ID_PATTERN, type ParsedRunBody } from "../run-request.ts";
+import { runLocationHeaders, sseResponse } from "../sse.ts";
+import type { GatewayDeps, GatewayRunHooks } from "../app.ts";
+import type { GatewayEnv, GatewayUser, RouteGuard, ThreadStore } from "../types.ts";
+
+/*
+ * The runs half of the LangGraph Platform API (inventory §2.2, anchors §5), mounted under /api.
+ * Every route is authorized once through the guard (permission, then thread ownership: another
+ * user's thread is a 404), validates before anything is created, and answers failures as JSON
+ * `{"detail": "..."}`.
+ */
+
+export interface RunRouteDeps {
+  readonly runs: RunManager<GatewayUser>;
+  readonly threads: ThreadStore;
+  readonly guard: RouteGuard;
+  /** SSE heartbeat cadence (default 15 s). */
+  readonly heartbeatMs?: number;
+  readonly maxRecursionLimit?: number;
+}
+
+type C = Context<GatewayEnv>;
+
+export function registerRunRoutes(app: Hono<GatewayEnv>, deps: RunRouteDeps): void {
+  const { runs, guard } = deps;
+
+  const parseBody = async (c: C): Promise<ParsedRunBody> =>
+    parseRunBody(await readJson(c), deps.maxRecursionLimit === undefined ? {} : { maxRecursionLimit: deps.maxRecursionLimit });
+
+  const stream = (c: C, row: RunRecord, options: { cancelOnDisconnect: boolean; lastEventId?: string; headers?: Record<string, string> }) => {
+    const { thread_id: threadId, run_id: runId } = row;
+    return sseResponse(c, (signal) => runs.stream(threadId, runId, { signal, ...(options.lastEventId ? { lastEventId: options.lastEventId } : {}) }), {
+      clock: runs.clock,
+      ...(deps.heartbeatMs === undefined ? {} : { heartbeatMs: deps.heartbeatMs }),
+      ...(options.headers ? { headers: options.headers } : {}),
+      ...(options.cancelOnDisconnect ? { onDisconnect: () => void runs.cancel(threadId, runId, { action: "interrupt" }).catch(() => undefined) } : {}),
+    });
+  };
+
+  /** Waits for the run's end; `/wait` and `/join` answer with the thread's final values. */
+  const finalResult = async (c: C, row: RunRecord, cancelOnDisconnect: boolean) => {
+    const signal = c.req.raw.signal;
+    const final = await runs.join(row.thread_id, row.run_id, signal);
+    if (signal.aborted) {
+      if (cancelOnDisconnect) await runs.cancel(row.thread_id, row.run_id, { action: "interrupt" }).catch(() => undefined);
+      return c.body(null, 204);
+    }
+    if (final.status === "error" || final.status === "timeout") {
+      return c.json({ __error__: { error: final.error?.name ?? "RunError", message: final.error?.message ?? `Run ${final.run_id} ended with status ${final.status}.` } });
+    }
+    return c.json((await runs.threadValues(row.thread_id)) ?? { status: final.status, error: final.error });
+  };
+
+  /** Stateless runs: the thread named in config.configurable.thread_id, or a new one owned by the caller. */
+  const statelessThread = async (c: C, parsed: ParsedRunBody): Promise<string> => {
+    guard.permission(c, "runs:create");
+    const threadId = parsed.configurableThreadId ?? newId();
+    const existing = await guard.thread(c, "runs:create", threadId);
+    if (!existing) await deps.threads.create({ threadId, ownerId: c.get("user").id });
+    return threadId;
+  };
+
+  app.post("/threads/:thread_id/runs", handled(async (c) => {
+    const threadId = await threadFor(c, guard, "runs:create", true);
+    const row = await runs.create(threadId, (await parseBody(c)).request, c.get("user"));
+    for (const [name, value] of Object.entries(runLocationHeaders(threadId, row.run_id))) c.header(name, value);
+    return c.json(publicRun(row));
+  }));
+
+  app.post("/threads/:thread_id/runs/stream", handled(async (c) => {
+    const threadId = await threadFor(c, guard, "runs:create", true);
+    const { request } = await parseBody(c);
+    const row = await runs.create(threadId, request, c.get("user"));
+    return stream(c, row, { cancelOnDisconnect: request.onDisconnect === "cancel", headers: runLocationHeaders(threadId, row.run_id) });
+  }));
+
+  app.post("/threads/:thread_id/runs/wait", handled(async (c) => {
+    const threadId = await threadFor(c, guard, "runs:create", true);
+    const { request } = await parseBody(c);
+    const row = await runs.create(threadId, request, c.get("user"));
+    for (const [name, value] of Object.entries(runLocationHeaders(threadId, row.run_id))) c.header(name, value);
+    return finalResult(c, row, request.onDisconnect === "cancel");
+  }));
+
+  app.get("/threads/:thread_id/runs", handled(async (c) => {
+    const threadId = await threadFor(c, guard, "runs:read", false);
+    const limit = intQuery(c, "limit", 10, 1, 1000);
+    const offset = intQuery(c, "offset", 0, 0, Number.MAX_SAFE_INTEGER);
+    const status = c.req.query("status");
+    if (status !== undefined && !(RUN_STATUSES as readonly string[]).includes(status)) {
+      throw new RunOperationError(422, "invalid_query", `status must be one of ${RUN_STATUSES.join(", ")}; got ${JSON.stringify(status)}`);
+    }
+    const rows = await runs.list(threadId, { limit, offset, ...(status ? { status: status as RunStatus } : {}) });
+    return c.json(rows.map(publicRun));
+  }));
+
+  app.get("/threads/:thread_id/runs/:run_id", handled(async (c) => {
+    const threadId = await threadFor(c, guard, "runs:read", false);
+    return c.json(publicRun(await existingRun(runs, threadId, runIdOf(c))));
+  }));
+
+  app.delete("/threads/:thread_id/runs/:run_id", handled(async (c) => {
+    const threadId = await threadFor(c, guard, "runs:cancel", true);
+    await runs.delete(threadId, runIdOf(c));
+    return c.body(null, 204);
+  }));
+
+  app.post("/threads/:thread_id/runs/:run_id/cancel", handled(async (c) => {
+    const threadId = await threadFor(c, guard, "runs:cancel", true);
+    const wait = boolQuery(c, "wait");
+    await runs.cancel(threadId, runIdOf(c), { action: cancelAction(c) ?? "interrupt", wait });
+    return c.body(null, wait ? 204 : 202);
+  }));
+
+  app.get("/threads/:thread_id/runs/:run_id/join", handled(async (c) => {
+    const threadId = await threadFor(c, guard, "runs:read", false);
+    const row = await existingRun(runs, threadId, runIdOf(c));
+    return finalResult(c, row, boolQuery(c, "cancel_on_disconnect"));
+  }));
+
+  const joinStream = handled(async (c) => {
+    const action = c.req.method === "POST" ? cancelAction(c) : undefined;
+    const threadId = await threadFor(c, guard, action ? "runs:cancel" : "runs:read", action !== undefined);
+    const row = await existingRun(runs, threadId, runIdOf(c));
+    if (action) {
+      const wait = boolQuery(c, "wait");
+      await runs.cancel(threadId, row.run_id, { action, wait });
+      if (wait) return c.body(null, 204);
+    }
+    const lastEventId = c.req.header("Last-Event-ID");
+    return stream(c, row, { cancelOnDisconnect: boolQuery(c, "cancel_on_disconnect"), ...(lastEventId ? { lastEventId } : {}) });
+  });
+  app.get("/threads/:thread_id/runs/:run_id/stream", joinStream);
+  app.post("/threads/:thread_id/runs/:run_id/stream", joinStream);
+
+  app.post("/runs/stream", handled(async (c) => {
+    const parsed = await parseBody(c);
+    const threadId = await statelessThread(c, parsed);
+    const row = await runs.create(threadId, parsed.request, c.get("user"));
+    return stream(c, row, { cancelOnDisconnect: parsed.request.onDisconnect === "cancel", headers: runLocationHeaders(threadId, row.run_id) });
+  }));
+
+  app.post("/runs/wait", handled(async (c) => {
+    const parsed = await parseBody(c);
+    const threadId = await statelessThread(c, parsed);
+    const row = await runs.create(threadId, parsed.request, c.get("user"));
+    for (const [name, value] of Object.entries(runLocationHeaders(threadId, row.run_id))) c.header(name, value);
+    return finalResult(c, row, parsed.request.onDisconnect === "cancel");
+  }));
+}
+
+export interface RunsPartOptions {
+  readonly bridge?: StreamBridge;
+  readonly heartbeatMs?: number;
+  readonly maxRecursionLimit?: number;
+  /** The lifecycle hooks' shared budget per pass (default 3 s). */
+  readonly notifyBudgetMs?: number;
+}
+
+/**
+ * The runs part as createGateway's `registerExtraRoutes` wants it: a RunManager over the gateway's
+ * storage, checkpointer, thread store and agent factory, runs a crashed process left in flight
+ * marked interrupted, the routes registered, and the hooks the gateway calls (active-run checks,
+ * the shutdown drain, thread deletion, close).
+ */
+export async function registerRunsPart(
+  api: Hono<GatewayEnv>,
+  deps: GatewayDeps,
+  options: RunsPartOptions = {},
+): Promise<GatewayRunHooks & { readonly runs: RunManager<GatewayUser> }> {
+  const runs = new RunManager<GatewayUser>({
+    storage: deps.storage,
+    checkpointer: deps.checkpointer,
+    threads: deps.threads,
+    agentFactory: deps.agentFactory,
+    extensions: deps.extensions,
+    clock: deps.clock,
+    ...(options.bridge ? { bridge: options.bridge } : {}),
+    ...(options.notifyBudgetMs === undefined ? {} : { notifyBudgetMs: options.notifyBudgetMs }),
+    modelNames: () => availableModelNames(deps.config),
+    onDiagnostic: deps.reportDiagnostic,
+  });
+  await runs.recover();
+  registerRunRoutes(api, {
+    runs,
+    threads: deps.threads,
+    guard: deps.guard,
+    ...(options.heartbeatMs === undefined ? {} : { heartbeatMs: options.heartbeatMs }),
+    ...(options.maxRecursionLimit === undefined ? {} : { maxRecursionLimit: options.maxRecursionLimit }),
+  });
+  return {
+    runs,
+    hasActiveRun: (threadId) => runs.hasActiveRun(threadId),
+    drain: async (timeoutMs) => {
+      await runs.shutdown(timeoutMs);
+    },
+    onThreadDeleted: (thread) => runs.store.deleteThread(thread.thread_id),
+    close: () => runs.bridge.close(),
+  };
+}
+
+/** The LangGraph `Run` a client sees: the row without its owner. */
+export function publicRun(row: RunRecord): Omit<RunRecord, "owner_id"> {
+  const { owner_id: _owner, ...run } = row;
+  return run;
+}
+
+/** Turns run-operation failures into `{"detail": ...}` with their status; auth failures pass through. */
+function handled(fn: (c: C) => Promise<Response>) {
+  return async (c: C): Promise<Response> => {
+    try {
+      return await fn(c);
+    } catch (error) {
+      if (error instanceof RunOperationError) return c.json({ detail: error.message }, error.status);
+      throw error;
+    }
+  };
+}
+
+async function threadFor(c: C, guard: RouteGuard, permission: "runs:create" | "runs:read" | "runs:cancel", requireExisting: boolean): Promise<string> {
+  const threadId = c.req.param("thread_id") ?? "";
+  if (!THREAD_ID_PATTERN.test(threadId)) {
+    throw new RunOperationError(422, "invalid_thread_id", `thread_id must match ${THREAD_ID_PATTERN}; got ${JSON.stringify(threadId)}`);
+  }
+  await guard.thread(c, permission, threadId, { requireExisting });
+  return threadId;
+}
+
+function runIdOf(c: C): string {
+  return c.req.param("run_id") ?? "";
+}
+
+async function existingRun(runs: RunManager<GatewayUser>, threadId: string, runId: string): Promise<RunRecord> {
+  const row = await runs.get(threadId, runId);
+  if (!row) throw new RunOperationError(404, "run_not_found", `Run ${runId} not found`);
+  return row;
+}
+
+async function readJson(c: C): Promise<unknown> {
+  const text = await c.req.text();
+  if (text.trim() === "") return {};
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new RunOperationError(422, "invalid_json", "The request body is not valid JSON; send a JSON object such as {\"input\": {\"messages\": [...]}}.");
+  }
+}
+
+function cancelAction(c: C): "interrupt" | "rollback" | undefined {
+  const action = c.req.query("action");
+  if (action === undefined || action === "") return undefined;
+  if (action !== "interrupt" && action !== "rollback") {
+    throw new RunOperationError(422, "invalid_query", `action must be "interrupt" or "rollback"; got ${JSON.stringify(action)}`);
+  }
+  return action;
+}
+
+function boolQuery(c: C, name: string): boolean {
+  const value = c.req.query(name);
+  if (value === undefined || value === "" || value === "0" || value === "false") return false;
+  if (value === "1" || value === "true") return true;
+  throw new RunOperationError(422, "invalid_query", `${name} must be true or false (1 or 0); got ${JSON.stringify(value)}`);
+}
+
+function intQuery(c: C, name: string, fallback: number, min: number, max: number): number {
+  const raw = c.req.query(name);
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new RunOperationError(422, "invalid_query", `${name} must be an integer from ${min} to ${max}; got ${JSON.stringify(raw)}`);
+  }
+  return value;
+}

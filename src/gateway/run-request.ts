@@ -1,0 +1,167 @@
+import { coerceMessageLikeToMessage } from "@langchain/core/messages";
+import * as v from "valibot";
+import { formatKeyPath } from "../config/issues.ts";
+import { errorMessage } from "../core/errors.ts";
+import {
+  MULTITASK_STRATEGIES,
+  RUN_STREAM_MODES,
+  RunOperationError,
+  type RunRequest,
+  type RunStreamMode,
+} from "../runtime/runs/types.ts";
+import { THREAD_ID_PATTERN } from "../runtime/thread-store.ts";
+import { stripServerOwnedContext, stripServerOwnedMessages } from "./server-owned.ts";
+
+/*
+ * The run body of the LangGraph Platform API (inventory §2.3), checked before any run exists: an
+ * unknown field, an unsupported option or stream mode is a 422 naming the field. Unlike upstream,
+ * `multitask_strategy: "enqueue"` is supported (queued runs start in order).
+ */
+
+export { THREAD_ID_PATTERN };
+export const DEFAULT_RECURSION_LIMIT = 100;
+export const DEFAULT_MAX_RECURSION_LIMIT = 1000;
+
+const unsupported = (field: string, what: string) =>
+  v.nullish(v.never(`${field} is not supported: ${what}; leave it out or send null`));
+
+const JsonObject = v.record(v.string(), v.unknown());
+
+const StreamModeSchema = v.custom<RunStreamMode | RunStreamMode[]>(
+  (value) => {
+    const modes = typeof value === "string" ? [value] : value;
+    return Array.isArray(modes) && modes.every((mode) => (RUN_STREAM_MODES as readonly unknown[]).includes(mode));
+  },
+  (issue) => {
+    const modes = typeof issue.input === "string" ? [issue.input] : Array.isArray(issue.input) ? issue.input : [issue.input];
+    const bad = modes.filter((mode) => !(RUN_STREAM_MODES as readonly unknown[]).includes(mode)).map((mode) => JSON.stringify(mode));
+    return `unsupported stream mode ${bad.join(", ")}; use one or more of ${RUN_STREAM_MODES.map((m) => `"${m}"`).join(", ")}`;
+  },
+);
+
+export const RunBodySchema = v.strictObject({
+  assistant_id: v.nullish(v.string()),
+  input: v.nullish(JsonObject),
+  command: v.nullish(
+    v.strictObject({
+      resume: v.optional(v.unknown()),
+      update: v.optional(v.unknown()),
+    }),
+  ),
+  metadata: v.nullish(JsonObject),
+  config: v.nullish(
+    v.looseObject({
+      configurable: v.nullish(JsonObject),
+      recursion_limit: v.optional(v.unknown()),
+      tags: v.nullish(v.array(v.string())),
+      metadata: v.nullish(JsonObject),
+      run_name: v.nullish(v.string()),
+    }),
+  ),
+  context: v.nullish(JsonObject),
+  checkpoint_id: v.nullish(v.string()),
+  checkpoint: v.nullish(v.looseObject({ checkpoint_id: v.nullish(v.string()), checkpoint_ns: v.nullish(v.string()) })),
+  interrupt_before: unsupported("interrupt_before", "static breakpoints are not offered; pause from a tool with interrupt()"),
+  interrupt_after: unsupported("interrupt_after", "static breakpoints are not offered; pause from a tool with interrupt()"),
+  stream_mode: v.nullish(StreamModeSchema),
+  stream_subgraphs: v.nullish(v.boolean()),
+  stream_resumable: v.nullish(v.literal(false, "stream_resumable=true is not supported: reconnect with Last-Event-ID instead; send false or leave it out")),
+  on_disconnect: v.nullish(v.picklist(["cancel", "continue"], 'on_disconnect must be "cancel" or "continue"')),
+  multitask_strategy: v.nullish(
+    v.picklist(MULTITASK_STRATEGIES, `multitask_strategy must be one of ${MULTITASK_STRATEGIES.map((s) => `"${s}"`).join(", ")}`),
+  ),
+  webhook: unsupported("webhook", "completion webhooks are not offered"),
+  on_completion: unsupported("on_completion", "completion behaviour is not configurable"),
+  after_seconds: unsupported("after_seconds", "delayed runs are not offered"),
+  feedback_keys: unsupported("feedback_keys", "feedback collection is not offered"),
+  if_not_exists: v.nullish(v.literal("create", 'if_not_exists must be "create" (a missing thread is created)')),
+});
+
+export interface ParsedRunBody {
+  readonly request: RunRequest;
+  /** `config.configurable.thread_id` as the caller sent it: the stateless runs' thread selector. */
+  readonly configurableThreadId: string | undefined;
+}
+
+export interface ParseRunBodyOptions {
+  readonly maxRecursionLimit?: number;
+}
+
+const SECRET_KEY = /(secret|password|passwd|api[_-]?key|access[_-]?token|auth[_-]?token|private[_-]?key)/i;
+
+/** Validates a run body; throws a RunOperationError (422, or 400 for a malformed input message). */
+export function parseRunBody(body: unknown, options: ParseRunBodyOptions = {}): ParsedRunBody {
+  const result = v.safeParse(RunBodySchema, body ?? {});
+  if (!result.success) throw new RunOperationError(422, "invalid_run_request", describeIssues(result.issues));
+  const parsed = result.output;
+  const rawConfigurable = parsed.config?.configurable ?? {};
+  const threadId = rawConfigurable.thread_id;
+  if (threadId !== undefined && threadId !== null && (typeof threadId !== "string" || !THREAD_ID_PATTERN.test(threadId))) {
+    throw new RunOperationError(422, "invalid_run_request", `config.configurable.thread_id must match ${THREAD_ID_PATTERN}; got ${JSON.stringify(threadId)}`);
+  }
+  for (const key of Object.keys(parsed.metadata ?? {})) {
+    if (SECRET_KEY.test(key)) {
+      throw new RunOperationError(422, "invalid_run_request", `metadata.${key} looks like a secret; run metadata is stored and listed, so keep secrets out of it`);
+    }
+  }
+  const configurable = stripServerOwnedContext(rawConfigurable);
+  const checkpointId = parsed.checkpoint_id ?? parsed.checkpoint?.checkpoint_id;
+  if (checkpointId) configurable.checkpoint_id = checkpointId;
+  if (parsed.checkpoint?.checkpoint_ns) configurable.checkpoint_ns = parsed.checkpoint.checkpoint_ns;
+  const modes = parsed.stream_mode === undefined || parsed.stream_mode === null ? ["values" as const] : typeof parsed.stream_mode === "string" ? [parsed.stream_mode] : parsed.stream_mode;
+  const recursionLimit = clampRecursionLimit(parsed.config?.recursion_limit, options.maxRecursionLimit ?? DEFAULT_MAX_RECURSION_LIMIT);
+  const request: RunRequest = {
+    assistantId: parsed.assistant_id ?? "lead_agent",
+    input: parsed.input ? sanitizeInput(parsed.input) : null,
+    command: parsed.command ?? null,
+    metadata: parsed.metadata ?? {},
+    configurable,
+    context: stripServerOwnedContext(parsed.context ?? {}),
+    streamMode: [...new Set(modes)],
+    onDisconnect: parsed.on_disconnect ?? "cancel",
+    multitaskStrategy: parsed.multitask_strategy ?? "reject",
+    ...(recursionLimit === undefined ? {} : { recursionLimit }),
+  };
+  return { request, configurableThreadId: typeof threadId === "string" ? threadId : undefined };
+}
+
+/** Client limits are clamped to the maximum; non-integers, booleans and values ≤ 0 get the default. */
+export function clampRecursionLimit(raw: unknown, max: number): number | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  if (typeof raw !== "number" || !Number.isInteger(raw) || raw <= 0) return DEFAULT_RECURSION_LIMIT;
+  return Math.min(raw, max);
+}
+
+function sanitizeInput(input: Record<string, unknown>): Record<string, unknown> {
+  if (input.messages === undefined) return { ...input };
+  if (!Array.isArray(input.messages)) {
+    throw new RunOperationError(400, "invalid_input_message", "input.messages must be a list of messages such as {\"type\": \"human\", \"content\": \"hi\"}");
+  }
+  const messages = stripServerOwnedMessages(input.messages);
+  messages.forEach((message, index) => {
+    try {
+      coerceMessageLikeToMessage(message as never);
+    } catch (error) {
+      throw new RunOperationError(
+        400,
+        "invalid_input_message",
+        `input.messages[${index}] is not a message: ${errorMessage(error).split("\n")[0]}; send {"type": "human", "content": "..."} or {"role": "user", "content": "..."}`,
+      );
+    }
+  });
+  return { ...input, messages };
+}
+
+function describeIssues(issues: readonly v.BaseIssue<unknown>[]): string {
+  return issues
+    .map((issue) => {
+      const path = formatKeyPath(issue.path as { key: unknown }[] | undefined) || "body";
+      if (issue.type === "strict_object" && issue.expected === "never") {
+        const topLevel = (issue.path?.length ?? 0) === 1;
+        return `${path}: unknown field; remove it${topLevel ? ` (the run body accepts ${Object.keys(RunBodySchema.entries).join(", ")})` : ""}`;
+      }
+      if (issue.type === "strict_object" || issue.type === "object") return `${path}: ${issue.message}; send a JSON object`;
+      return `${path}: ${issue.message}`;
+    })
+    .join("; ");
+}

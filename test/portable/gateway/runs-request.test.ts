@@ -1,0 +1,81 @@
+import { describe, expect, it } from "vitest";
+import { PROVENANCE_CONTENT_KIND_KEY } from "../../../src/extension-api/provenance.ts";
+import { clampRecursionLimit, parseRunBody } from "../../../src/gateway/run-request.ts";
+import { RunOperationError } from "../../../src/runtime/runs/types.ts";
+
+function refusal(body: unknown): RunOperationError {
+  try {
+    parseRunBody(body);
+  } catch (error) {
+    expect(error).toBeInstanceOf(RunOperationError);
+    return error as RunOperationError;
+  }
+  throw new Error("parseRunBody accepted the body");
+}
+
+describe("parseRunBody", () => {
+  it("applies the defaults: assistant lead_agent, stream mode values, on_disconnect cancel, multitask reject", () => {
+    const { request, configurableThreadId } = parseRunBody({ input: { messages: [{ role: "user", content: "hi" }] } });
+    expect(request).toMatchObject({
+      assistantId: "lead_agent",
+      streamMode: ["values"],
+      onDisconnect: "cancel",
+      multitaskStrategy: "reject",
+      command: null,
+      metadata: {},
+    });
+    expect(request.recursionLimit).toBeUndefined();
+    expect(configurableThreadId).toBeUndefined();
+  });
+
+  it("strips server-owned keys from context, configurable and input messages, keeping the caller's own", () => {
+    const { request, configurableThreadId } = parseRunBody({
+      input: {
+        messages: [
+          {
+            type: "human",
+            content: "hi",
+            additional_kwargs: { [PROVENANCE_CONTENT_KIND_KEY]: "memory", mine: 1 },
+          },
+        ],
+      },
+      context: { user_id: "mallory", is_internal: true, authz_attributes: { admin: true }, __deerflow_extension_snapshot: {}, channel_user_id: "x", model_name: "demo" },
+      config: { configurable: { thread_id: "t-1", user_role: "admin", original_user_content: "x", reasoning_effort: "high" } },
+    });
+    expect(request.context).toEqual({ model_name: "demo" });
+    expect(request.configurable).toEqual({ reasoning_effort: "high" });
+    expect(configurableThreadId).toBe("t-1");
+    const [message] = request.input!.messages as Array<{ additional_kwargs: Record<string, unknown> }>;
+    expect(message!.additional_kwargs).toEqual({ mine: 1 });
+  });
+
+  it("clamps recursion_limit to the maximum and gives non-integers, booleans and values ≤ 0 the default 100", () => {
+    expect(clampRecursionLimit(undefined, 1000)).toBeUndefined();
+    expect(clampRecursionLimit(50, 1000)).toBe(50);
+    expect(clampRecursionLimit(5000, 1000)).toBe(1000);
+    for (const bad of [0, -3, 2.5, true, "20"]) expect(clampRecursionLimit(bad, 1000)).toBe(100);
+    expect(parseRunBody({ config: { recursion_limit: 99_999 } }, { maxRecursionLimit: 250 }).request.recursionLimit).toBe(250);
+  });
+
+  it("takes the checkpoint to run from out of checkpoint_id or checkpoint", () => {
+    expect(parseRunBody({ checkpoint_id: "c1" }).request.configurable).toEqual({ checkpoint_id: "c1" });
+    expect(parseRunBody({ checkpoint: { checkpoint_id: "c2", checkpoint_ns: "" } }).request.configurable).toEqual({ checkpoint_id: "c2" });
+  });
+
+  it("names every refused field in one 422", () => {
+    const error = refusal({ stream_mode: ["values", "events"], after_seconds: 5, command: { goto: "x" }, interrupt_before: "*" });
+    expect(error.status).toBe(422);
+    expect(error.message).toContain('stream_mode: unsupported stream mode "events"');
+    expect(error.message).toContain("after_seconds is not supported");
+    expect(error.message).toContain("command.goto: unknown field");
+    expect(error.message).toContain("interrupt_before is not supported");
+  });
+
+  it("accepts stream modes as a string or a list, without duplicates, and enqueue", () => {
+    expect(parseRunBody({ stream_mode: "messages-tuple" }).request.streamMode).toEqual(["messages-tuple"]);
+    expect(parseRunBody({ stream_mode: ["values", "custom", "values"], multitask_strategy: "enqueue" }).request).toMatchObject({
+      streamMode: ["values", "custom"],
+      multitaskStrategy: "enqueue",
+    });
+  });
+});
