@@ -28,6 +28,7 @@ import { WebFetchConfigSchema, WebSearchConfigSchema } from "../tools/web.ts";
 import { SandboxConfigSchema } from "../config/schema.ts";
 import { pluginsConfigEntries } from "../extensions/config.ts";
 import { SubagentsConfigSchema } from "./subagent-chain.ts";
+import { GatewayConfigSchema } from "../config/gateway.ts";
 
 /**
  * config.yaml as the lead agent reads it: the base sections plus one section per configurable
@@ -41,6 +42,8 @@ export const leadConfigEntries = {
   // Startup-only: plugins run with the host's rights, so only the operator's config.yaml names them.
   plugins: v.nullish(pluginsConfigEntries.plugins, []),
   subagents: v.nullish(SubagentsConfigSchema),
+  // Where `deerflow-edge serve` listens, who may call it, upload limits.
+  gateway: v.nullish(GatewayConfigSchema),
   tool_output: v.nullish(ToolOutputBudgetConfigSchema),
   uploads: v.nullish(UploadsConfigSchema),
   authorization: v.nullish(AuthorizationConfigSchema),

@@ -2,6 +2,9 @@ import { parseLeadConfigText, validateLeadConfig, type LeadConfig } from "../age
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import type { CliHost } from "./host.ts";
 import { runCommand } from "./run.ts";
+import { serveCommand } from "./serve.ts";
+import { extensionCommand } from "./extension.ts";
+import { hashPassword } from "../gateway/auth/password.ts";
 
 export const DEMO_TASK =
   "Write a short project note about deerflow-edge (a TypeScript agent harness that runs on Node, Deno and Bun) to the workspace, then check how long it is.";
@@ -9,8 +12,13 @@ export const DEMO_TASK =
 export const USAGE = `deerflow-edge: DeerFlow's agent harness on Web-standard runtimes
 
 Usage:
+  deerflow-edge serve [--host HOST] [--port PORT] [--config FILE]
+                                                        serve the LangGraph Platform API (default 127.0.0.1:2026)
   deerflow-edge run "<prompt>" [--model NAME] [--thread ID] [--config FILE]
   deerflow-edge demo [--model NAME] [--config FILE]     run the built-in demo task
+  deerflow-edge hash-password                           hash a gateway user's password (read from stdin) for config.yaml
+  deerflow-edge extension install|list|enable|disable|remove ...
+                                                        manage extensions (see "deerflow-edge extension --help")
   deerflow-edge help
 
 Options:
@@ -18,6 +26,8 @@ Options:
   --thread ID     continue an earlier conversation (default: a new thread)
   --config FILE   the config file (default: $DEER_FLOW_CONFIG, else ./config.yaml, else embedded defaults)
   --subagents     let the agent delegate to subagents through the task tool
+  --host HOST     where serve listens (default: gateway.host, else 127.0.0.1; any other address needs gateway.auth)
+  --port PORT     where serve listens (default: gateway.port, else 2026; 0 picks a free port)
 `;
 
 interface ParsedArgs {
@@ -26,7 +36,7 @@ interface ParsedArgs {
   flags: Map<string, string>;
 }
 
-const VALUE_FLAGS = new Set(["--model", "--thread", "--config"]);
+const VALUE_FLAGS = new Set(["--model", "--thread", "--config", "--host", "--port"]);
 const BOOLEAN_FLAGS = new Set(["--subagents"]);
 
 function parseArgs(argv: readonly string[]): ParsedArgs {
@@ -73,6 +83,8 @@ export async function loadCliConfig(host: CliHost, explicit: string | undefined)
 
 /** The whole CLI; returns the process exit code. */
 export async function main(host: CliHost): Promise<number> {
+  // The extension manager has flags of its own (--yes, --required ...); it parses its arguments itself.
+  if (host.argv[0] === "extension") return extensionCommand(host, host.argv.slice(1));
   let args: ParsedArgs;
   try {
     args = parseArgs(host.argv);
@@ -103,6 +115,25 @@ export async function main(host: CliHost): Promise<number> {
           threadId: args.flags.get("--thread"),
           subagentsEnabled: args.flags.has("--subagents"),
         });
+      }
+      case "serve": {
+        const { config, source, dir } = await loadCliConfig(host, args.flags.get("--config"));
+        const rawPort = args.flags.get("--port");
+        const port = rawPort === undefined ? undefined : Number(rawPort);
+        if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535)) {
+          host.stderr.write(`error: --port must be a whole number from 0 to 65535, got "${rawPort}".\n`);
+          return 2;
+        }
+        return await serveCommand(host, { config, configSource: source, configDir: dir, host: args.flags.get("--host"), port });
+      }
+      case "hash-password": {
+        const password = (await host.readLine?.()) ?? "";
+        if (password.length < 8) {
+          host.stderr.write("error: pipe the password in on stdin (at least 8 characters), for example: printf %s 'secret…' | deerflow-edge hash-password\n");
+          return 2;
+        }
+        host.stdout.write(`${await hashPassword(password)}\n`);
+        return 0;
       }
       default:
         host.stderr.write(`error: unknown command "${args.command}"; run "deerflow-edge help" for the commands.\n`);

@@ -484,8 +484,11 @@ function applyEngineUpdate(state: EngineState, update: Record<string, unknown>, 
   return next;
 }
 
-function groupWrites(writes: Array<[string, unknown]>): Map<string, unknown> {
-  // updateState takes one value per channel; fold list-valued channels by concatenation.
+/**
+ * Ordered channel writes folded to one value per channel (list-valued `messages` concatenated):
+ * what updateState takes, and what a client reading a node's update expects to see.
+ */
+export function groupWrites(writes: ReadonlyArray<readonly [string, unknown]>): Map<string, unknown> {
   const grouped = new Map<string, unknown>();
   for (const [key, value] of writes) {
     if (key === "messages" && grouped.has(key)) {

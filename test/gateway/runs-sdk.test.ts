@@ -94,6 +94,11 @@ describe("the LangGraph SDK over a socket (scripted model)", () => {
     expect(new Set(events.map((e) => e.event))).toEqual(new Set(["metadata", "values", "updates", "messages", "custom", "end"]));
     const last = events.filter((e) => e.event === "values").at(-1)!.data as { messages: Array<{ type: string }> };
     expect(last.messages.map((m) => m.type)).toEqual(["human", "ai", "tool", "ai"]);
+    // The model node writes ordered channel tuples; a client still sees one update per node with its messages.
+    const modelUpdates = events
+      .filter((e) => e.event === "updates" && "model" in (e.data as object))
+      .map((e) => (e.data as { model: { messages?: Array<{ type: string }> } }).model.messages?.map((m) => m.type));
+    expect(modelUpdates).toEqual([["ai"], ["ai"]]);
     const state = await s.client.threads.getState<{ messages: Array<{ type: string; content: string }> }>(thread.thread_id);
     expect(state.values.messages.at(-1)).toMatchObject({ type: "ai", content: "done: tool:note" });
     const history = await s.client.threads.getHistory(thread.thread_id);

@@ -1,3 +1,4 @@
+import { groupWrites } from "../../engine/agent.ts";
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import type { BaseCheckpointSaver, CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import { Command, type StreamMode } from "@langchain/langgraph/web";
@@ -212,11 +213,16 @@ async function streamAgent<U extends RunPrincipal>(
   return record;
 }
 
+/** A node that returned ordered channel writes (a Command with tuple updates) rather than an object. */
+function isChannelWrites(update: unknown): update is Array<[string, unknown]> {
+  return Array.isArray(update) && update.every((w) => Array.isArray(w) && w.length === 2 && typeof w[0] === "string");
+}
+
 function serializeUpdates(chunk: unknown): unknown {
   if (typeof chunk !== "object" || chunk === null) return serializeValue(chunk) ?? null;
   const out: Record<string, unknown> = {};
   for (const [node, update] of Object.entries(chunk as Record<string, unknown>)) {
-    out[node] = node === "__interrupt__" ? serializeValue(update) : serializeValues(update);
+    out[node] = node === "__interrupt__" ? serializeValue(update) : serializeValues(isChannelWrites(update) ? Object.fromEntries(groupWrites(update)) : update);
   }
   return out;
 }

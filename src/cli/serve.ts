@@ -1,0 +1,94 @@
+import { loadConfiguredMiddlewares } from "../agents/configured-middlewares.ts";
+import type { LeadConfig } from "../agents/app-config.ts";
+import { DeerflowError, errorMessage } from "../core/errors.ts";
+import type { ExtensionDiagnostic } from "../extensions/diagnostics.ts";
+import { loadExtensions } from "../extensions/loader.ts";
+import { createGateway, type Gateway } from "../gateway/app.ts";
+import { parseGatewayConfig } from "../config/gateway.ts";
+import type { HttpServerHandle } from "../ports/http-server.ts";
+import type { McpToolset } from "../mcp/index.ts";
+import type { CliHost } from "./host.ts";
+import { loadMcpServers } from "./run.ts";
+
+export interface ServeCommandOptions {
+  readonly config: LeadConfig;
+  readonly configSource: string;
+  readonly configDir: string;
+  readonly host?: string;
+  readonly port?: number;
+  /** Resolves when the server should stop (tests); default: Ctrl-C or SIGTERM. */
+  readonly until?: Promise<void>;
+  /** Told once the server listens (tests read the URL from it). */
+  readonly onListening?: (server: HttpServerHandle) => void;
+}
+
+/**
+ * `deerflow-edge serve`: the gateway on this runtime's HTTP server. Starting loads what is
+ * installed (plugins, MCP servers, configured middlewares) and never resolves or installs a
+ * package. A required plugin that fails stops here, before any port is served. On Ctrl-C or
+ * SIGTERM: runs drained (5 s), services stopped in reverse, storage closed, then the server.
+ */
+export async function serveCommand(host: CliHost, options: ServeCommandOptions): Promise<number> {
+  const { config } = options;
+  const gatewayConfig = parseGatewayConfig(config.gateway);
+  const hostname = options.host ?? gatewayConfig.host;
+  const port = options.port ?? gatewayConfig.port;
+  const reportDiagnostic = (d: ExtensionDiagnostic) => host.stderr.write(`${d.level}: extension ${d.source}: ${d.message}\n`);
+  let mcp: McpToolset | undefined;
+  let gateway: Gateway | undefined;
+  let server: HttpServerHandle | undefined;
+  try {
+    const moduleLoader = host.createModuleLoader(options.configDir);
+    const configuredMiddlewares = await loadConfiguredMiddlewares(config.extensions.middlewares, moduleLoader);
+    mcp = await loadMcpServers(host, options.configDir);
+    const loaded = await loadExtensions(config.plugins, moduleLoader, { onDiagnostic: reportDiagnostic });
+    const storage = host.createStorage(config.storage, { skillsDir: config.skills?.path });
+    gateway = await createGateway({
+      config,
+      storage,
+      env: host.env,
+      clock: host.clock,
+      sandbox: host.createSandboxProvider(config, storage),
+      extensions: loaded.extensions,
+      extraTools: mcp?.tools ?? [],
+      configuredMiddlewares,
+      listening: { host: hostname },
+      onDiagnostic: reportDiagnostic,
+      logger: {
+        info: (message) => host.stderr.write(`${message}\n`),
+        warn: (message) => host.stderr.write(`warning: ${message}\n`),
+        error: (message) => host.stderr.write(`error: ${message}\n`),
+      },
+    });
+    server = await host.serve(gateway.fetch, { hostname, port }).catch((error: unknown) => {
+      throw new DeerflowError(
+        "serve_failed",
+        `Could not listen on ${hostname}:${port} (${errorMessage(error)}); pick another port with --port or stop what uses it.`,
+      );
+    });
+    options.onListening?.(server);
+    const model = gateway.deps.config.default_model ?? (gateway.deps.config.models[0]?.name ?? "demo");
+    const auth = gatewayConfig.auth.mode === "disabled" ? "auth off (loopback only)" : `auth ${gatewayConfig.auth.mode}`;
+    host.stdout.write(
+      `deerflow-edge gateway · ${server.url} · ${auth} · model ${model}${model === "demo" ? " (built-in demo model)" : ""} · ${options.configSource}\n` +
+        `  LangGraph Platform API under ${server.url}/api (threads, runs, SSE streams)\n` +
+        `  next: curl ${server.url}/api/ok   or point @langchain/langgraph-sdk's Client at apiUrl "${server.url}/api"\n` +
+        `  stop with Ctrl-C\n`,
+    );
+    await (options.until ?? new Promise<void>((resolve) => {
+      const unregister = host.onInterrupt(() => {
+        unregister();
+        resolve();
+      });
+    }));
+    host.stdout.write("stopping: draining runs, stopping services, closing storage…\n");
+    return 0;
+  } catch (error) {
+    host.stderr.write(`error: ${errorMessage(error).split("\n")[0]}\n`);
+    return 1;
+  } finally {
+    await gateway?.shutdown().catch(() => {});
+    await server?.close().catch(() => {});
+    await mcp?.close().catch(() => {});
+  }
+}
