@@ -64,3 +64,4 @@ export { KeyValueCheckpointSaver } from "./runtime/kv-checkpointer.ts";
 export { assembleLeadAgent, buildLeadMiddlewares, LEAD_AGENT_NAME, type LeadAgentAssembly } from "./agents/lead-agent.ts";
 export { describeAgent, describeMiddleware } from "./agents/assembly-descriptor.ts";
 export { LEAD_AGENT_PROMPT } from "./agents/prompts.ts";
+export { validateExtensionSource, type ExtensionSourceCheck, type ExtensionSourceKind, type ExtensionSourceRejection } from "./extensions/manager/source.ts";

@@ -1,4 +1,6 @@
 import { readFile } from "node:fs/promises";
+import process from "node:process";
+import { createInterface } from "node:readline";
 import { dirname, resolve } from "node:path";
 import type { CliHost, CliOutput } from "../../src/cli/host.ts";
 import { systemClock } from "../../src/core/clock.ts";
@@ -7,6 +9,7 @@ import type { Env, ProcessRunner } from "../../src/ports/runtime-ports.ts";
 import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
 import { createLocalSandboxProvider } from "./local-sandbox.ts";
 import { createFsDriver } from "./fs-key-value.ts";
+import { createExtensionManagerHost } from "./extension-manager-host.ts";
 import { createModuleLoader } from "./module-loader.ts";
 import { createMcpStdioTransportFactory } from "./mcp-stdio.ts";
 import { createKeyValue } from "./storage.ts";
@@ -19,6 +22,22 @@ export interface RuntimeBits {
   readonly stderr: CliOutput;
   readonly onInterrupt: (handler: () => void) => () => void;
   readonly serve: ServeFetch;
+}
+
+/** One line of standard input (node:readline works on Node, Deno and Bun); undefined at its end. */
+function readStdinLine(): Promise<string | undefined> {
+  return new Promise((resolveLine) => {
+    const lines = createInterface({ input: process.stdin, terminal: false });
+    let settled = false;
+    const finish = (value: string | undefined) => {
+      if (settled) return;
+      settled = true;
+      lines.close();
+      resolveLine(value);
+    };
+    lines.once("line", (line) => finish(line));
+    lines.once("close", () => finish(undefined));
+  });
 }
 
 /**
@@ -37,6 +56,8 @@ export function createCliHost(bits: RuntimeBits): CliHost {
     createModuleLoader: (baseDir) => createModuleLoader({ baseDir }),
     mcpStdio: createMcpStdioTransportFactory(),
     dirname,
+    createExtensionManagerHost: () => createExtensionManagerHost({ onInterrupt: bits.onInterrupt }),
+    readLine: readStdinLine,
     async readFile(path) {
       try {
         return await readFile(path, "utf8");

@@ -1,4 +1,5 @@
 import type { AppConfig } from "../config/index.ts";
+import type { ManagerHost } from "../ports/extension-manager.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import type { ModuleLoader } from "../ports/module-loader.ts";
 import type { McpStdioTransportFactory } from "../ports/mcp-transport.ts";
@@ -33,4 +34,8 @@ export interface CliHost {
   onInterrupt(handler: () => void): () => void;
   /** Serves a fetch handler on this runtime's HTTP server (`deerflow-edge serve`). */
   readonly serve: ServeFetch;
+  /** Files, npm and the cross-process lock for `deerflow-edge extension`; absent where the runtime cannot run npm. */
+  createExtensionManagerHost?(): ManagerHost;
+  /** One line from standard input without its line end; undefined at end of input (or with no input). */
+  readLine?(): Promise<string | undefined>;
 }
