@@ -200,7 +200,7 @@ describe("the LangGraph SDK over a socket (the lead agent with the demo model)",
       const events: Array<{ event: string; data: unknown }> = [];
       for await (const part of served.client.runs.stream(thread.thread_id, "lead_agent", {
         input: say("Write a note about portable runtimes and count its words."),
-        streamMode: ["values", "messages-tuple"],
+        streamMode: ["values", "messages-tuple", "updates"],
       })) {
         events.push({ event: part.event, data: part.data });
       }
@@ -210,6 +210,12 @@ describe("the LangGraph SDK over a socket (the lead agent with the demo model)",
       expect(events.some((e) => e.event === "error")).toBe(false);
       const last = events.filter((e) => e.event === "values").at(-1)!.data as { messages: Array<{ type: string }> };
       expect(last.messages.filter((m) => m.type !== "system").map((m) => m.type)).toEqual(["human", "ai", "tool", "ai", "tool", "ai"]);
+      // The lead chain's model node writes a list of partial updates; each `updates` frame still
+      // shows the node's messages, one AI message per model step.
+      const modelSteps = events
+        .filter((e) => e.event === "updates" && "model" in (e.data as object))
+        .map((e) => (e.data as { model: { messages?: Array<{ type: string }> } }).model.messages?.map((m) => m.type));
+      expect(modelSteps).toEqual([["ai"], ["ai"], ["ai"]]);
       const [run] = await served.client.runs.list(thread.thread_id);
       expect(run!.status).toBe("success");
     } finally {

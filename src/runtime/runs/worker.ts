@@ -213,16 +213,45 @@ async function streamAgent<U extends RunPrincipal>(
   return record;
 }
 
-/** A node that returned ordered channel writes (a Command with tuple updates) rather than an object. */
-function isChannelWrites(update: unknown): update is Array<[string, unknown]> {
-  return Array.isArray(update) && update.every((w) => Array.isArray(w) && w.length === 2 && typeof w[0] === "string");
+/**
+ * One node's update as a client expects it: a node that wrote ordered channel writes (tuples, or a
+ * list of partial updates, as the model node does) is folded to one value per channel.
+ */
+function foldNodeUpdate(update: unknown): unknown {
+  if (!Array.isArray(update)) return update;
+  const writes: Array<[string, unknown]> = [];
+  for (const item of update) {
+    if (Array.isArray(item) && item.length === 2 && typeof item[0] === "string") writes.push([item[0], item[1]]);
+    else if (typeof item === "object" && item !== null && !Array.isArray(item)) writes.push(...Object.entries(item));
+    else return update;
+  }
+  const folded = Object.fromEntries(groupWrites(writes));
+  // A later write of a message id replaces the earlier one, as the messages reducer does (the
+  // streamed chunk, then the finished message a hook rewrote).
+  if (Array.isArray(folded.messages)) folded.messages = latestById(folded.messages);
+  return folded;
+}
+
+function latestById(messages: readonly unknown[]): unknown[] {
+  const out: unknown[] = [];
+  const at = new Map<string, number>();
+  for (const message of messages) {
+    const id = (message as { id?: unknown } | null)?.id;
+    if (typeof id === "string" && at.has(id)) {
+      out[at.get(id)!] = message;
+      continue;
+    }
+    if (typeof id === "string") at.set(id, out.length);
+    out.push(message);
+  }
+  return out;
 }
 
 function serializeUpdates(chunk: unknown): unknown {
   if (typeof chunk !== "object" || chunk === null) return serializeValue(chunk) ?? null;
   const out: Record<string, unknown> = {};
   for (const [node, update] of Object.entries(chunk as Record<string, unknown>)) {
-    out[node] = node === "__interrupt__" ? serializeValue(update) : serializeValues(isChannelWrites(update) ? Object.fromEntries(groupWrites(update)) : update);
+    out[node] = node === "__interrupt__" ? serializeValue(update) : serializeValues(foldNodeUpdate(update));
   }
   return out;
 }
