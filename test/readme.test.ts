@@ -41,6 +41,8 @@ describe("README: configuration", () => {
     const config = parseLeadConfigText(block!, "README.md");
     expect(config.loop_detection?.warn_threshold).toBe(3);
     expect(config.extensions.middlewares).toEqual(["./my-middlewares.ts:AuditMiddleware"]);
+    expect(config.gateway).toMatchObject({ host: "127.0.0.1", port: 2026, auth: { mode: "disabled", token_expiry_days: 7 } });
+    expect(config.subagents?.batch).toMatchObject({ enabled: false, max_running: 4 });
   });
 });
 
