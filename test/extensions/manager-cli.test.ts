@@ -1,7 +1,7 @@
 import { dirname } from "node:path";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createModuleLoader } from "../../adapters/shared/module-loader.ts";
 import { extensionCommand } from "../../src/cli/extension.ts";
 import type { CliHost } from "../../src/cli/host.ts";
@@ -15,22 +15,14 @@ import {
   FIXTURE_USE,
   makeProject,
   makeTestHost,
-  npmTestEnv,
+  useNpmTestEnv,
   projectState,
-  removeTemporaries,
   tempDir,
   type TestHost,
 } from "./manager-harness.ts";
 
-let env: Record<string, string>;
-
-beforeAll(async () => {
-  env = await npmTestEnv();
-});
-
-afterAll(async () => {
-  await removeTemporaries();
-});
+let env!: Record<string, string>;
+useNpmTestEnv((e) => (env = e));
 
 interface FakeCli extends CliHost {
   out(): string;

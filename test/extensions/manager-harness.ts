@@ -1,4 +1,5 @@
 import { execFileSync } from "node:child_process";
+import { afterAll, beforeAll, expect } from "vitest";
 import { createServer, type Server } from "node:http";
 import { cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -264,4 +265,22 @@ export async function serveFile(path: string, urlPath: string): Promise<{ url: s
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as { port: number };
   return { url: `http://127.0.0.1:${port}${urlPath}`, server };
+}
+
+/** Every suite's npm environment (an isolated cache and config) and the clean-up of its temporary folders. */
+export function useNpmTestEnv(receive: (env: Record<string, string>) => void): void {
+  beforeAll(async () => receive(await npmTestEnv()));
+  afterAll(async () => {
+    await removeTemporaries();
+  });
+}
+
+/** The error `promise` rejects with, checked to be a `type`; fails the test when it resolves. */
+export async function rejectionOf<T extends Error>(promise: Promise<unknown>, type: abstract new (...args: never[]) => T): Promise<T> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(type);
+  return error as T;
 }

@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { lstat, mkdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createModuleLoader } from "../../adapters/shared/module-loader.ts";
 import { parsePlugins } from "../../src/extensions/config.ts";
 import { loadExtensions } from "../../src/extensions/loader.ts";
@@ -18,31 +18,18 @@ import {
   makeTestHost,
   npmPack,
   npmTestEnv,
+  useNpmTestEnv,
+  rejectionOf,
   projectState,
-  removeTemporaries,
   renamed,
   serveFile,
   tempDir,
 } from "./manager-harness.ts";
 
-let env: Record<string, string>;
+let env!: Record<string, string>;
+useNpmTestEnv((e) => (env = e));
 
-beforeAll(async () => {
-  env = await npmTestEnv();
-});
-
-afterAll(async () => {
-  await removeTemporaries();
-});
-
-async function rejection(promise: Promise<unknown>): Promise<ExtensionManagerError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(ExtensionManagerError);
-  return error as ExtensionManagerError;
-}
+const rejection = (promise: Promise<unknown>) => rejectionOf(promise, ExtensionManagerError);
 
 function plugins(configText: string | undefined): Array<Record<string, unknown>> {
   return ((parseYaml(configText ?? "") as { plugins?: unknown } | null)?.plugins ?? []) as Array<Record<string, unknown>>;

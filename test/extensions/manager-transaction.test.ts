@@ -1,6 +1,6 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ExtensionManagerError } from "../../src/extensions/manager/index.ts";
 import { ManagerLockBusyError } from "../../src/ports/extension-manager.ts";
 import {
@@ -10,31 +10,17 @@ import {
   makeProject,
   makeSource,
   makeTestHost,
-  npmTestEnv,
+  useNpmTestEnv,
+  rejectionOf,
   projectState,
-  removeTemporaries,
   renamed,
   type Project,
 } from "./manager-harness.ts";
 
-let env: Record<string, string>;
+let env!: Record<string, string>;
+useNpmTestEnv((e) => (env = e));
 
-beforeAll(async () => {
-  env = await npmTestEnv();
-});
-
-afterAll(async () => {
-  await removeTemporaries();
-});
-
-async function failure(promise: Promise<unknown>): Promise<Error> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(Error);
-  return error as Error;
-}
+const failure = (promise: Promise<unknown>) => rejectionOf(promise, Error);
 
 /** A project that already has one installed extension, so manifest and lock exist and are non-trivial. */
 async function projectWithOne(): Promise<Project> {
