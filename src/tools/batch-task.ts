@@ -1,6 +1,7 @@
 import { ToolMessage } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import { subagentTaskProperties } from "./task.ts";
 import {
   BATCH_RECORD_VERSION,
   BatchStore,
@@ -472,11 +473,7 @@ export function createBatchTaskTool(options: BatchTaskToolOptions): AgentTool {
           description: "The independent tasks of a new batch. Leave it out when resuming a batch by batch_id.",
           items: {
             type: "object",
-            properties: {
-              description: { type: "string", description: "A short (3-5 word) description of this task." },
-              prompt: { type: "string", description: "The task for the subagent: specific and self-contained, since it sees none of this conversation." },
-              subagent_type: { type: "string", enum: names, description: "Which kind of subagent runs the task." },
-            },
+            properties: subagentTaskProperties(names, "A short (3-5 word) description of this task."),
             required: ["description", "prompt", "subagent_type"],
             additionalProperties: false,
           },

@@ -60,6 +60,15 @@ export function taskResultMessage(outcome: SubagentRunResult, toolCallId: string
   return new ToolMessage({ content, tool_call_id: toolCallId, name: TASK_TOOL_NAME, additional_kwargs: kwargs });
 }
 
+/** The JSON-schema properties of one delegated task: `task`'s arguments, and each item of `batch_task`. */
+export function subagentTaskProperties(typeNames: readonly string[], descriptionHint: string): Record<string, unknown> {
+  return {
+    description: { type: "string", description: descriptionHint },
+    prompt: { type: "string", description: "The task for the subagent: specific and self-contained, since it sees none of this conversation." },
+    subagent_type: { type: "string", enum: [...typeNames], description: "Which kind of subagent runs the task." },
+  };
+}
+
 /** The `task` tool over the given subagent types. */
 export function createTaskTool(options: TaskToolOptions): AgentTool {
   const types = new Map((options.types ?? BUILTIN_SUBAGENT_TYPES).map((type) => [type.name, type] as const));
@@ -69,11 +78,7 @@ export function createTaskTool(options: TaskToolOptions): AgentTool {
     description: describe(types),
     schema: {
       type: "object",
-      properties: {
-        description: { type: "string", description: "A short (3-5 word) description of the task for display. Provide it first." },
-        prompt: { type: "string", description: "The task for the subagent: specific and self-contained, since it sees none of this conversation." },
-        subagent_type: { type: "string", enum: names, description: "Which kind of subagent runs the task." },
-      },
+      properties: subagentTaskProperties(names, "A short (3-5 word) description of the task for display. Provide it first."),
       required: ["description", "prompt", "subagent_type"],
       additionalProperties: false,
     },
