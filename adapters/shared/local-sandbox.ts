@@ -188,6 +188,11 @@ export function createLocalSandboxProvider(options: LocalSandboxProviderOptions)
     async release(sandboxId) {
       registry.release(sandboxId);
     },
+    async forget(scope) {
+      // Validates the ids before they become a path, so only this thread's own folder can go.
+      await registry.forget(scope);
+      await rm(join(rootDir, "users", scope.userId, "threads", scope.threadId), { recursive: true, force: true });
+    },
     async close() {
       registry.close();
     },

@@ -63,6 +63,13 @@ export interface SandboxProvider {
   /** The sandbox with this id, if it is still acquired. */
   get(sandboxId: string): Sandbox | undefined;
   release(sandboxId: string): Promise<void>;
+  /**
+   * Deletes everything this user and thread ever stored (workspace, uploads, outputs) and drops
+   * the sandbox if it is acquired, without saving it: a thread that is deleted must not come back
+   * with its files when its id is reused. Optional: a provider that keeps nothing per thread (or a
+   * remote one that cannot delete) leaves it out, and the gateway then deletes only the thread.
+   */
+  forget?(scope: SandboxScope): Promise<void>;
   close(): Promise<void>;
 }
 

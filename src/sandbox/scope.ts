@@ -93,6 +93,23 @@ export class SandboxRegistry<S extends RegisteredSandbox> {
     return sandbox;
   }
 
+  /**
+   * Drops the sandbox of `scope` (waiting for an open in flight) and marks it released; undefined
+   * when none was acquired. Nothing is saved: the caller is discarding the scope's files.
+   */
+  async forget(scope: SandboxScope): Promise<S | undefined> {
+    assertValidScope(scope);
+    const key = scopeKey(scope);
+    const pending = this.#byScope.get(key);
+    if (!pending) return undefined;
+    this.#byScope.delete(key);
+    const sandbox = await pending.catch(() => undefined);
+    if (!sandbox) return undefined;
+    this.#byId.delete(sandbox.id);
+    sandbox.markReleased();
+    return sandbox;
+  }
+
   /** Refuses further acquires and releases everything still acquired, returning it. */
   close(): S[] {
     this.#closed = true;

@@ -278,6 +278,13 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
       const sandbox = registry.release(sandboxId);
       if (sandbox) await persist(sandbox);
     },
+    async forget(scope) {
+      await registry.forget(scope);
+      const key = virtualSandboxStorageKey(scope);
+      // A release still writing this scope would otherwise land after the delete.
+      await persisting.get(key);
+      await storage.removeItem(key);
+    },
     async close() {
       await Promise.all(registry.close().map(persist));
     },

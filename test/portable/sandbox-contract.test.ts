@@ -329,6 +329,44 @@ function sandboxContract(name: string, makeHarness: () => Promise<Harness>, opts
       expect(await again.readFile(`${W}/keep.txt`)).toBe("kept");
     });
 
+    it("forget deletes one thread's files, acquired or released, and drops its sandbox unsaved; other threads and users keep theirs", async () => {
+      const forget = h.provider.forget!.bind(h.provider);
+      const held = await h.provider.acquire(ALICE);
+      await held.writeFile("/mnt/user-data/uploads/plans.txt", "secret plans");
+      await held.writeFile("/mnt/user-data/outputs/report.md", "report");
+      const sibling = await h.provider.acquire(ALICE_2);
+      await sibling.writeFile(`${W}/sibling.txt`, "mine");
+      const bob = await h.provider.acquire(BOB);
+      await bob.writeFile(`${W}/bob.txt`, "bob's");
+      await h.provider.release(bob.id);
+
+      await forget(ALICE);
+      expect(h.provider.get(held.id)).toBeUndefined();
+      await expectCode(held.readFile("/mnt/user-data/uploads/plans.txt"), "sandbox_unavailable");
+      const fresh = await h.provider.acquire(ALICE);
+      expect(await fresh.exists("/mnt/user-data/uploads/plans.txt")).toBe(false);
+      expect(await fresh.exists("/mnt/user-data/outputs/report.md")).toBe(false);
+      expect(await fresh.list(W)).toEqual([]);
+      expect(await sibling.readFile(`${W}/sibling.txt`)).toBe("mine");
+      expect(await (await h.provider.acquire(BOB)).readFile(`${W}/bob.txt`)).toBe("bob's");
+
+      // A released thread's stored files go too, so a new provider over the same state finds none.
+      await fresh.writeFile(`${W}/again.txt`, "again");
+      await h.provider.release(fresh.id);
+      await forget(ALICE);
+      await forget(ALICE); // nothing left: harmless
+      if (h.reopen) {
+        const second = h.reopen();
+        try {
+          expect(await (await second.acquire(ALICE)).list(W)).toEqual([]);
+        } finally {
+          await second.close();
+        }
+      }
+      await expectCode(forget({ userId: "alice", threadId: "../thread-2" }), "sandbox_unavailable");
+      expect(await sibling.readFile(`${W}/sibling.txt`)).toBe("mine");
+    });
+
     it("two threads of one user are isolated", async () => {
       const t1 = await h.provider.acquire(ALICE);
       const t2 = await h.provider.acquire(ALICE_2);

@@ -11,6 +11,7 @@ import { bindExtensionSnapshot } from "../../extensions/run-context.ts";
 import { ERROR_FALLBACK_KEY } from "../../middlewares/llm-error-handling.ts";
 import type { Clock } from "../../ports/runtime-ports.ts";
 import { readHead, restorePreRunCheckpoint, titleOf, writeFallbackTitle } from "./checkpoints.ts";
+import { checkpointWritesSettled } from "./settle.ts";
 import { serializeMessage, serializeValue, serializeValues } from "../serialize.ts";
 import type { StreamBridge } from "./stream-bridge.ts";
 import type {
@@ -138,6 +139,8 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
     // Decided once: an abort that lands during cleanup (shutdown) must not re-label a finished run.
     const cancelled = signal.aborted;
     if (cancelled) {
+      // The aborted stream ended before the graph finished saving its last steps; ours come after.
+      if (run.started) await safely(deps, "waiting for checkpoint saves", () => checkpointWritesSettled(deps.checkpointer, threadId));
       const rollback = run.abortAction === "rollback";
       if (rollback && run.started) {
         await safely(deps, "rollback", () => restorePreRunCheckpoint(deps.checkpointer, threadId, preRun));
