@@ -13,6 +13,8 @@ import type { Clock, Env } from "../ports/runtime-ports.ts";
 import type { SandboxProvider } from "../ports/sandbox.ts";
 import { createLeadAgentFactory, type LeadAgentFactory } from "../runtime/agent-factory.ts";
 import { KeyValueCheckpointSaver } from "../runtime/kv-checkpointer.ts";
+import type { RunManager } from "../runtime/runs/manager.ts";
+import { trackCheckpointWrites } from "../runtime/runs/settle.ts";
 import { KeyValueThreadStore } from "../runtime/thread-store.ts";
 import { createVirtualSandboxProvider } from "../sandbox/virtual.ts";
 import { hostPolicy } from "../agents/lead-agent.ts";
@@ -35,6 +37,7 @@ import { registerThreadRoutes } from "./routes/threads.ts";
 import {
   type AgentFactory,
   type GatewayEnv,
+  type GatewayUser,
   type RouteGuard,
   type ThreadRecord,
   type ThreadStore,
@@ -74,6 +77,8 @@ export interface GatewayDeps {
 
 /** What the run routes tell the rest of the gateway (returned by `registerExtraRoutes`). */
 export interface GatewayRunHooks {
+  /** The runs part's RunManager, so an in-process client (DeerFlowClient.fromGateway) shares its runs. */
+  readonly runs?: RunManager<GatewayUser>;
   /** True while a run holds the thread (thread delete and state writes wait for it). */
   hasActiveRun?(threadId: string): boolean | Promise<boolean>;
   /** Interrupts and persists in-flight runs; called first at shutdown, bounded by `drainTimeoutMs`. */
@@ -91,7 +96,10 @@ export interface GatewayServices {
 
 export interface GatewayOptions {
   readonly config: LeadConfig;
-  /** Where threads, checkpoints and runs live (fs on a server, memory in tests). Closed at shutdown. */
+  /**
+   * Where threads, checkpoints and runs live (fs on a server, memory in tests). Closed at shutdown,
+   * and also when createGateway fails after the extension services started.
+   */
   readonly storage: KeyValue;
   readonly env?: Env;
   readonly clock?: Clock;
@@ -140,6 +148,8 @@ export interface Gateway {
   fetch(request: Request): Promise<Response>;
   readonly deps: GatewayDeps;
   readonly diagnostics: readonly GatewayDiagnostic[];
+  /** The RunManager behind /api runs (absent when `registerExtraRoutes` replaced the runs part without returning one). */
+  readonly runs: RunManager<GatewayUser> | undefined;
   /** Drains runs (5 s), stops services in reverse, then closes agents, sandbox and storage. Idempotent. */
   shutdown(): Promise<void>;
 }
@@ -170,6 +180,18 @@ function corsOriginsFrom(options: GatewayOptions, env: Env, configured: readonly
  * host route always wins a clash.
  */
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
+  const started: { teardown?: () => Promise<void> } = {};
+  try {
+    return await buildGateway(options, started);
+  } catch (error) {
+    // Whatever started before the failure (services, storage) would otherwise outlive a gateway
+    // that nobody holds and so nobody can shut down.
+    await started.teardown?.();
+    throw error;
+  }
+}
+
+async function buildGateway(options: GatewayOptions, started: { teardown?: () => Promise<void> }): Promise<Gateway> {
   const env = options.env ?? mapEnv({});
   const clock = options.clock ?? systemClock;
   const logger = options.logger ?? consoleLogger;
@@ -183,7 +205,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     log(`extension ${diagnostic.source}: ${diagnostic.message}`);
   };
 
-  const checkpointer = options.checkpointer ?? new KeyValueCheckpointSaver({ storage });
+  // One tracked saver for the agents and the runs: a cancelled run's cleanup waits for its saves.
+  const checkpointer = trackCheckpointWrites(options.checkpointer ?? new KeyValueCheckpointSaver({ storage }));
   const threads = options.threads ?? new KeyValueThreadStore({ storage, clock });
   const guard = createRouteGuard(threads);
   const ownSandbox = options.sandbox === undefined;
@@ -247,10 +270,35 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         { appStore: extensions.appStore, policy: hostPolicy(config) },
         { clock, onDiagnostic: reportDiagnostic },
       );
+      // Known before it starts, so a start interrupted by a failure still gets its stop.
+      services = running;
       await running.start();
       return running;
     });
-  const services = (await startServices(deps)) ?? undefined;
+  let services: GatewayServices | undefined;
+  let runHooks: GatewayRunHooks | undefined;
+  let closing: Promise<void> | undefined;
+  const drainTimeoutMs = options.drainTimeoutMs ?? 5000;
+  const step = async (what: string, fn: () => Promise<unknown> | undefined) => {
+    try {
+      await fn();
+    } catch (error) {
+      logger.error(`shutdown: ${what} failed: ${errorMessage(error)}`);
+    }
+  };
+  const teardown = (): Promise<void> => {
+    closing ??= (async () => {
+      await step("draining runs", () => runHooks?.drain?.(drainTimeoutMs));
+      await step("stopping services", () => services?.stop());
+      await step("closing the runs part", () => runHooks?.close?.());
+      await step("closing agents", () => defaultFactory?.close());
+      if (ownSandbox) await step("closing the sandbox", () => sandbox.close());
+      await step("closing storage", () => storage.dispose());
+    })();
+    return closing;
+  };
+  started.teardown = teardown;
+  services = (await startServices(deps)) ?? services;
 
   const requestIds = new WeakMap<Request, string>();
   const app = new Hono<GatewayEnv>();
@@ -275,7 +323,6 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   authLayer.register?.(app);
   registerModelRoutes(app, { config, authorizer });
 
-  let runHooks: GatewayRunHooks | undefined;
   const api = new Hono<GatewayEnv>();
   registerSystemRoutes(api, options.version === undefined ? {} : { version: options.version });
   registerThreadRoutes(api, {
@@ -287,6 +334,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     hasActiveRun: (threadId) => runHooks?.hasActiveRun?.(threadId) ?? false,
     onThreadDeleted: async (thread) => {
       await runHooks?.onThreadDeleted?.(thread);
+      // The thread's uploads and outputs live in its owner's sandbox; left there, a thread created
+      // later with the same id would inherit them.
+      if (thread.owner_id) await sandbox.forget?.({ userId: thread.owner_id, threadId: thread.thread_id });
     },
   });
   registerAssistantRoutes(api, { config, createdAt: new Date(clock.now()).toISOString() });
@@ -323,31 +373,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     errorResponse(error, { logger, requestId: requestIds.get(c.req.raw), method: c.req.method, path: c.req.path }),
   );
 
-  let closing: Promise<void> | undefined;
-  const drainTimeoutMs = options.drainTimeoutMs ?? 5000;
-  const step = async (what: string, fn: () => Promise<unknown> | undefined) => {
-    try {
-      await fn();
-    } catch (error) {
-      logger.error(`shutdown: ${what} failed: ${errorMessage(error)}`);
-    }
-  };
-
   return {
     app,
     deps,
     diagnostics,
+    runs: runHooks?.runs,
     fetch: async (request) => app.fetch(request),
-    shutdown() {
-      closing ??= (async () => {
-        await step("draining runs", () => runHooks?.drain?.(drainTimeoutMs));
-        await step("stopping services", () => services?.stop());
-        await step("closing the runs part", () => runHooks?.close?.());
-        await step("closing agents", () => defaultFactory?.close());
-        if (ownSandbox) await step("closing the sandbox", () => sandbox.close());
-        await step("closing storage", () => storage.dispose());
-      })();
-      return closing;
-    },
+    shutdown: teardown,
   };
 }

@@ -10,7 +10,7 @@ import {
   type RunStreamMode,
 } from "../runtime/runs/types.ts";
 import { THREAD_ID_PATTERN } from "../runtime/thread-store.ts";
-import { stripServerOwnedContext, stripServerOwnedMessages } from "./server-owned.ts";
+import { serverOwnedChannelsIn, serverOwnedChannelsMessage, stripServerOwnedContext, stripServerOwnedMessage, stripServerOwnedMessages } from "./server-owned.ts";
 
 /*
  * The run body of the LangGraph Platform API (inventory §2.3), checked before any run exists: an
@@ -113,7 +113,7 @@ export function parseRunBody(body: unknown, options: ParseRunBodyOptions = {}): 
   const request: RunRequest = {
     assistantId: parsed.assistant_id ?? "lead_agent",
     input: parsed.input ? sanitizeInput(parsed.input) : null,
-    command: parsed.command ?? null,
+    command: parsed.command ? sanitizeCommand(parsed.command) : null,
     metadata: parsed.metadata ?? {},
     configurable,
     context: stripServerOwnedContext(parsed.context ?? {}),
@@ -132,7 +132,13 @@ export function clampRecursionLimit(raw: unknown, max: number): number | undefin
   return Math.min(raw, max);
 }
 
+function refuseServerOwnedChannels(where: string, write: unknown): void {
+  const channels = serverOwnedChannelsIn(write);
+  if (channels.length > 0) throw new RunOperationError(422, "server_owned_state", serverOwnedChannelsMessage(where, channels));
+}
+
 function sanitizeInput(input: Record<string, unknown>): Record<string, unknown> {
+  refuseServerOwnedChannels("input", input);
   if (input.messages === undefined) return { ...input };
   if (!Array.isArray(input.messages)) {
     throw new RunOperationError(400, "invalid_input_message", "input.messages must be a list of messages such as {\"type\": \"human\", \"content\": \"hi\"}");
@@ -150,6 +156,21 @@ function sanitizeInput(input: Record<string, unknown>): Record<string, unknown> 
     }
   });
   return { ...input, messages };
+}
+
+/** A command's state update writes messages as surely as `input` does, so it is stripped the same way. */
+function sanitizeCommand(command: NonNullable<RunRequest["command"]>): NonNullable<RunRequest["command"]> {
+  const { update } = command;
+  refuseServerOwnedChannels("command.update", update);
+  if (update === undefined || update === null || typeof update !== "object") return { ...command };
+  const stripped = (messages: unknown) => (Array.isArray(messages) ? stripServerOwnedMessages(messages) : stripServerOwnedMessage(messages));
+  if (Array.isArray(update)) {
+    // LangGraph's tuple form: [["messages", [...]], ["title", "..."]].
+    return { ...command, update: update.map((write) => (Array.isArray(write) && write[0] === "messages" ? [write[0], stripped(write[1])] : write)) };
+  }
+  const record = update as Record<string, unknown>;
+  if (!("messages" in record)) return { ...command };
+  return { ...command, update: { ...record, messages: stripped(record.messages) } };
 }
 
 function describeIssues(issues: readonly v.BaseIssue<unknown>[]): string {

@@ -71,3 +71,38 @@ export function stripServerOwnedMessage(message: unknown): unknown {
 export function stripServerOwnedMessages(messages: readonly unknown[]): unknown[] {
   return messages.map(stripServerOwnedMessage);
 }
+
+/**
+ * Thread-state channels only the server's middlewares write: which sandbox the thread holds (its
+ * release would act on whatever id a caller planted), per-thread paths, the delegation ledger,
+ * skill activations, viewed images, promoted tools, files and summaries. A caller may write
+ * messages, title, todos and goal.
+ */
+export const SERVER_OWNED_STATE_CHANNELS: readonly string[] = Object.freeze([
+  "sandbox",
+  "thread_data",
+  "uploaded_files",
+  "summary_text",
+  "background_tasks",
+  "artifacts",
+  "viewed_images",
+  "promoted",
+  "delegations",
+  "skill_context",
+]);
+
+const STATE_CHANNEL_SET: ReadonlySet<string> = new Set(SERVER_OWNED_STATE_CHANNELS);
+
+/** The server-owned channels a caller's state write names, in order; empty when it names none. */
+export function serverOwnedChannelsIn(write: unknown): string[] {
+  if (Array.isArray(write)) {
+    return write.flatMap((entry) => (Array.isArray(entry) && typeof entry[0] === "string" && STATE_CHANNEL_SET.has(entry[0]) ? [entry[0]] : []));
+  }
+  if (!isRecord(write)) return [];
+  return Object.keys(write).filter((key) => STATE_CHANNEL_SET.has(key));
+}
+
+/** The error text for a write that names server-owned channels. */
+export function serverOwnedChannelsMessage(where: string, channels: readonly string[]): string {
+  return `${where} may not write ${channels.join(", ")}: the server's middlewares own ${channels.length === 1 ? "that channel" : "those channels"}; send messages (and title, todos or goal) instead.`;
+}

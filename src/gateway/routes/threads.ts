@@ -17,7 +17,7 @@ import {
 } from "../../runtime/thread-state.ts";
 import { httpError, parseRequest, readJsonBody, threadNotFound, type GatewayLogger } from "../errors.ts";
 import { threadOwnerFilter, threadOwnerFor } from "../route-guard.ts";
-import { stripServerOwnedMessage } from "../server-owned.ts";
+import { serverOwnedChannelsIn, serverOwnedChannelsMessage, stripServerOwnedMessage } from "../server-owned.ts";
 import type { AgentFactory, GatewayEnv, GatewayUser, RouteGuard, ThreadRecord, ThreadStatus, ThreadStore } from "../types.ts";
 
 export interface ThreadRouteDeps {
@@ -314,6 +314,8 @@ export function registerThreadRoutes(api: Hono<GatewayEnv>, deps: ThreadRouteDep
     const body = parseRequest(StateUpdateSchema, (await readJsonBody(c)) ?? {});
     await refuseWhileRunning(threadId, "update its state");
     const values = body.values ? { ...body.values } : null;
+    const owned = serverOwnedChannelsIn(values);
+    if (owned.length > 0) throw httpError(422, serverOwnedChannelsMessage("values", owned));
     // Provenance and identity on a message are the server's to write, here as in a run's input.
     if (values && values.messages !== undefined) {
       values.messages = Array.isArray(values.messages)

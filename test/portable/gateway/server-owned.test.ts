@@ -82,3 +82,13 @@ describe("server-owned keys are stripped from caller input", () => {
     expect(isServerOwnedContextKey("model_name")).toBe(false);
   });
 });
+
+describe("server-owned state channels", () => {
+  it("names the channels a write may not touch, in object and tuple form", async () => {
+    const { serverOwnedChannelsIn } = await import("../../../src/gateway/server-owned.ts");
+    expect(serverOwnedChannelsIn({ messages: [], sandbox: { sandbox_id: "virtual:bob:t" }, delegations: [] })).toEqual(["sandbox", "delegations"]);
+    expect(serverOwnedChannelsIn([["messages", []], ["thread_data", {}]])).toEqual(["thread_data"]);
+    expect(serverOwnedChannelsIn({ messages: [], title: "t", todos: [], goal: {} })).toEqual([]);
+    expect(serverOwnedChannelsIn(null)).toEqual([]);
+  });
+});
