@@ -65,3 +65,22 @@ export { assembleLeadAgent, buildLeadMiddlewares, LEAD_AGENT_NAME, type LeadAgen
 export { describeAgent, describeMiddleware } from "./agents/assembly-descriptor.ts";
 export { LEAD_AGENT_PROMPT } from "./agents/prompts.ts";
 export { validateExtensionSource, type ExtensionSourceCheck, type ExtensionSourceKind, type ExtensionSourceRejection } from "./extensions/manager/source.ts";
+export { createGateway, type Gateway, type GatewayOptions } from "./gateway/app.ts";
+export {
+  createDeerFlowClient,
+  DeerFlowClient,
+  ClientInputError,
+  DEFAULT_CLIENT_USER,
+  type ChatResult,
+  type ClientFrame,
+  type ClientGatewayParts,
+  type ClientInput,
+  type ClientUser,
+  type ClientUserOverride,
+  type DeerFlowClientOptions,
+  type EmbeddedPrincipal,
+  type JoinResult,
+  type RunOptions,
+} from "./runtime/client.ts";
+export type { HttpServerHandle, ServeFetch, ServeOptions } from "./ports/http-server.ts";
+export type { ClientRuns, ClientThreads } from "./runtime/client.ts";

@@ -10,3 +10,4 @@ export { createCliHost } from "../shared/cli-host.ts";
 export { createModuleLoader } from "../shared/module-loader.ts";
 export { createMcpStdioTransportFactory } from "../shared/mcp-stdio.ts";
 export { createFsDriver } from "../shared/fs-key-value.ts";
+export { serveDeno } from "./serve.ts";
