@@ -41,6 +41,7 @@ import {
   type RunOptions,
 } from "./client-input.ts";
 import { KeyValueCheckpointSaver } from "./kv-checkpointer.ts";
+import { trackCheckpointWrites } from "./runs/settle.ts";
 import { RunManager } from "./runs/manager.ts";
 import type { StreamBridge, StreamFrame } from "./runs/stream-bridge.ts";
 import { RUN_STREAM_MODES, type CancelAction, type RunAgentFactory, type RunDiagnostic, type RunRecord, type RunRequest, type RunStatus, type RunStreamMode } from "./runs/types.ts";
@@ -179,7 +180,7 @@ export async function createDeerFlowClient(options: DeerFlowClientOptions = {}):
   const storage = options.storage ?? createMemoryKeyValue();
   const ownSandbox = options.sandbox === undefined;
   const sandbox = options.sandbox ?? createVirtualSandboxProvider({ storage });
-  const checkpointer = options.checkpointer ?? new KeyValueCheckpointSaver({ storage });
+  const checkpointer = trackCheckpointWrites(options.checkpointer ?? new KeyValueCheckpointSaver({ storage }));
   const threads = options.threads ?? new KeyValueThreadStore({ storage, clock });
   const report = (diagnostic: RunDiagnostic) => options.onDiagnostic?.(diagnostic);
   const leadFactory: LeadAgentFactory | undefined = options.agentFactory
