@@ -105,6 +105,20 @@ export function registerRunRoutes(app: Hono<GatewayEnv>, deps: RunRouteDeps): vo
     return c.json(publicRun(await existingRun(runs, threadId, runIdOf(c))));
   }));
 
+  // The run journal (DeerFlow's own route): status changes, custom events and errors, kept after the stream is gone.
+  app.get("/threads/:thread_id/runs/:run_id/events", handled(async (c) => {
+    const threadId = await threadFor(c, guard, "runs:read", false);
+    const runId = runIdOf(c);
+    const afterSeq = integerQuery(c, "after_seq", -1);
+    const limit = integerQuery(c, "limit", 100);
+    if (afterSeq === undefined || limit === undefined || limit < 1 || limit > 1000) {
+      throw new RunOperationError(422, "invalid_query", "after_seq must be a whole number and limit a whole number from 1 to 1000.");
+    }
+    const page = await runs.events(threadId, runId, { afterSeq, limit });
+    if (!page) throw new RunOperationError(404, "run_not_found", `Run ${runId} not found`);
+    return c.json(page);
+  }));
+
   app.delete("/threads/:thread_id/runs/:run_id", handled(async (c) => {
     const threadId = await threadFor(c, guard, "runs:cancel", true);
     await runs.delete(threadId, runIdOf(c));
@@ -200,7 +214,7 @@ export async function registerRunsPart(
     drain: async (timeoutMs) => {
       await runs.shutdown(timeoutMs);
     },
-    onThreadDeleted: (thread) => runs.store.deleteThread(thread.thread_id),
+    onThreadDeleted: (thread) => runs.deleteThread(thread.thread_id),
     close: () => runs.bridge.close(),
   };
 }
@@ -276,4 +290,12 @@ function intQuery(c: C, name: string, fallback: number, min: number, max: number
     throw new RunOperationError(422, "invalid_query", `${name} must be an integer from ${min} to ${max}; got ${JSON.stringify(raw)}`);
   }
   return value;
+}
+
+/** A whole-number query parameter, the fallback when absent, undefined when malformed. */
+function integerQuery(c: C, name: string, fallback: number): number | undefined {
+  const raw = c.req.query(name);
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  return Number.isInteger(value) ? value : undefined;
 }

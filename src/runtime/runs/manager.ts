@@ -6,6 +6,7 @@ import { EMPTY_EXTENSIONS, type LoadedExtensions } from "../../extensions/regist
 import type { KeyValue } from "../../ports/key-value.ts";
 import type { Clock } from "../../ports/runtime-ports.ts";
 import { readThreadValues } from "./checkpoints.ts";
+import { RunJournal, type JournalPage } from "./journal.ts";
 import { RunStore, type RunListQuery } from "./run-store.ts";
 import { MemoryStreamBridge, type StreamBridge, type StreamFrame } from "./stream-bridge.ts";
 import {
@@ -71,6 +72,7 @@ const INTERRUPTED_BY_SHUTDOWN: RunErrorInfo = Object.freeze({
  */
 export class RunManager<U extends RunPrincipal = RunPrincipal> {
   readonly store: RunStore;
+  readonly journal: RunJournal;
   readonly bridge: StreamBridge;
   readonly clock: Clock;
   readonly extensions: LoadedExtensions;
@@ -87,6 +89,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     this.extensions = options.extensions ?? EMPTY_EXTENSIONS;
     this.store = new RunStore(options.storage, options.storePrefix ? { prefix: options.storePrefix } : {});
     this.bridge = options.bridge ?? new MemoryStreamBridge({ clock: this.clock });
+    this.journal = new RunJournal(options.storage, { clock: this.clock });
   }
 
   /** Marks rows a crashed process left pending or running as interrupted; returns them. */
@@ -136,6 +139,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
         kwargs: runKwargs(request),
       };
       await this.store.put(row);
+      this.journal.record(threadId, row.run_id, "status", { status: "pending" });
       this.bridge.open(row.run_id);
       const run = {
         row,
@@ -155,6 +159,12 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
       this.#byThread.set(threadId, [...(this.#byThread.get(threadId) ?? []), row.run_id]);
       return row;
     });
+  }
+
+  /** What the run's journal holds (status changes, custom events, errors), a page at a time; undefined for an unknown run. */
+  async events(threadId: string, runId: string, query: { afterSeq?: number; limit?: number } = {}): Promise<JournalPage | undefined> {
+    if (!(await this.store.get(threadId, runId))) return undefined;
+    return this.journal.list(threadId, runId, query);
   }
 
   async get(threadId: string, runId: string): Promise<RunRecord | undefined> {
@@ -235,6 +245,13 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
       throw new RunOperationError(409, "run_active", `Run ${runId} is still ${row.status}; cancel it before deleting it.`);
     }
     await this.store.delete(threadId, runId);
+    await this.journal.deleteRun(threadId, runId);
+  }
+
+  /** Forgets every run row and journal entry of a deleted thread. */
+  async deleteThread(threadId: string): Promise<void> {
+    await this.store.deleteThread(threadId);
+    await this.journal.deleteThread(threadId);
   }
 
   /**
@@ -254,6 +271,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     for (const run of abandoned) {
       run.settled = true;
       await this.#setStatus(run, "interrupted", INTERRUPTED_BY_SHUTDOWN).catch(() => undefined);
+      await this.journal.close(run.row.thread_id, run.row.run_id).catch(() => undefined);
       await this.bridge.end(run.row.run_id).catch(() => undefined);
     }
     return { drained: runs.length - abandoned.length, abandoned: abandoned.length };
@@ -314,6 +332,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
 
   async #setStatus(run: ActiveRun<U>, status: RunStatus, error?: RunErrorInfo | null): Promise<void> {
     run.row = { ...run.row, status, updated_at: this.#stamp(), ...(error === undefined ? {} : { error }) };
+    this.journal.record(run.row.thread_id, run.row.run_id, "status", { status, ...(error ? { error } : {}) });
     await this.store.put(run.row);
   }
 
@@ -321,6 +340,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     const options = this.#options;
     return {
       bridge: this.bridge,
+      journal: this.journal,
       checkpointer: options.checkpointer,
       threads: options.threads,
       agentFactory: options.agentFactory,

@@ -16,7 +16,8 @@ export interface RunListQuery {
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 const encoder = new TextEncoder();
 
-function segment(id: string): string {
+/** A key segment for an id: hex, so ids that differ only by case stay apart on a case-insensitive file system. */
+export function keySegment(id: string): string {
   let hex = "x";
   for (const byte of encoder.encode(id)) hex += HEX[byte];
   return hex;
@@ -43,7 +44,7 @@ export class RunStore {
   }
 
   #key(threadId: string, runId: string): string {
-    return `${this.prefix}:${segment(threadId)}:${segment(runId)}`;
+    return `${this.prefix}:${keySegment(threadId)}:${keySegment(runId)}`;
   }
 
   async put(row: RunRecord): Promise<void> {
@@ -64,7 +65,7 @@ export class RunStore {
 
   /** A thread's runs, newest first. */
   async list(threadId: string, query: RunListQuery = {}): Promise<RunRecord[]> {
-    const rows = await this.#rowsUnder(`${this.prefix}:${segment(threadId)}`);
+    const rows = await this.#rowsUnder(`${this.prefix}:${keySegment(threadId)}`);
     const offset = Math.max(0, query.offset ?? 0);
     const limit = Math.max(0, query.limit ?? 10);
     return rows
@@ -79,7 +80,7 @@ export class RunStore {
   }
 
   async deleteThread(threadId: string): Promise<void> {
-    const keys = await this.storage.getKeys(`${this.prefix}:${segment(threadId)}`);
+    const keys = await this.storage.getKeys(`${this.prefix}:${keySegment(threadId)}`);
     await Promise.all(keys.map((key) => this.storage.removeItem(key)));
   }
 

@@ -14,6 +14,7 @@ import { readHead, restorePreRunCheckpoint, titleOf, writeFallbackTitle } from "
 import { checkpointWritesSettled } from "./settle.ts";
 import { serializeMessage, serializeValue, serializeValues } from "../serialize.ts";
 import type { StreamBridge } from "./stream-bridge.ts";
+import type { RunJournal } from "./journal.ts";
 import type {
   CancelAction,
   RunAgentFactory,
@@ -67,6 +68,8 @@ export interface ActiveRun<U extends RunPrincipal = RunPrincipal> {
 
 export interface WorkerDeps<U extends RunPrincipal> {
   readonly bridge: StreamBridge;
+  /** Where the run's status changes and custom events are kept after its stream is gone. */
+  readonly journal?: RunJournal;
   readonly checkpointer: BaseCheckpointSaver;
   readonly threads: RunThreadStore;
   readonly agentFactory: RunAgentFactory<U>;
@@ -133,6 +136,7 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
       error = { name: caught instanceof Error ? caught.name : "Error", message: errorMessage(caught) };
       status = "error";
       deps.report({ level: "error", source: `run ${runId}`, message: `the run failed: ${error.message}` });
+      deps.journal?.record(threadId, runId, "error", { name: error.name, message: error.message });
       await bridge.publish(runId, "error", { name: error.name, message: error.message });
     }
   } finally {
@@ -165,6 +169,7 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
         (cause: unknown) => deps.report({ level: "error", source: `run ${runId}`, message: `on_task_stop pass failed: ${errorMessage(cause)}` }),
       );
     }
+    if (deps.journal) await safely(deps, "run journal", () => deps.journal!.close(threadId, runId));
     await bridge.end(runId);
     bridge.release(runId);
   }
@@ -179,7 +184,9 @@ async function streamAgent<U extends RunPrincipal>(
 ): Promise<EngineRunRecord | undefined> {
   const { request } = run;
   const runId = run.row.run_id;
-  const graphModes = [...new Set(request.streamMode.map((mode) => (mode === "messages-tuple" ? "messages" : mode)))] as StreamMode[];
+  // `custom` is always streamed from the graph: the journal keeps those events whether or not a client asked for them.
+  const graphModes = [...new Set([...request.streamMode.map((mode) => (mode === "messages-tuple" ? "messages" : mode)), "custom"])] as StreamMode[];
+  const publishCustom = request.streamMode.includes("custom");
   const input = request.command ? new Command({ ...request.command } as ConstructorParameters<typeof Command>[0]) : (request.input ?? null);
   let record: EngineRunRecord | undefined;
   let lastValues: Record<string, unknown> = {};
@@ -210,7 +217,9 @@ async function streamAgent<U extends RunPrincipal>(
       const [message, metadata] = chunk as [BaseMessage, Record<string, unknown>];
       await deps.bridge.publish(runId, "messages", [serializeMessage(message), serializeMetadata(metadata)]);
     } else if (mode === "custom") {
-      await deps.bridge.publish(runId, "custom", serializeValue(chunk) ?? null);
+      const event = serializeValue(chunk) ?? null;
+      deps.journal?.record(run.row.thread_id, runId, "custom", event);
+      if (publishCustom) await deps.bridge.publish(runId, "custom", event);
     }
   }
   return record;

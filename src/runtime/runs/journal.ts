@@ -1,0 +1,113 @@
+import type { KeyValue } from "../../ports/key-value.ts";
+import type { Clock } from "../../ports/runtime-ports.ts";
+import { keySegment } from "./run-store.ts";
+
+/*
+ * The run journal: what happened during a run, kept after its stream is gone. Every status change
+ * of the row and every custom event the graph wrote (guard warnings, tool receipts, sandbox audit
+ * decisions, subagent progress...) whether or not a client streamed `custom`, so an operator can
+ * read a finished run's events after a restart. One key per entry under
+ * `<prefix>:<thread>:<run>:<seq>`; entries are buffered and written in order, at the latest when
+ * the run ends.
+ */
+
+export type JournalEntryKind = "status" | "custom" | "error";
+
+export interface JournalEntry {
+  readonly seq: number;
+  readonly at: string;
+  readonly kind: JournalEntryKind;
+  readonly data: unknown;
+}
+
+export interface JournalPage {
+  readonly events: readonly JournalEntry[];
+  /** Pass as `after_seq` for the next page; null when this page reached the end. */
+  readonly next_after_seq: number | null;
+}
+
+interface OpenRun {
+  next: number;
+  buffer: JournalEntry[];
+  writing: Promise<void>;
+}
+
+const FLUSH_AT = 32;
+const SEQ_WIDTH = 8;
+
+export class RunJournal {
+  readonly #storage: KeyValue;
+  readonly #clock: Clock;
+  readonly #prefix: string;
+  readonly #open = new Map<string, OpenRun>();
+
+  constructor(storage: KeyValue, options: { clock: Clock; prefix?: string }) {
+    this.#storage = storage;
+    this.#clock = options.clock;
+    this.#prefix = options.prefix ?? "gateway:journal";
+  }
+
+  #base(threadId: string, runId: string): string {
+    return `${this.#prefix}:${keySegment(threadId)}:${keySegment(runId)}`;
+  }
+
+  /** Queues one entry; written with the next flush (every 32 entries, and when the run ends). */
+  record(threadId: string, runId: string, kind: JournalEntryKind, data: unknown): void {
+    const base = this.#base(threadId, runId);
+    let run = this.#open.get(base);
+    if (!run) {
+      run = { next: 0, buffer: [], writing: Promise.resolve() };
+      this.#open.set(base, run);
+    }
+    run.buffer.push({ seq: run.next++, at: new Date(this.#clock.now()).toISOString(), kind, data: data ?? null });
+    if (run.buffer.length >= FLUSH_AT) void this.flush(threadId, runId).catch(() => undefined);
+  }
+
+  /** Writes what is queued for the run, after any earlier write of it finished. */
+  flush(threadId: string, runId: string): Promise<void> {
+    const base = this.#base(threadId, runId);
+    const run = this.#open.get(base);
+    if (!run || run.buffer.length === 0) return run?.writing ?? Promise.resolve();
+    const batch = run.buffer;
+    run.buffer = [];
+    run.writing = run.writing
+      .catch(() => undefined)
+      .then(() => this.#storage.setItems(batch.map((entry) => ({ key: `${base}:${String(entry.seq).padStart(SEQ_WIDTH, "0")}`, value: entry as never }))));
+    return run.writing;
+  }
+
+  /** Flushes and forgets the run's buffer: call once the run has ended. */
+  async close(threadId: string, runId: string): Promise<void> {
+    try {
+      await this.flush(threadId, runId);
+    } finally {
+      this.#open.delete(this.#base(threadId, runId));
+    }
+  }
+
+  /** A page of the run's entries in order, after `afterSeq`. */
+  async list(threadId: string, runId: string, query: { afterSeq?: number; limit?: number } = {}): Promise<JournalPage> {
+    const base = this.#base(threadId, runId);
+    await this.#open.get(base)?.writing.catch(() => undefined);
+    const afterSeq = query.afterSeq ?? -1;
+    const limit = Math.min(Math.max(1, query.limit ?? 100), 1000);
+    const keys = (await this.#storage.getKeys(base))
+      .map((key) => ({ key, seq: Number(key.slice(key.lastIndexOf(":") + 1)) }))
+      .filter((entry) => Number.isInteger(entry.seq) && entry.seq > afterSeq)
+      .sort((a, b) => a.seq - b.seq);
+    const page = keys.slice(0, limit);
+    const values = await this.#storage.getItems(page.map((entry) => entry.key));
+    const events = values.map((item) => item.value as JournalEntry).filter((entry) => entry !== null && typeof entry === "object");
+    return { events, next_after_seq: keys.length > limit ? page.at(-1)!.seq : null };
+  }
+
+  async deleteRun(threadId: string, runId: string): Promise<void> {
+    const keys = await this.#storage.getKeys(this.#base(threadId, runId));
+    await Promise.all(keys.map((key) => this.#storage.removeItem(key)));
+  }
+
+  async deleteThread(threadId: string): Promise<void> {
+    const keys = await this.#storage.getKeys(`${this.#prefix}:${keySegment(threadId)}`);
+    await Promise.all(keys.map((key) => this.#storage.removeItem(key)));
+  }
+}

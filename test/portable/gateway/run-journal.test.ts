@@ -1,0 +1,73 @@
+import { describe, expect, it } from "vitest";
+import { ManualClock } from "../../../src/core/clock.ts";
+import { RunJournal } from "../../../src/runtime/runs/journal.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
+import { call, testGateway } from "./threads-fixtures.ts";
+
+describe("RunJournal", () => {
+  it("keeps a run's entries in order, in pages, apart from runs whose ids share a prefix", async () => {
+    const storage = createMemoryKeyValue();
+    const journal = new RunJournal(storage, { clock: new ManualClock(Date.UTC(2026, 10, 30)) });
+    for (let i = 0; i < 5; i++) journal.record("t", "ab", "custom", { i });
+    journal.record("t", "abc", "status", { status: "running" });
+    // Nothing is written before a flush: fewer than 32 entries are buffered.
+    expect(await storage.getKeys()).toEqual([]);
+    await journal.close("t", "ab");
+    await journal.close("t", "abc");
+    const first = await journal.list("t", "ab", { limit: 2 });
+    expect(first.events.map((e) => [e.seq, e.kind, e.data])).toEqual([
+      [0, "custom", { i: 0 }],
+      [1, "custom", { i: 1 }],
+    ]);
+    expect(first.events[0]!.at).toBe("2026-11-30T00:00:00.000Z");
+    expect(first.next_after_seq).toBe(1);
+    const rest = await journal.list("t", "ab", { afterSeq: 1 });
+    expect(rest.events.map((e) => e.seq)).toEqual([2, 3, 4]);
+    expect(rest.next_after_seq).toBeNull();
+    expect((await journal.list("t", "abc")).events.map((e) => e.data)).toEqual([{ status: "running" }]);
+    await journal.deleteThread("t");
+    expect(await storage.getKeys()).toEqual([]);
+  });
+
+  it("writes every 32 entries without waiting for the run to end", async () => {
+    const storage = createMemoryKeyValue();
+    const journal = new RunJournal(storage, { clock: new ManualClock(0) });
+    for (let i = 0; i < 33; i++) journal.record("t", "r", "custom", i);
+    expect((await journal.list("t", "r", { limit: 1000 })).events).toHaveLength(32);
+    await journal.close("t", "r");
+    expect((await journal.list("t", "r", { limit: 1000 })).events).toHaveLength(33);
+  });
+});
+
+describe("GET /api/threads/:id/runs/:run/events", () => {
+  it("lists the run's status changes and the custom events its middlewares wrote, even when the client streamed none", async () => {
+    const gateway = await testGateway();
+    try {
+      const { body: thread } = await call(gateway, "POST", "/api/threads", {});
+      const threadId = (thread as { thread_id: string }).thread_id;
+      const waited = await call(gateway, "POST", `/api/threads/${threadId}/runs/wait`, {
+        assistant_id: "lead_agent",
+        input: { messages: [{ type: "human", content: "Write a note about journals." }] },
+        stream_mode: ["values"],
+      });
+      expect(waited.status).toBe(200);
+      const [run] = (await call(gateway, "GET", `/api/threads/${threadId}/runs`)).body as Array<{ run_id: string }>;
+      const { status, body } = await call(gateway, "GET", `/api/threads/${threadId}/runs/${run!.run_id}/events`);
+      expect(status).toBe(200);
+      const events = (body as { events: Array<{ seq: number; kind: string; data: Record<string, unknown> }> }).events;
+      expect(events.filter((e) => e.kind === "status").map((e) => e.data.status)).toEqual(["pending", "running", "success"]);
+      // The demo session runs bash once: SandboxAudit records its decision as a custom event.
+      const custom = events.filter((e) => e.kind === "custom");
+      expect(custom.map((e) => e.data.type)).toEqual(["middleware:sandbox_audit"]);
+      expect(events.map((e) => e.kind)).toEqual(["status", "status", "custom", "status"]);
+      expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
+
+      expect((await call(gateway, "GET", `/api/threads/${threadId}/runs/nope/events`)).status).toBe(404);
+      expect((await call(gateway, "GET", `/api/threads/${threadId}/runs/${run!.run_id}/events?limit=0`)).status).toBe(422);
+      // Another user cannot read it.
+      expect((await call(gateway, "GET", `/api/threads/${threadId}/runs/${run!.run_id}/events`, undefined, { user: "mallory" })).status).toBe(404);
+    } finally {
+      await gateway.shutdown();
+    }
+  });
+});
