@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # npm run bench: runs every bench (bench/chain-overhead.ts, bench/tool-side.ts, bench/delegation.ts,
-# bench/extensions.ts) under Node (tsx),
+# bench/extensions.ts, bench/gateway.ts) under Node (tsx),
 # Deno and Bun, one after the other. Every JSON line is echoed and appended to
 # bench/results/<bench>-<UTC date>.jsonl (git-ignored).
 # A run that fails (non-zero exit, or no summary line) makes the script exit non-zero, but the
 # other runs still happen. Progress of each run goes to stderr.
 # Knobs (environment): BENCH_SAMPLES, BENCH_BLOCK_MS, BENCH_WARMUP_MS, BENCH_RUNTIMES="node deno bun",
-# BENCH_NAMES="chain-overhead tool-side extensions delegation" (which benches); each bench documents its own extra knobs.
+# BENCH_NAMES="chain-overhead tool-side extensions delegation gateway" (which benches); each bench documents its own extra knobs.
+# bench/gateway.ts installs its baseline server's separate npm folder on first use
+# (npm ci --prefix bench/lgapi); if that fails it prints {"skipped":"lgapi",...} and measures the rest.
 set -u
 cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$PATH"
@@ -16,15 +18,17 @@ date_tag=$(date -u +%Y-%m-%d)
 
 # --expose-gc (Node, Deno) lets a bench collect garbage between timed blocks; Bun has Bun.gc.
 # Deno resolves bare specifiers from the npm-installed node_modules (deno.json: nodeModulesDir
-# "manual"); -A covers the sys access langsmith needs (toolchain pitfall P4).
+# "manual"); -A covers the sys access langsmith needs (toolchain pitfall P4);
+# --unstable-no-legacy-abort keeps Deno.serve from aborting a request's signal after its response
+# (peers.md P17), as adapters/deno/serve.ts asks of every server (bench/gateway.ts serves one).
 run_node() { tsx --expose-gc "$1"; }
-run_deno() { deno run -A --v8-flags=--expose-gc "$1"; }
+run_deno() { deno run -A --unstable-no-legacy-abort --v8-flags=--expose-gc "$1"; }
 run_bun() { bun "$1"; }
 
 status=0
 failed=()
 outs=()
-for name in ${BENCH_NAMES:-chain-overhead tool-side extensions delegation}; do
+for name in ${BENCH_NAMES:-chain-overhead tool-side extensions delegation gateway}; do
   bench="bench/$name.ts"
   out="bench/results/$name-$date_tag.jsonl"
   outs+=("$out")
