@@ -1,17 +1,17 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createStorage } from "unstorage";
-import memoryDriver from "unstorage/drivers/memory";
-import fsDriver from "unstorage/drivers/fs";
+import { createFsKeyValue } from "../../adapters/shared/fs-key-value.ts";
+import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import type { CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
 import { KeyValueCheckpointSaver } from "../../src/runtime/kv-checkpointer.ts";
 
-// Each suite gets a fresh store: the list specs count every checkpoint the saver can see.
+// Each suite gets a fresh store: the list specs count every checkpoint the saver can see. The stores
+// are the ones the gateway and the CLI ship: the prefix-indexed memory driver and the scoped fs driver.
 
 export const memoryInitializer: CheckpointSaverTestInitializer<KeyValueCheckpointSaver> = {
-  checkpointerName: "KeyValueCheckpointSaver (unstorage memory)",
-  createCheckpointer: () => new KeyValueCheckpointSaver({ storage: createStorage({ driver: memoryDriver() }) }),
+  checkpointerName: "KeyValueCheckpointSaver (memory KeyValue)",
+  createCheckpointer: () => new KeyValueCheckpointSaver({ storage: createMemoryKeyValue() }),
   destroyCheckpointer: async (saver) => {
     await saver.storage.dispose();
   },
@@ -21,11 +21,11 @@ let fsRoot: string | undefined;
 let fsCount = 0;
 
 export const fsInitializer: CheckpointSaverTestInitializer<KeyValueCheckpointSaver> = {
-  checkpointerName: "KeyValueCheckpointSaver (unstorage fs)",
+  checkpointerName: "KeyValueCheckpointSaver (fs KeyValue)",
   createCheckpointer: () => {
     fsRoot ??= mkdtempSync(join(tmpdir(), "deerflow-kv-checkpointer-"));
     const base = join(fsRoot, String(++fsCount));
-    return new KeyValueCheckpointSaver({ storage: createStorage({ driver: fsDriver({ base }) }) });
+    return new KeyValueCheckpointSaver({ storage: createFsKeyValue(base) });
   },
   destroyCheckpointer: async (saver) => {
     await saver.storage.dispose();

@@ -126,3 +126,22 @@ describe(`fs KeyValue on disk (${runtime})`, () => {
     }
   });
 });
+
+describe(`the memory driver's prefix index (${runtime})`, () => {
+  it("answers getKeys(base) from the base's subtree only, segment by segment, and forgets removed keys", async () => {
+    const { scopedMemoryDriver } = await import("../../src/storage/memory-driver.ts");
+    const driver = scopedMemoryDriver();
+    const set = (key: string) => driver.setItem!(key, "v", {});
+    for (const key of ["checkpoints:t1:c:1", "checkpoints:t1:c:2", "checkpoints:t10:c:1", "sandbox:u:t1", "top"]) await set(key);
+    // The driver itself returns only the subtree: unstorage's own filtering no longer sees every key.
+    expect((await driver.getKeys("checkpoints:t1:", {})).sort()).toEqual(["checkpoints:t1:c:1", "checkpoints:t1:c:2"]);
+    expect((await driver.getKeys("checkpoints:t1", {})).sort()).toEqual(["checkpoints:t1:c:1", "checkpoints:t1:c:2"]);
+    expect(await driver.getKeys("nothing:", {})).toEqual([]);
+    expect((await driver.getKeys("", {})).length).toBe(5);
+    await driver.removeItem!("checkpoints:t1:c:1", {});
+    expect(await driver.getKeys("checkpoints:t1:", {})).toEqual(["checkpoints:t1:c:2"]);
+    await driver.clear!("checkpoints:", {});
+    expect((await driver.getKeys("", {})).sort()).toEqual(["sandbox:u:t1", "top"]);
+    expect(await driver.hasItem("checkpoints:t10:c:1", {})).toBe(false);
+  });
+});
