@@ -33,6 +33,19 @@ export function runLocationHeaders(threadId: string, runId: string): Record<stri
   };
 }
 
+const LINE_BREAK = /[\r\n]/;
+
+/**
+ * One SSE frame. JSON.stringify escapes every line break, so the data is always one `data:` line
+ * and needs no splitting (Hono's writeSSE splits each payload with a regex: a tenth of a demo
+ * run's CPU went there). Event names and ids are the server's own; a line break in one is a bug.
+ */
+export function formatSseFrame(event: string, data: unknown, id?: string | null): string {
+  if (LINE_BREAK.test(event) || (id != null && LINE_BREAK.test(id))) throw new Error("an SSE event name or id must not contain a line break");
+  const json = JSON.stringify(data ?? null) ?? "null";
+  return id == null ? `event: ${event}\ndata: ${json}\n\n` : `event: ${event}\ndata: ${json}\nid: ${id}\n\n`;
+}
+
 export function sseResponse(c: Context, frames: (signal: AbortSignal) => AsyncIterable<StreamFrame>, options: SseOptions = {}): Response {
   const clock = options.clock ?? systemClock;
   const heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
@@ -58,12 +71,12 @@ export function sseResponse(c: Context, frames: (signal: AbortSignal) => AsyncIt
     try {
       for await (const frame of frames(reading.signal)) {
         if (stream.aborted) break;
-        await stream.writeSSE({ event: frame.event, data: JSON.stringify(frame.data ?? null), ...(frame.id === undefined ? {} : { id: frame.id }) });
+        await stream.write(formatSseFrame(frame.event, frame.data, frame.id));
       }
     } catch (error) {
       if (!stream.aborted) {
         const name = error instanceof Error ? error.name : "Error";
-        await stream.writeSSE({ event: "error", data: JSON.stringify({ name, message: errorMessage(error) }) });
+        await stream.write(formatSseFrame("error", { name, message: errorMessage(error) }));
       }
     } finally {
       ended = !stream.aborted;
