@@ -1,3 +1,4 @@
+import { yieldToEventLoop } from "../core/yield.ts";
 import type { CallbackManagerForLLMRun } from "@langchain/core/callbacks/manager";
 import type { BaseLanguageModelInput } from "@langchain/core/language_models/base";
 import {
@@ -232,9 +233,11 @@ export class DemoChatModel extends BaseChatModel<DemoChatModelCallOptions, AIMes
         chunk,
       });
     };
+    let index = 0;
     for (const word of turn.content.match(/\S+\s*/g) ?? []) {
       options.signal?.throwIfAborted();
       if (this.tokenDelayMs > 0) await sleep(this.tokenDelayMs, options.signal);
+      else if (index++ % 8 === 0) await yieldToEventLoop();
       const chunk = chunkOf({ content: word });
       yield chunk;
       await emit(chunk);

@@ -90,6 +90,11 @@ export class MemoryStreamBridge implements StreamBridge {
     return this.#logs.has(runId);
   }
 
+  /** How many frames the run has published so far (0 for an unknown run). */
+  published(runId: string): number {
+    return this.#logs.get(runId)?.nextSeq ?? 0;
+  }
+
   async publish(runId: string, event: string, data: unknown): Promise<void> {
     const log = this.#log(runId);
     if (log.ended) return;

@@ -1,3 +1,4 @@
+import { yieldToEventLoop } from "../../core/yield.ts";
 import { groupWrites } from "../../engine/agent.ts";
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import type { BaseCheckpointSaver, CheckpointTuple } from "@langchain/langgraph-checkpoint";
@@ -48,6 +49,9 @@ const FORWARDED_CONFIGURABLE_KEYS = [
   "agent_name",
   "is_bootstrap",
 ] as const;
+
+/** How long a run may hold the event loop before its frames get a turn to leave. */
+const YIELD_EVERY_MS = 5;
 
 export const ROLLED_BACK: RunErrorInfo = Object.freeze({ name: "RunRolledBack", message: "Rolled back by user" });
 
@@ -117,6 +121,8 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
       await notifyTaskStart(extensions.taskLifecycle, extensions.appStore, lifecycle.taskStore, info, notifyOptions(deps));
     }
     await bridge.publish(runId, "metadata", { run_id: runId, thread_id: threadId, attempt: 1 });
+    // Let the response that streams this run reach its socket before the graph takes the loop.
+    await yieldToEventLoop();
     const engine = await streamAgent(deps, run, agent, {
       ...context,
       ...serverContext(run.user, threadId, runId),
@@ -203,7 +209,14 @@ async function streamAgent<U extends RunPrincipal>(
     },
     (r) => (record = r),
   );
+  let lastYield = Date.now();
   for await (const item of stream) {
+    // A run over memory storage never waits on I/O, so without a macrotask turn now and then its
+    // frames would reach the socket only when it ends: a client would see the first token last.
+    if (Date.now() - lastYield >= YIELD_EVERY_MS) {
+      await yieldToEventLoop();
+      lastYield = Date.now();
+    }
     const [mode, chunk] = item as [string, unknown];
     if (mode === "values") {
       const values = serializeValues(chunk);

@@ -1,3 +1,4 @@
+import { MemoryStreamBridge } from "../../../src/runtime/runs/stream-bridge.ts";
 import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../../src/core/clock.ts";
 import type { TaskInfo, TaskOutcome } from "../../../src/extension-api/lifecycle.ts";
@@ -198,6 +199,8 @@ describe("run routes over app.fetch", () => {
     const tid = await gw.thread();
     const run = await json(await gw.request("POST", `/api/threads/${tid}/runs`, { ...human("tool:block"), stream_mode: ["values", "updates", "messages-tuple"] }));
     await eventually(async () => ((await gw.runs.threadValues(tid))?.messages as unknown[] | undefined)?.length === 2);
+    // The run streams while the graph goes on; wait until the metadata frame has left the 3-frame window.
+    await eventually(() => (gw.runs.bridge as MemoryStreamBridge).published(String(run.run_id)) > 4);
     const res = await gw.request("GET", `/api/threads/${tid}/runs/${run.run_id}/stream?cancel_on_disconnect=1`, undefined, {
       "Last-Event-ID": `${clock.now()}-0`,
     });
