@@ -14,7 +14,7 @@ import type { SandboxProvider } from "../ports/sandbox.ts";
 import { createLeadAgentFactory, type LeadAgentFactory } from "../runtime/agent-factory.ts";
 import { KeyValueCheckpointSaver } from "../runtime/kv-checkpointer.ts";
 import type { RunManager } from "../runtime/runs/manager.ts";
-import { trackCheckpointWrites } from "../runtime/runs/settle.ts";
+import { allCheckpointWritesSettled, trackCheckpointWrites } from "../runtime/runs/settle.ts";
 import { KeyValueThreadStore } from "../runtime/thread-store.ts";
 import { createVirtualSandboxProvider } from "../sandbox/virtual.ts";
 import { hostPolicy } from "../agents/lead-agent.ts";
@@ -293,6 +293,8 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
       await step("closing the runs part", () => runHooks?.close?.());
       await step("closing agents", () => defaultFactory?.close());
       if (ownSandbox) await step("closing the sandbox", () => sandbox.close());
+      // A drained run's last checkpoint saves may still be on their way to the storage.
+      await step("finishing checkpoint saves", () => allCheckpointWritesSettled(checkpointer));
       await step("closing storage", () => storage.dispose());
     })();
     return closing;

@@ -72,3 +72,24 @@ export async function checkpointWritesSettled(saver: BaseCheckpointSaver, thread
     if ((inFlight.get(threadId)?.size ?? 0) === 0) return;
   }
 }
+
+/**
+ * Resolves once no save of any thread is in flight, or after `timeoutMs` (a run abandoned by the
+ * shutdown drain may still be stepping): the last step before the storage under them closes.
+ */
+export async function allCheckpointWritesSettled(saver: BaseCheckpointSaver, timeoutMs = 2000): Promise<void> {
+  const inFlight = tracked.get(saver);
+  if (inFlight === undefined || inFlight.size === 0) return;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+  const settled = (async () => {
+    while (inFlight.size > 0) {
+      for (const threadId of [...inFlight.keys()]) await checkpointWritesSettled(saver, threadId);
+    }
+  })();
+  try {
+    await Promise.race([settled, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
