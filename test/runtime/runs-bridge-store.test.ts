@@ -128,6 +128,24 @@ describe("MemoryStreamBridge", () => {
     expect(bridge.has("r")).toBe(false);
   });
 
+  it("releases many finished runs in the order they came due, each after its own grace period", async () => {
+    const clock = new ManualClock(0);
+    const bridge = new MemoryStreamBridge({ clock, releaseAfterMs: 60_000 });
+    for (let i = 0; i < 30; i++) {
+      bridge.open(`r${i}`);
+      await bridge.end(`r${i}`);
+      bridge.release(`r${i}`);
+      await clock.advance(1_000);
+    }
+    // r0 finished at 0 and r29 at 29 s: at 60.5 s only the first 31 seconds' worth are gone.
+    await clock.advance(60_500 - 30_000);
+    const held = Array.from({ length: 30 }, (_, i) => bridge.has(`r${i}`));
+    expect(held.indexOf(true)).toBe(1);
+    expect(held.slice(1).every(Boolean)).toBe(true);
+    await clock.advance(29_000);
+    expect(Array.from({ length: 30 }, (_, i) => bridge.has(`r${i}`)).filter(Boolean)).toEqual([]);
+  });
+
   it("ends a waiting subscription when its signal aborts", async () => {
     const bridge = new MemoryStreamBridge();
     bridge.open("r");

@@ -75,6 +75,8 @@ export class MemoryStreamBridge implements StreamBridge {
   readonly #releaseAfterMs: number;
   readonly #logs = new Map<string, RunLog>();
   readonly #releases = new AbortController();
+  readonly #pendingReleases: Array<{ readonly due: number; readonly runId: string; readonly log: RunLog }> = [];
+  #sweeping = false;
 
   constructor(options: MemoryStreamBridgeOptions = {}) {
     this.#clock = options.clock ?? systemClock;
@@ -112,18 +114,49 @@ export class MemoryStreamBridge implements StreamBridge {
   release(runId: string, delayMs = this.#releaseAfterMs): void {
     const log = this.#logs.get(runId);
     if (!log) return;
-    const drop = () => {
-      if (this.#logs.get(runId) !== log) return;
-      this.#logs.delete(runId);
-      log.released = true;
-      wake(log);
-    };
-    if (delayMs <= 0) return drop();
-    this.#clock.sleep(delayMs, this.#releases.signal).then(drop, () => {});
+    if (delayMs <= 0) return this.#drop(runId, log);
+    // One sweeper for every finished run (not a timer and an abort listener per run): releases
+    // come due in about the order they were asked for, since the delay is the same for all.
+    const due = this.#clock.now() + delayMs;
+    let at = this.#pendingReleases.length;
+    while (at > 0 && this.#pendingReleases[at - 1]!.due > due) at--;
+    this.#pendingReleases.splice(at, 0, { due, runId, log });
+    if (!this.#sweeping) void this.#sweep();
+  }
+
+  #drop(runId: string, log: RunLog): void {
+    if (this.#logs.get(runId) !== log) return;
+    this.#logs.delete(runId);
+    log.released = true;
+    wake(log);
+  }
+
+  async #sweep(): Promise<void> {
+    this.#sweeping = true;
+    try {
+      while (this.#pendingReleases.length > 0) {
+        const wait = this.#pendingReleases[0]!.due - this.#clock.now();
+        if (wait > 0) {
+          try {
+            await this.#clock.sleep(wait, this.#releases.signal);
+          } catch {
+            return;
+          }
+        }
+        const now = this.#clock.now();
+        while (this.#pendingReleases.length > 0 && this.#pendingReleases[0]!.due <= now) {
+          const { runId, log } = this.#pendingReleases.shift()!;
+          this.#drop(runId, log);
+        }
+      }
+    } finally {
+      this.#sweeping = false;
+    }
   }
 
   async close(): Promise<void> {
     this.#releases.abort();
+    this.#pendingReleases.length = 0;
     for (const log of this.#logs.values()) {
       log.released = true;
       wake(log);
