@@ -190,14 +190,14 @@ export function createSandboxAuthorizer(
 }
 
 /** The gateway's registered route permissions, each checked as resource `route` with the full string as target. */
-export const ROUTE_PERMISSIONS: readonly string[] = Object.freeze([
+export const ROUTE_PERMISSIONS = Object.freeze([
   "threads:read",
   "threads:write",
   "threads:delete",
   "runs:create",
   "runs:read",
   "runs:cancel",
-]);
+] as const);
 
 /**
  * The route permissions the principal holds. Each is evaluated on its own and in parallel, so a

@@ -5,15 +5,10 @@ import type { Agent } from "../engine/agent.ts";
  * routes, the run manager, auth and the embedded client, so each can be built and tested alone.
  */
 
+import { ROUTE_PERMISSIONS } from "../authz/enforcement.ts";
+
 /** The six route permissions, decided once per request. */
-export const ROUTE_PERMISSIONS = [
-  "threads:read",
-  "threads:write",
-  "threads:delete",
-  "runs:create",
-  "runs:read",
-  "runs:cancel",
-] as const;
+export { ROUTE_PERMISSIONS };
 export type RoutePermission = (typeof ROUTE_PERMISSIONS)[number];
 
 export type AuthSource = "auth_disabled" | "api_key" | "session" | "internal" | "embedded";

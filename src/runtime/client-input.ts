@@ -1,3 +1,4 @@
+import { ROUTE_PERMISSIONS } from "../authz/enforcement.ts";
 import { coerceMessageLikeToMessage, isBaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import { normalizeAuthzAttributes, readContextString } from "../authz/principal.ts";
@@ -27,17 +28,10 @@ export class ClientInputError extends DeerflowError {
 }
 
 /**
- * The six route permissions (gateway/types.ts ROUTE_PERMISSIONS): an in-process caller holds
+ * The six route permissions: an in-process caller holds
  * them all, so a gateway's agent factory that reads `permissions` sees a complete user.
  */
-export const EMBEDDED_PERMISSIONS: readonly string[] = Object.freeze([
-  "threads:read",
-  "threads:write",
-  "threads:delete",
-  "runs:create",
-  "runs:read",
-  "runs:cancel",
-]);
+export const EMBEDDED_PERMISSIONS: readonly string[] = ROUTE_PERMISSIONS;
 
 /** Who an embedded run acts for; structurally a gateway user with `authSource: "embedded"`. */
 export interface EmbeddedPrincipal extends RunPrincipal {

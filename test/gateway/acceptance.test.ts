@@ -8,7 +8,7 @@ import { createModuleLoader } from "../../adapters/shared/module-loader.ts";
 import type { ModuleLoader } from "../../src/ports/module-loader.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import { resetGatewayProbe } from "../fixtures/plugins/gateway-acceptance.ts";
-import { acceptanceGateway, call, human, plugin, pluginUse, send, type AcceptanceGateway } from "../fixtures/plugins/gateway-harness.ts";
+import { acceptanceGateway, acceptanceGateways, call, human, plugin, pluginUse, send } from "../fixtures/plugins/gateway-harness.ts";
 
 /*
  * The gateway as `deerflow-edge serve` starts it on Node: plugins resolved by the runtime's module
@@ -30,17 +30,10 @@ function recordingLoader(): { loader: ModuleLoader; imported: string[] } {
   return { loader, imported };
 }
 
-const open: AcceptanceGateway[] = [];
 const dirs: string[] = [];
-async function gatewayWith(raw: Record<string, unknown>, options: Parameters<typeof acceptanceGateway>[1] = {}): Promise<AcceptanceGateway> {
-  const built = await acceptanceGateway(raw, { loader: recordingLoader().loader, ...options });
-  open.push(built);
-  return built;
-}
+const gatewayWith = acceptanceGateways(() => ({ loader: recordingLoader().loader }));
 afterEach(async () => {
-  await Promise.all(open.splice(0).map((built) => built.gateway.shutdown()));
   await Promise.all(dirs.splice(0).map((dir) => rm(dir, { recursive: true, force: true })));
-  resetGatewayProbe();
 });
 
 describe("plugins at gateway start", () => {
@@ -141,8 +134,7 @@ describe("restart over fs storage", () => {
     const before = (await call(first.gateway, "GET", "/api/threads/kept/state")).body.values;
     await first.gateway.shutdown();
 
-    const second = await acceptanceGateway({}, { storage: createFsKeyValue(dir) });
-    open.push(second);
+    const second = await gatewayWith({}, { storage: createFsKeyValue(dir) });
     const { gateway } = second;
     const listed = (await call(gateway, "POST", "/api/threads/search", { body: {} })).body;
     expect(listed).toEqual([expect.objectContaining({ thread_id: "kept", metadata: expect.objectContaining({ topic: "restart" }), status: "idle" })]);
@@ -178,8 +170,7 @@ describe("restart over fs storage", () => {
     await first.gateway.shutdown();
     probe.hold = undefined;
 
-    const second = await acceptanceGateway({ plugins: [plugin("installProbe")] }, { storage: createFsKeyValue(dir) });
-    open.push(second);
+    const second = await gatewayWith({ plugins: [plugin("installProbe")] }, { storage: createFsKeyValue(dir) });
     const { gateway } = second;
     expect((await call(gateway, "GET", `/api/threads/cut/runs/${created.body.run_id}`)).body.status).toBe("interrupted");
     // Cancelled, not paused on an interrupt(): the thread is free again, as LangGraph reports it.

@@ -1,8 +1,8 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { AuthorizationProvider } from "../../../src/authz/provider.ts";
 import { ManualClock } from "../../../src/core/clock.ts";
 import { hashPassword } from "../../../src/gateway/auth/password.ts";
-import { acceptanceGateway, call, cookiesOf, human, send, type AcceptanceGateway } from "../../fixtures/plugins/gateway-harness.ts";
+import { acceptanceGateways, call, cookiesOf, human, send } from "../../fixtures/plugins/gateway-harness.ts";
 
 /*
  * Authentication and route authorization as a deployment configures them: the `gateway.auth` and
@@ -23,15 +23,7 @@ const API_KEYS = [
 const as = (key: string) => ({ headers: { "x-api-key": key } });
 const internalFor = (owner: string) => ({ headers: { "X-DeerFlow-Internal-Token": INTERNAL_TOKEN, "X-DeerFlow-Owner-User-Id": owner } });
 
-const open: AcceptanceGateway[] = [];
-async function gatewayWith(raw: Record<string, unknown>, options: Parameters<typeof acceptanceGateway>[1] = {}): Promise<AcceptanceGateway> {
-  const built = await acceptanceGateway(raw, { env: ENV, ...options });
-  open.push(built);
-  return built;
-}
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((built) => built.gateway.shutdown()));
-});
+const gatewayWith = acceptanceGateways(() => ({ env: ENV }));
 
 describe("authentication from config (scenario 48)", () => {
   it("scenario 48: no credentials is 401 not_authenticated; an expired session cookie is 401 token_expired", async () => {

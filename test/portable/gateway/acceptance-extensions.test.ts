@@ -1,8 +1,8 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { hashPassword } from "../../../src/gateway/auth/password.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { gatewayProbe, resetGatewayProbe } from "../../fixtures/plugins/gateway-acceptance.ts";
-import { acceptanceGateway, call, cookiesOf, plugin, pluginUse, send, type AcceptanceGateway } from "../../fixtures/plugins/gateway-harness.ts";
+import { acceptanceGateway, acceptanceGateways, call, cookiesOf, plugin, pluginUse, send, type AcceptanceGateway } from "../../fixtures/plugins/gateway-harness.ts";
 
 /*
  * Extension routers and services through createGateway as `serve` builds it: plugins named in a
@@ -10,16 +10,7 @@ import { acceptanceGateway, call, cookiesOf, plugin, pluginUse, send, type Accep
  * their own are in extension-routers.test.ts; here they meet the real host routes and auth.)
  */
 
-const open: AcceptanceGateway[] = [];
-async function gatewayWith(raw: Record<string, unknown>, options: Parameters<typeof acceptanceGateway>[1] = {}): Promise<AcceptanceGateway> {
-  const built = await acceptanceGateway(raw, options);
-  open.push(built);
-  return built;
-}
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((built) => built.gateway.shutdown()));
-  resetGatewayProbe();
-});
+const gatewayWith = acceptanceGateways();
 
 const errorsFrom = (built: AcceptanceGateway) => [...built.loaded.diagnostics, ...built.gateway.diagnostics].filter((d) => d.level === "error");
 

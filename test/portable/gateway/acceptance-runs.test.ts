@@ -1,9 +1,9 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../../src/core/clock.ts";
 import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { resetGatewayProbe, type GatewayProbe } from "../../fixtures/plugins/gateway-acceptance.ts";
-import { acceptanceGateway, call, human, plugin, pluginUse, send, settle, type AcceptanceGateway } from "../../fixtures/plugins/gateway-harness.ts";
+import { acceptanceGateways, call, human, plugin, pluginUse, send, settle } from "../../fixtures/plugins/gateway-harness.ts";
 import { sseFrames } from "./runs-harness.ts";
 
 /*
@@ -11,16 +11,7 @@ import { sseFrames } from "./runs-harness.ts";
  * and a model-call probe loaded as plugins, SSE read frame by frame.
  */
 
-const open: AcceptanceGateway[] = [];
-async function gatewayWith(raw: Record<string, unknown>, options: Parameters<typeof acceptanceGateway>[1] = {}): Promise<AcceptanceGateway> {
-  const built = await acceptanceGateway(raw, options);
-  open.push(built);
-  return built;
-}
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((built) => built.gateway.shutdown()));
-  resetGatewayProbe();
-});
+const gatewayWith = acceptanceGateways();
 
 function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
   let resolve!: (value: T) => void;
