@@ -325,11 +325,8 @@ export function memoryStorePolicy(settings: MemoryConfig, extractor: MemoryExtra
 
 interface Pending {
   update: MemoryUpdate;
-  timer: AbortController;
-}
-
-function isAbort(error: unknown): boolean {
-  return error instanceof Error && error.name === "AbortError";
+  /** When its debounce ends (clock time). */
+  due: number;
 }
 
 /**
@@ -346,6 +343,31 @@ export function createMemoryStore(storage: KeyValue, clock: Clock, options: Memo
   const running = new Set<Promise<void>>();
   const userTails = new Map<string, Promise<void>>();
   let closed = false;
+
+  // One scheduler for every debounce, started here rather than by enqueue: a timer created inside
+  // a run would hold that run's whole async context (its graph loop, its state) until it fires.
+  let wake: (() => void) | undefined;
+  let sleeping: AbortController | undefined;
+  const scheduler = async (): Promise<void> => {
+    while (!closed) {
+      let next: number | undefined;
+      for (const entry of pending.values()) if (next === undefined || entry.due < next) next = entry.due;
+      if (next === undefined) {
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+        continue;
+      }
+      const wait = next - clock.now();
+      if (wait > 0) {
+        sleeping = new AbortController();
+        await clock.sleep(wait, sleeping.signal).catch(() => undefined);
+        sleeping = undefined;
+        continue;
+      }
+      const now = clock.now();
+      for (const [key, entry] of [...pending]) if (entry.due <= now) start(key);
+    }
+  };
 
   const keyOf = (update: { userId: string; threadId: string }) => JSON.stringify([update.userId, update.threadId]);
 
@@ -389,7 +411,6 @@ export function createMemoryStore(storage: KeyValue, clock: Clock, options: Memo
     const entry = pending.get(key);
     if (!entry) return;
     pending.delete(key);
-    entry.timer.abort();
     const { update } = entry;
     const previous = userTails.get(update.userId) ?? Promise.resolve();
     const task = previous
@@ -414,6 +435,8 @@ export function createMemoryStore(storage: KeyValue, clock: Clock, options: Memo
     while (running.size > 0) await Promise.all([...running]);
   }
 
+  void scheduler();
+
   return {
     settings,
     extractor,
@@ -423,23 +446,18 @@ export function createMemoryStore(storage: KeyValue, clock: Clock, options: Memo
     recall: (userId) => recallMemoryFacts(storage, userId),
     enqueue(update) {
       if (closed) return false;
+      // A newer conversation of the thread replaces the waiting one and restarts its debounce.
       const key = keyOf(update);
-      pending.get(key)?.timer.abort();
-      const timer = new AbortController();
-      pending.set(key, { update: { ...update, messages: [...update.messages] }, timer });
-      clock.sleep(debounceMs, timer.signal).then(
-        () => {
-          if (pending.get(key)?.timer === timer) start(key);
-        },
-        (error: unknown) => {
-          if (!isAbort(error) && !timer.signal.aborted) start(key);
-        },
-      );
+      pending.delete(key);
+      pending.set(key, { update: { ...update, messages: [...update.messages] }, due: clock.now() + debounceMs });
+      wake?.();
       return true;
     },
     flush,
     async close() {
       closed = true;
+      wake?.();
+      sleeping?.abort();
       const budget = new AbortController();
       const drained = flush().then(() => true);
       const timedOut = clock.sleep(settings.shutdown_flush_timeout_seconds * 1000, budget.signal).then(

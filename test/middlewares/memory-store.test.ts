@@ -356,3 +356,26 @@ describe("MemoryStore", () => {
     expect(withModel.policy()).toMatchObject({ model_name: "gpt", extractor: { kind: "model", prompt_hash: MEMORY_EXTRACTION_PROMPT_HASH } });
   });
 });
+
+describe("the debounce scheduler", () => {
+  it("keeps one timer for every waiting thread (a timer made inside a run would hold the whole run until it fires), and still processes each after its own debounce", async () => {
+    const { extractor, calls } = recordingExtractor();
+    const { clock, store } = setup({ debounce_seconds: 30 }, extractor);
+    for (let i = 0; i < 20; i++) {
+      store.enqueue({ userId: "u", threadId: `t${i}`, messages: [user(`m${i}`, `remember that ${i} is mine`)] });
+      await clock.advance(1_000);
+    }
+    expect(clock.pendingSleeps).toBe(1);
+    // t0 was enqueued at 0 s: due at 30 s; t19 at 19 s: due at 49 s.
+    const settled = () => new Promise((resolve) => setTimeout(resolve, 0));
+    await clock.advance(30_000 - 20_000);
+    await settled();
+    expect(calls.map((call) => call.threadId)).toEqual(["t0"]);
+    expect(store.pendingCount).toBe(19);
+    await clock.advance(19_000);
+    await settled();
+    expect(calls).toHaveLength(20);
+    expect(await store.close()).toBe(true);
+    expect(clock.pendingSleeps).toBe(0);
+  });
+});
