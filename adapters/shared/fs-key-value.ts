@@ -1,5 +1,5 @@
-import { readdir } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
+import { basename, dirname, join, resolve } from "node:path";
 import { createStorage, type Driver } from "unstorage";
 import fsDriver from "unstorage/drivers/fs";
 import type { KeyValue } from "../../src/ports/key-value.ts";
@@ -13,6 +13,11 @@ import type { KeyValue } from "../../src/ports/key-value.ts";
  * The stock driver's getKeys ignores the base it is given and walks the whole tree: a checkpoint
  * lookup on one thread read every file of every thread (518 ms at 16k files, 4 ms scoped). It is
  * scoped to the base's subtree here.
+ *
+ * The stock driver also writes a file in place, so a crash mid-write leaves a truncated
+ * checkpoint, and it checks and creates the folder before every write. Here a value is written to
+ * a hidden temporary file and renamed over the key's file (a reader sees the old value or the new
+ * one, never half of one), and folders known to exist are not checked again.
  */
 export function createFsKeyValue(baseDir: string): KeyValue {
   return createStorage({ driver: createFsDriver(baseDir) });
@@ -27,8 +32,50 @@ export function createFsDriver(baseDir: string, options: { readOnly?: boolean } 
     if (segments.some((s) => s === ".." || s === ".")) return undefined;
     return join(root, ...segments);
   };
+  const ensured = new Set<string>();
+  const fileOf = (key: string): string => {
+    const segments = key.split(":").filter(Boolean);
+    if (segments.some((s) => s === ".." || s === ".")) {
+      throw new Error(`[unstorage] [fs] Invalid key: ${JSON.stringify(key)}. It should not contain .. segments`);
+    }
+    return join(root, ...segments);
+  };
+  const write = async (key: string, value: string | Uint8Array, encoding?: "utf8"): Promise<void> => {
+    const file = fileOf(key);
+    const dir = dirname(file);
+    const temporary = join(dir, `.${basename(file)}.${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}${TEMPORARY_SUFFIX}`);
+    for (let attempt = 0; ; attempt++) {
+      if (!ensured.has(dir)) {
+        await mkdir(dir, { recursive: true });
+        ensured.add(dir);
+      }
+      try {
+        await writeFile(temporary, value, encoding);
+        await rename(temporary, file);
+        return;
+      } catch (error) {
+        await rm(temporary, { force: true }).catch(() => undefined);
+        // The folder went away since it was made (a clear, a thread deleted): make it again, once.
+        if ((error as { code?: string }).code === "ENOENT" && attempt === 0) {
+          ensured.delete(dir);
+          continue;
+        }
+        throw error;
+      }
+    }
+  };
   const driver: Driver = {
     ...stock,
+    ...(options.readOnly
+      ? {}
+      : {
+          setItem: (key: string, value: string) => write(key, value, "utf8"),
+          setItemRaw: (key: string, value: unknown) => write(key, value as Uint8Array),
+          async clear(base: string) {
+            ensured.clear();
+            return stock.clear?.(base, {});
+          },
+        }),
     async getKeys(base) {
       const dir = dirOf(base);
       if (dir === undefined) return [];
@@ -38,6 +85,9 @@ export function createFsDriver(baseDir: string, options: { readOnly?: boolean } 
   };
   return driver;
 }
+
+/** A value on its way to its file; never a key. */
+const TEMPORARY_SUFFIX = ".deerflow-tmp";
 
 async function walk(dir: string): Promise<string[][]> {
   let entries;
@@ -52,7 +102,7 @@ async function walk(dir: string): Promise<string[][]> {
     entries.map(async (entry) => {
       if (entry.isDirectory()) {
         for (const rest of await walk(join(dir, entry.name))) out.push([entry.name, ...rest]);
-      } else {
+      } else if (!entry.name.endsWith(TEMPORARY_SUFFIX)) {
         out.push([entry.name]);
       }
     }),

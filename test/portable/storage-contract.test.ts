@@ -1,5 +1,5 @@
 // The KeyValue drivers every runtime uses: memory in tests, fs as the embedded default.
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -82,6 +82,28 @@ describe(`fs KeyValue on disk (${runtime})`, () => {
     expect(await second.getItem("threads:t1:meta")).toEqual({ title: "Réport ✓", n: 3 });
     expect(await second.getKeys()).toEqual(["threads:t1:meta"]);
     expect(await readdir(join(dir, "threads", "t1"))).toEqual(["meta"]);
+  });
+
+  it("replaces a value whole: concurrent writes leave one of them, a stray temporary file is never a key", async () => {
+    const kv = createFsKeyValue(dir);
+    const big = (n: number) => ({ n, pad: "x".repeat(200_000) });
+    await Promise.all(Array.from({ length: 8 }, (_, n) => kv.setItem("checkpoints:t1:head", big(n))));
+    const value = (await kv.getItem("checkpoints:t1:head")) as { n: number; pad: string };
+    expect(value.pad).toHaveLength(200_000);
+    expect(value.n).toBeGreaterThanOrEqual(0);
+    // Nothing but the key's own file is left in the folder.
+    expect(await readdir(join(dir, "checkpoints", "t1"))).toEqual(["head"]);
+    // What a crash between write and rename would leave behind is not listed as a key.
+    await writeFile(join(dir, "checkpoints", "t1", ".head.0123456789abcdef.deerflow-tmp"), "{\"half");
+    expect(await kv.getKeys("checkpoints")).toEqual(["checkpoints:t1:head"]);
+  });
+
+  it("writes again after its folder was removed behind its back", async () => {
+    const kv = createFsKeyValue(dir);
+    await kv.setItem("threads:t9:meta", 1);
+    await rm(join(dir, "threads"), { recursive: true, force: true });
+    await kv.setItem("threads:t9:meta", 2);
+    expect(await kv.getItem("threads:t9:meta")).toBe(2);
   });
 
   it("lists only the keys under the asked base, reading no other subtree", async () => {
