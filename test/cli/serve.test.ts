@@ -144,3 +144,19 @@ describe("deerflow-edge serve", () => {
     expect(await exit).toBe(0);
   });
 });
+
+describe("deerflow-edge hash-password", () => {
+  it("hashes the password read from stdin into the form gateway.auth.users takes, and refuses a short one", async () => {
+    const { verifyPassword } = await import("../../src/gateway/auth/password.ts");
+    const host = { ...serveHost(["hash-password"]), readLine: async () => "correct horse battery" };
+    expect(await main(host)).toBe(0);
+    const hash = host.out.join("").trim();
+    expect(hash).toMatch(/^pbkdf2-sha256\$\d+\$/);
+    expect(await verifyPassword("correct horse battery", hash)).toBe(true);
+    expect(await verifyPassword("wrong", hash)).toBe(false);
+
+    const short = { ...serveHost(["hash-password"]), readLine: async () => "short" };
+    expect(await main(short)).toBe(2);
+    expect(short.err.join("")).toMatch(/at least 8 characters/);
+  });
+});
