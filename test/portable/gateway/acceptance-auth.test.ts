@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import type { AuthorizationProvider } from "../../../src/authz/provider.ts";
 import { ManualClock } from "../../../src/core/clock.ts";
 import { hashPassword } from "../../../src/gateway/auth/password.ts";
 import { acceptanceGateways, call, cookiesOf, human, send } from "../../fixtures/plugins/gateway-harness.ts";
+import { unreachableProvider } from "./auth-fixtures.ts";
 
 /*
  * Authentication and route authorization as a deployment configures them: the `gateway.auth` and
@@ -103,15 +103,7 @@ describe("route and model authorization from config (scenario 50)", () => {
   });
 
   it("scenario 50: a throwing provider follows fail_closed (deny by default)", async () => {
-    const throwing: AuthorizationProvider = {
-      name: "down",
-      authorize() {
-        throw new Error("policy backend unreachable");
-      },
-      filterResources() {
-        throw new Error("policy backend unreachable");
-      },
-    };
+    const throwing = unreachableProvider();
     const { gateway } = await gatewayWith(
       { gateway: { auth: { mode: "api_key", api_keys: API_KEYS } }, authorization: { enabled: true }, models },
       { authorizationProvider: throwing },

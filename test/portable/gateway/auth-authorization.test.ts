@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { Principal } from "../../../src/authz/principal.ts";
 import type { AuthorizationProvider, AuthzDecision, AuthzRequest } from "../../../src/authz/provider.ts";
 import { ROUTE_PERMISSIONS } from "../../../src/gateway/types.ts";
-import { API_KEY, INTERNAL_TOKEN, USER_API_KEY, buildTestGateway, request, type TestGatewayOptions } from "./auth-fixtures.ts";
+import { API_KEY, INTERNAL_TOKEN, USER_API_KEY, buildTestGateway, request, unreachableProvider, type TestGatewayOptions } from "./auth-fixtures.ts";
 
 const keys = {
   mode: "api_key" as const,
@@ -53,15 +53,7 @@ describe("route authorization (scenario 50)", () => {
   });
 
   it("scenario 50: a throwing provider follows fail_closed: deny by default, allow when fail_closed is false", async () => {
-    const throwing: AuthorizationProvider = {
-      name: "down",
-      authorize() {
-        throw new Error("policy backend unreachable");
-      },
-      filterResources() {
-        throw new Error("policy backend unreachable");
-      },
-    };
+    const throwing = unreachableProvider();
     const closed = gateway({ authorization: { enabled: true }, provider: throwing });
     expect(await permissionsOf(closed.app, { "x-api-key": USER_API_KEY })).toEqual([]);
     const read = await request(closed.app, "/api/threads/t-u1", { headers: { "x-api-key": USER_API_KEY } });

@@ -130,3 +130,16 @@ export async function login(app: Hono<GatewayEnv>, username: string, password: s
   const cookies = setCookies(response);
   return { access_token: cookies.get("access_token")!.value, csrf_token: cookies.get("csrf_token")!.value };
 }
+
+/** An authorization provider whose backend is down: every decision throws. */
+export function unreachableProvider(): AuthorizationProvider {
+  return {
+    name: "down",
+    authorize() {
+      throw new Error("policy backend unreachable");
+    },
+    filterResources() {
+      throw new Error("policy backend unreachable");
+    },
+  };
+}
