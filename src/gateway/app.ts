@@ -81,6 +81,8 @@ export interface GatewayRunHooks {
   readonly runs?: RunManager<GatewayUser>;
   /** True while a run holds the thread (thread delete and state writes wait for it). */
   hasActiveRun?(threadId: string): boolean | Promise<boolean>;
+  /** Holds a thread for its deletion: 409 while a run holds it, and no run starts until released. */
+  reserveThread?(threadId: string): Promise<() => void>;
   /** Interrupts and persists in-flight runs; called first at shutdown, bounded by `drainTimeoutMs`. */
   drain?(timeoutMs: number): Promise<void>;
   /** Removes what else a deleted thread owned (uploads, outputs). */
@@ -334,6 +336,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
     agentFactory,
     logger,
     hasActiveRun: (threadId) => runHooks?.hasActiveRun?.(threadId) ?? false,
+    reserveThread: async (threadId) => (await runHooks?.reserveThread?.(threadId)) ?? (() => undefined),
     onThreadDeleted: async (thread) => {
       await runHooks?.onThreadDeleted?.(thread);
       // The thread's uploads and outputs live in its owner's sandbox; left there, a thread created

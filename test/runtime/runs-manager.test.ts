@@ -224,6 +224,30 @@ describe("RunManager: multitask strategies (scenario 45)", () => {
   });
 });
 
+describe("RunManager: a thread held for its deletion", () => {
+  it("is refused while a run holds the thread, and while held no run of any strategy can start on it", async () => {
+    const { manager, gates } = setup();
+    const first = await manager.create("t1", say("tool:block"), ALICE);
+    await running(manager, first);
+    expect((await failure(manager.reserveThread("t1"))).status).toBe(409);
+    gates.block.resolve("released");
+    await manager.join("t1", first.run_id);
+
+    const release = await manager.reserveThread("t1");
+    for (const multitaskStrategy of ["reject", "interrupt", "rollback", "enqueue"] as const) {
+      const refused = await failure(manager.create("t1", say("late", { multitaskStrategy }), ALICE));
+      expect([refused.status, refused.code]).toEqual([409, "thread_busy"]);
+    }
+    expect((await failure(manager.reserveThread("t1"))).status).toBe(409);
+    // Other threads go on meanwhile.
+    const other = await manager.create("t2", say("hi"), ALICE);
+    expect((await manager.join("t2", other.run_id)).status).toBe("success");
+    release();
+    const after = await manager.create("t1", say("hi again"), ALICE);
+    expect((await manager.join("t1", after.run_id)).status).toBe("success");
+  });
+});
+
 describe("RunManager: cancel", () => {
   it("scenario 46: rollback with wait restores the pre-run state; cancelling a successful run is a 409", async () => {
     const { manager, threads } = setup();

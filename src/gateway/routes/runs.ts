@@ -211,6 +211,7 @@ export async function registerRunsPart(
   return {
     runs,
     hasActiveRun: (threadId) => runs.hasActiveRun(threadId),
+    reserveThread: (threadId) => runs.reserveThread(threadId),
     drain: async (timeoutMs) => {
       await runs.shutdown(timeoutMs);
     },

@@ -27,6 +27,8 @@ export interface ThreadRouteDeps {
   readonly agentFactory: AgentFactory;
   /** True while a run holds the thread: deleting it or writing its state then is a 409. */
   readonly hasActiveRun: (threadId: string) => boolean | Promise<boolean>;
+  /** Holds the thread while it is deleted (409 while a run holds it); default: the active-run check only. */
+  readonly reserveThread?: (threadId: string) => Promise<() => void>;
   /** Best-effort cleanup of what else a thread owns (uploads, outputs, a sandbox) after its delete. */
   readonly onThreadDeleted?: (thread: ThreadRecord) => Promise<void>;
   readonly logger: GatewayLogger;
@@ -176,6 +178,14 @@ export function registerThreadRoutes(api: Hono<GatewayEnv>, deps: ThreadRouteDep
     return agent.graph as unknown as ThreadStateGraph;
   }
 
+  async function reserveOrConflict(threadId: string): Promise<() => void> {
+    try {
+      return await deps.reserveThread!(threadId);
+    } catch (error) {
+      throw httpError(409, errorMessage(error));
+    }
+  }
+
   async function refuseWhileRunning(threadId: string, action: string): Promise<void> {
     if (await deps.hasActiveRun(threadId)) {
       throw httpError(409, `Thread ${threadId} has a run in progress; cancel the run or wait for it to finish, then ${action}.`);
@@ -265,15 +275,20 @@ export function registerThreadRoutes(api: Hono<GatewayEnv>, deps: ThreadRouteDep
     const threadId = c.req.param("thread_id");
     const row = await guard.thread(c, "threads:delete", threadId, { requireExisting: true });
     await refuseWhileRunning(threadId, "delete the thread");
-    // Checkpoints before the row: a delete that stops halfway leaves a row to retry it from.
-    await deps.checkpointer.deleteThread(threadId);
-    await threads.delete(threadId);
-    if (deps.onThreadDeleted && row) {
-      try {
-        await deps.onThreadDeleted(row);
-      } catch (error) {
-        deps.logger.warn(`thread ${threadId} was deleted but its files were not: ${errorMessage(error)}`, { thread_id: threadId });
+    const release = deps.reserveThread ? await reserveOrConflict(threadId) : () => undefined;
+    try {
+      // Checkpoints before the row: a delete that stops halfway leaves a row to retry it from.
+      await deps.checkpointer.deleteThread(threadId);
+      await threads.delete(threadId);
+      if (deps.onThreadDeleted && row) {
+        try {
+          await deps.onThreadDeleted(row);
+        } catch (error) {
+          deps.logger.warn(`thread ${threadId} was deleted but its files were not: ${errorMessage(error)}`, { thread_id: threadId });
+        }
       }
+    } finally {
+      release();
     }
     return c.json({ success: true, message: `Deleted thread ${threadId}` });
   });

@@ -80,6 +80,8 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
   readonly #active = new Map<string, ActiveRun<U> & { done: Promise<void> }>();
   readonly #byThread = new Map<string, string[]>();
   readonly #locks = new Map<string, Promise<void>>();
+  /** Threads being deleted: no run may start on them meanwhile. */
+  readonly #reserved = new Set<string>();
   #lastStamp = 0;
   #closing = false;
 
@@ -112,6 +114,9 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     this.#checkModel(request);
     return this.#withThreadLock(threadId, async () => {
       if (this.#closing) throw new RunOperationError(503, "shutting_down", "The gateway is shutting down and accepts no new runs; retry once it is back.");
+      if (this.#reserved.has(threadId)) {
+        throw new RunOperationError(409, "thread_busy", `Thread ${threadId} is being deleted; create a new thread for this run.`);
+      }
       const inFlight = this.#inFlight(threadId);
       const strategy = request.multitaskStrategy;
       if (inFlight.length > 0 && strategy === "reject") {
@@ -179,6 +184,20 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
   }
 
   /** Whether the thread has a run that is queued, running or still finalizing. */
+  /**
+   * Holds `threadId` for a delete: refused (409) while a run is in flight, and until the returned
+   * release is called no run can start on it, so nothing writes to a thread half gone.
+   */
+  async reserveThread(threadId: string): Promise<() => void> {
+    return this.#withThreadLock(threadId, async () => {
+      if (this.#inFlight(threadId).length > 0 || this.#reserved.has(threadId)) {
+        throw new RunOperationError(409, "thread_busy", `Thread ${threadId} has a run in progress; cancel the run or wait for it to finish, then delete the thread.`);
+      }
+      this.#reserved.add(threadId);
+      return () => void this.#reserved.delete(threadId);
+    });
+  }
+
   hasActiveRun(threadId: string): boolean {
     return this.#inFlight(threadId).length > 0;
   }
