@@ -183,7 +183,6 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     return rows.map((row) => this.#active.get(row.run_id)?.row ?? row);
   }
 
-  /** Whether the thread has a run that is queued, running or still finalizing. */
   /**
    * Holds `threadId` for a delete: refused (409) while a run is in flight, and until the returned
    * release is called no run can start on it, so nothing writes to a thread half gone.
@@ -198,6 +197,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     });
   }
 
+  /** Whether the thread has a run that is queued, running or still finalizing. */
   hasActiveRun(threadId: string): boolean {
     return this.#inFlight(threadId).length > 0;
   }
