@@ -3,8 +3,8 @@ import { DeerflowError } from "../core/errors.ts";
 /*
  * What the extension manager (src/extensions/manager/) needs from the machine: files, one child
  * process at a time (the package manager), the environment, a cross-process lock and Ctrl-C.
- * src/ never touches node:*, Deno, Bun or process, so all of it arrives through this port;
- * adapters/shared/extension-manager-host.ts implements it once for Node, Deno and Bun.
+ * src/ stays on Web APIs, so all of it arrives through this port; the adapters implement it once
+ * (adapters/shared/extension-manager-host.ts) for every supported runtime.
  *
  * Paths are the host's own absolute paths (resolvePath makes them); the manager joins segments with
  * "/", which every supported runtime accepts on every platform.

@@ -16,5 +16,5 @@ export interface ServeOptions {
 
 export type FetchHandler = (request: Request) => Response | Promise<Response>;
 
-/** Serves a Web fetch handler: @hono/node-server on Node, Deno.serve, Bun.serve. */
+/** Serves a Web fetch handler on the runtime's own HTTP server; each adapter under adapters/ implements it. */
 export type ServeFetch = (fetch: FetchHandler, options: ServeOptions) => Promise<HttpServerHandle>;

@@ -3,7 +3,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 /*
  * A stdio MCP server is a host process, which only a runtime can start; src/ speaks HTTP to MCP
  * servers itself and asks this port for a stdio transport. Implemented in
- * adapters/shared/mcp-stdio.ts (Node, Deno and Bun share node:child_process).
+ * adapters/shared/mcp-stdio.ts, which every supported runtime shares.
  */
 
 /** The MCP SDK's transport contract: start, send, close and the on* callbacks. */
