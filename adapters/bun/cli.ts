@@ -2,25 +2,16 @@
 import "../shared/als.ts";
 import { main } from "../../src/cli/main.ts";
 import { createCliHost } from "../shared/cli-host.ts";
+import { processTerminal } from "../shared/process-terminal.ts";
 import { serveBun } from "./serve.ts";
 import { createBunEnv } from "./env.ts";
 import { createBunProcessRunner } from "./process-runner.ts";
 
 const code = await main(
   createCliHost({
-    argv: process.argv.slice(2),
+    ...processTerminal(),
     env: createBunEnv(),
     runner: createBunProcessRunner(),
-    stdout: { write: (text) => void process.stdout.write(text), isTTY: Boolean(process.stdout.isTTY) },
-    stderr: { write: (text) => void process.stderr.write(text), isTTY: Boolean(process.stderr.isTTY) },
-    onInterrupt(handler) {
-      process.on("SIGINT", handler);
-      process.on("SIGTERM", handler);
-      return () => {
-        process.off("SIGINT", handler);
-        process.off("SIGTERM", handler);
-      };
-    },
     serve: serveBun,
   }),
 );
