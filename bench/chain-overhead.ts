@@ -41,7 +41,7 @@ import { createVirtualSandboxProvider } from "../src/sandbox/virtual.ts";
 import { createSkillRegistry } from "../src/skills/registry.ts";
 import { createMemoryKeyValue } from "../src/storage/key-value.ts";
 import { ScriptedChatModel, TOOL_DESCRIPTION, noopBody, ourNoop } from "./scripted.ts";
-import { collectGarbage, emit, envNumber, groupBy, loadAverage, median, progressLog, quantile, round4 as round, runBench, runSamples, runtimeInfo } from "./harness.ts";
+import { collectGarbage, emit, envNumber, groupBy, loadAverage, median, progressLog, quantile, round4 as round, runBench, runSamples, runtimeInfo, calibrateBlock } from "./harness.ts";
 
 const log = progressLog("chain-overhead");
 
@@ -378,22 +378,22 @@ async function timeBlock(config: Config, runs: number): Promise<number> {
 }
 
 async function warmUpAndCalibrate(config: Config, warmupMs: number, blockMs: number): Promise<void> {
-  const start = performance.now();
   let runs = 0;
-  while (runs < 3 || performance.now() - start < warmupMs) {
-    await config.run();
-    runs++;
-    if (runs % 50 === 0) await config.cleanup();
-  }
-  const warmupPerRun = (performance.now() - start) / runs;
-  await config.cleanup();
-  // Probe one block's worth of warm runs. Noise only ever slows runs down, so the smaller of the
-  // two estimates is the better one.
-  const probeRuns = Math.max(1, Math.round(blockMs / warmupPerRun));
-  const perRun = Math.min(warmupPerRun, (await timeBlock(config, probeRuns)) / probeRuns);
-  // A configuration slower than the block target gets one run per block: its timing is long
-  // enough for performance.now(), and the bench stays within about a minute per runtime.
-  config.runsPerSample = Math.max(1, Math.round(blockMs / Math.max(perRun, 1e-3)));
+  config.runsPerSample = await calibrateBlock({
+    warmupMs,
+    blockMs,
+    run: async (count) => {
+      for (let i = 0; i < count; i++) {
+        await config.run();
+        if (++runs % 50 === 0) await config.cleanup();
+      }
+    },
+    afterWarmup: () => config.cleanup(),
+    time: (count) => timeBlock(config, count),
+    // A configuration slower than the block target gets one run per block: its timing is long
+    // enough for performance.now(), and the bench stays within about a minute per runtime.
+    minUnitMs: 1e-3,
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

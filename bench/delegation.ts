@@ -40,7 +40,7 @@ import { systemClock } from "../src/core/clock.ts";
 import { createAgent, type AgentTool } from "../src/engine/index.ts";
 import { SUBAGENT_STATUS_KEY } from "../src/middlewares/tool-error-handling-subagent.ts";
 import { createTaskTool, taskResultMessage, TASK_TOOL_NAME } from "../src/tools/task.ts";
-import { collectGarbage, emit, envNumber, groupBy, loadAverage, median, progressLog, quantile, round4 as round, runBench, runSamples, runtimeInfo } from "./harness.ts";
+import { collectGarbage, emit, envNumber, groupBy, loadAverage, median, progressLog, quantile, round4 as round, runBench, runSamples, runtimeInfo, calibrateBlock } from "./harness.ts";
 
 const log = progressLog("delegation");
 
@@ -218,17 +218,14 @@ async function timeBlock(config: Config, ops: number): Promise<number> {
 }
 
 async function warmUpAndCalibrate(config: Config, warmupMs: number, blockMs: number): Promise<void> {
-  const start = performance.now();
-  let ops = 0;
-  while (ops < 3 || performance.now() - start < warmupMs) {
-    await config.run();
-    ops++;
-  }
-  const warmupPerOp = (performance.now() - start) / ops;
-  const probeOps = Math.max(1, Math.round(blockMs / warmupPerOp));
-  // Noise only ever slows runs down, so the smaller of the two estimates is the better one.
-  const perOp = Math.min(warmupPerOp, (await timeBlock(config, probeOps)) / probeOps);
-  config.opsPerSample = Math.max(1, Math.round(blockMs / Math.max(perOp, 1e-6)));
+  config.opsPerSample = await calibrateBlock({
+    warmupMs,
+    blockMs,
+    run: async (ops) => {
+      for (let i = 0; i < ops; i++) await config.run();
+    },
+    time: (ops) => timeBlock(config, ops),
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

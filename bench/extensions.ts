@@ -47,7 +47,7 @@ import { createMemoryStore } from "../src/middlewares/memory-store.ts";
 import { createVirtualSandboxProvider } from "../src/sandbox/virtual.ts";
 import { createMemoryKeyValue } from "../src/storage/key-value.ts";
 import { ScriptedChatModel, ourNoop } from "./scripted.ts";
-import { collectGarbage, emit, envNumber, groupBy, loadAverage, median, progressLog, quantile, round4 as round, runBench, runSamples, runtimeInfo } from "./harness.ts";
+import { collectGarbage, emit, envNumber, groupBy, loadAverage, median, progressLog, quantile, round4 as round, runBench, runSamples, runtimeInfo, calibrateBlock } from "./harness.ts";
 
 const log = progressLog("extensions");
 
@@ -273,20 +273,7 @@ async function timeBlock(config: Config, ops: number): Promise<number> {
 }
 
 async function warmUpAndCalibrate(config: Config, warmupMs: number, blockMs: number): Promise<void> {
-  // Warm up in growing chunks, so a ~100 ns hook call is not dominated by reading the clock.
-  const start = performance.now();
-  let ops = 0;
-  let chunk = 1;
-  while (ops < 3 || performance.now() - start < warmupMs) {
-    await config.block(chunk);
-    ops += chunk;
-    if (performance.now() - start < warmupMs / 10) chunk *= 2;
-  }
-  const warmupPerOp = (performance.now() - start) / ops;
-  // Noise only ever slows operations down, so the smaller of the two estimates is the better one.
-  const probeOps = Math.max(1, Math.round(blockMs / warmupPerOp));
-  const perOp = Math.min(warmupPerOp, (await timeBlock(config, probeOps)) / probeOps);
-  config.opsPerSample = Math.max(1, Math.round(blockMs / Math.max(perOp, 1e-6)));
+  config.opsPerSample = await calibrateBlock({ warmupMs, blockMs, run: (ops) => config.block(ops), time: (ops) => timeBlock(config, ops) });
 }
 
 // ---------------------------------------------------------------------------------------------

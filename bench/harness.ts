@@ -146,3 +146,39 @@ export async function runSamples<T>(
     hooks.afterSample?.(s);
   }
 }
+
+/**
+ * Warms a configuration up for `warmupMs` (at least 3 units), in chunks that double while the
+ * estimate so far says there is time for them (so a ~100 ns call is not dominated by reading the
+ * clock, and a 50 ms run is not overshot), then returns how many units fill a block of about
+ * `blockMs`. `run(n)` performs n units untimed; `time(n)` is the bench's own timed block. Noise
+ * only ever slows units down, so the smaller of the two per-unit estimates is the better one.
+ */
+export async function calibrateBlock(options: {
+  readonly warmupMs: number;
+  readonly blockMs: number;
+  readonly run: (units: number) => Promise<void>;
+  readonly time: (units: number) => Promise<number>;
+  /** Called once after warming up, before the timed probe (cleanup of what the warm-up left). */
+  readonly afterWarmup?: () => Promise<void>;
+  /** The smallest per-unit time trusted when sizing the block (ms). */
+  readonly minUnitMs?: number;
+}): Promise<number> {
+  const { warmupMs, blockMs } = options;
+  const start = performance.now();
+  let units = 0;
+  let chunk = 1;
+  for (;;) {
+    await options.run(chunk);
+    units += chunk;
+    const elapsed = performance.now() - start;
+    if (units >= 3 && elapsed >= warmupMs) break;
+    const left = Math.max(0, warmupMs - elapsed);
+    chunk = Math.max(1, Math.min(chunk * 2, 1024, Math.ceil(left / (elapsed / units))));
+  }
+  const warmupPerUnit = (performance.now() - start) / units;
+  await options.afterWarmup?.();
+  const probeUnits = Math.max(1, Math.round(blockMs / warmupPerUnit));
+  const perUnit = Math.min(warmupPerUnit, (await options.time(probeUnits)) / probeUnits);
+  return Math.max(1, Math.round(blockMs / Math.max(perUnit, options.minUnitMs ?? 1e-6)));
+}

@@ -79,7 +79,7 @@ import { emptyThreadState } from "../src/state/thread-state.ts";
 import { createMemoryKeyValue } from "../src/storage/key-value.ts";
 import { createSandboxTools } from "../src/tools/sandbox-tools.ts";
 import { SANDBOX_AUDIT_CORPUS, type CorpusRow } from "../test/middlewares/sandbox-audit-corpus.ts";
-import { collectGarbage, emit, envNumber, groupBy, loadAverage, median, progressLog, quantile, round3 as r3, round4 as r4, runBench, runSamples, runtimeInfo } from "./harness.ts";
+import { collectGarbage, emit, envNumber, groupBy, loadAverage, median, progressLog, quantile, round3 as r3, round4 as r4, runBench, runSamples, runtimeInfo, calibrateBlock } from "./harness.ts";
 
 const log = progressLog("tool-side");
 
@@ -481,22 +481,7 @@ async function timeBlock(config: Timed, units: number): Promise<number> {
 
 /** Warm up for `warmupMs` (at least 3 units), then size a block to about `blockMs`. */
 async function warmUpAndCalibrate(config: Timed, warmupMs: number, blockMs: number): Promise<void> {
-  const start = performance.now();
-  let units = 0;
-  let chunk = 1;
-  for (;;) {
-    await config.block(chunk);
-    units += chunk;
-    const elapsed = performance.now() - start;
-    if (units >= 3 && elapsed >= warmupMs) break;
-    // Doubling chunks, never (by the estimate so far) much past the warm-up target.
-    const left = Math.max(0, warmupMs - elapsed);
-    chunk = Math.max(1, Math.min(chunk * 2, 1024, Math.ceil(left / (elapsed / units))));
-  }
-  const warmupPerUnit = (performance.now() - start) / units;
-  const probeUnits = Math.max(1, Math.round(blockMs / warmupPerUnit));
-  const perUnit = Math.min(warmupPerUnit, (await timeBlock(config, probeUnits)) / probeUnits);
-  config.unitsPerBlock = Math.max(1, Math.round(blockMs / Math.max(perUnit, 1e-6)));
+  config.unitsPerBlock = await calibrateBlock({ warmupMs, blockMs, run: (units) => config.block(units), time: (units) => timeBlock(config, units) });
 }
 
 // ---------------------------------------------------------------------------------------------
