@@ -1,3 +1,4 @@
+import { kindCounts } from "./kind-counts.ts";
 import { fileURLToPath } from "node:url";
 import { beforeEach, describe, expect, it } from "vitest";
 import { createModuleLoader } from "../../adapters/shared/module-loader.ts";
@@ -5,7 +6,6 @@ import { ConfigError } from "../../src/config/errors.ts";
 import type { ModuleLoader } from "../../src/ports/module-loader.ts";
 import { parsePlugins, type PluginSpecInput } from "../../src/extensions/config.ts";
 import { ExtensionLoadError, loadExtensions } from "../../src/extensions/loader.ts";
-import type { LoadedExtensions } from "../../src/extensions/registry.ts";
 import { installLog } from "../fixtures/plugins/recording.ts";
 
 const fixtures = fileURLToPath(new URL("../fixtures/plugins/", import.meta.url));
@@ -20,17 +20,6 @@ function spyingLoader(): ModuleLoader & { loaded: string[] } {
 const load = (plugins: PluginSpecInput[], loader: ModuleLoader = realLoader, hostApiVersion?: string) =>
   loadExtensions(parsePlugins(plugins), loader, { hostApiVersion });
 
-function counts(loaded: LoadedExtensions): number[] {
-  return [
-    loaded.middlewareContributors.length,
-    loaded.taskLifecycle.length,
-    loaded.systemModelObservers.length,
-    loaded.agentAssemblyObservers.length,
-    loaded.contextCompactionObservers.length,
-    loaded.services.length,
-    loaded.routers.length,
-  ];
-}
 
 beforeEach(() => {
   installLog().length = 0;
@@ -139,10 +128,10 @@ describe("loadExtensions", () => {
     ["as a rejection", "./throws-after-registering.ts:installAsync"],
   ])("scenario 5: an install that registers every kind and then throws %s leaves nothing behind", async (_how, use) => {
     const control = await load([{ use: "./throws-after-registering.ts:installAll" }]);
-    expect(counts(control.extensions)).toEqual([1, 1, 1, 1, 1, 1, 1]);
+    expect(kindCounts(control.extensions)).toEqual([1, 1, 1, 1, 1, 1, 1]);
 
     const result = await load([{ use }]);
-    expect(counts(result.extensions)).toEqual([0, 0, 0, 0, 0, 0, 0]);
+    expect(kindCounts(result.extensions)).toEqual([0, 0, 0, 0, 0, 0, 0]);
     expect(result.extensions.needsTaskStore).toBe(false);
     expect(result.diagnostics).toHaveLength(1);
     expect(result.diagnostics[0]).toMatchObject({ level: "error", source: use });
@@ -188,7 +177,7 @@ describe("loadExtensions", () => {
 
   it("a malformed registration fails the install and rolls back what it registered before", async () => {
     const result = await load([{ use: "./throws-after-registering.ts:installMalformed" }]);
-    expect(counts(result.extensions)).toEqual([0, 0, 0, 0, 0, 0, 0]);
+    expect(kindCounts(result.extensions)).toEqual([0, 0, 0, 0, 0, 0, 0]);
     expect(result.diagnostics[0]?.message).toMatch(/install\(\) failed: extension "\.\/throws-after-registering\.ts:installMalformed".*onSystemModelCall/);
   });
 

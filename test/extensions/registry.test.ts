@@ -1,6 +1,7 @@
+import { kindCounts } from "./kind-counts.ts";
 import { describe, expect, it } from "vitest";
 import { ExtensionData, type ExtensionRegistry } from "../../src/extension-api/index.ts";
-import { EMPTY_EXTENSIONS, HostExtensionRegistry, type LoadedExtensions } from "../../src/extensions/registry.ts";
+import { EMPTY_EXTENSIONS, HostExtensionRegistry } from "../../src/extensions/registry.ts";
 
 const contributor = () => ({ contributeMiddlewares: () => [] });
 const route = { method: "GET" as const, path: "/api/ext/a", handler: () => new Response("a") };
@@ -15,23 +16,12 @@ function registerEveryKind(registry: ExtensionRegistry): void {
   registry.routers([route]);
 }
 
-function counts(loaded: LoadedExtensions): number[] {
-  return [
-    loaded.middlewareContributors.length,
-    loaded.taskLifecycle.length,
-    loaded.systemModelObservers.length,
-    loaded.agentAssemblyObservers.length,
-    loaded.contextCompactionObservers.length,
-    loaded.services.length,
-    loaded.routers.length,
-  ];
-}
 
 describe("HostExtensionRegistry", () => {
   it("refuses a registration outside attributedTo", () => {
     const registry = new HostExtensionRegistry();
     expect(() => registry.middlewares(contributor())).toThrow(expect.objectContaining({ code: "extension_registration_unattributed" }));
-    expect(counts(registry.build())).toEqual([0, 0, 0, 0, 0, 0, 0]);
+    expect(kindCounts(registry.build())).toEqual([0, 0, 0, 0, 0, 0, 0]);
   });
 
   it("attributes every kind to the source, through the view and the registry alike", () => {
@@ -39,7 +29,7 @@ describe("HostExtensionRegistry", () => {
     registry.attributedTo("pkg:install", (view) => registerEveryKind(view));
     registry.attributedTo("other:install", () => registry.middlewares(contributor()));
     const loaded = registry.build();
-    expect(counts(loaded)).toEqual([2, 1, 1, 1, 1, 1, 1]);
+    expect(kindCounts(loaded)).toEqual([2, 1, 1, 1, 1, 1, 1]);
     expect(loaded.middlewareContributors.map((entry) => entry.source)).toEqual(["pkg:install", "other:install"]);
     expect(loaded.routers[0]).toEqual({ source: "pkg:install", value: [route] });
   });
@@ -72,10 +62,10 @@ describe("HostExtensionRegistry", () => {
       registerEveryKind(view);
       registerEveryKind(view);
     });
-    expect(counts(registry.build())).toEqual([3, 3, 3, 3, 3, 3, 3]);
+    expect(kindCounts(registry.build())).toEqual([3, 3, 3, 3, 3, 3, 3]);
     registry.rollbackTo(mark);
     // The first install shares the source, and survives: undo is by position, not by source.
-    expect(counts(registry.build())).toEqual([1, 1, 1, 1, 1, 1, 1]);
+    expect(kindCounts(registry.build())).toEqual([1, 1, 1, 1, 1, 1, 1]);
   });
 
   it.each([
@@ -104,7 +94,7 @@ describe("HostExtensionRegistry", () => {
     expect(caught).toMatchObject({ code: "extension_registration_invalid" });
     expect((caught as Error).message).toContain('extension "bad:install"');
     expect((caught as Error).message).toMatch(reason);
-    expect(counts(registry.build())).toEqual([0, 0, 0, 0, 0, 0, 0]);
+    expect(kindCounts(registry.build())).toEqual([0, 0, 0, 0, 0, 0, 0]);
   });
 
   it("builds a frozen snapshot with a fresh app store each time", () => {
@@ -150,6 +140,6 @@ describe("HostExtensionRegistry", () => {
 
   it("the empty set needs no task store and has nothing", () => {
     expect(EMPTY_EXTENSIONS.needsTaskStore).toBe(false);
-    expect(counts(EMPTY_EXTENSIONS)).toEqual([0, 0, 0, 0, 0, 0, 0]);
+    expect(kindCounts(EMPTY_EXTENSIONS)).toEqual([0, 0, 0, 0, 0, 0, 0]);
   });
 });
