@@ -26,6 +26,7 @@ import {
 } from "../state/thread-state.ts";
 import { RunScope } from "./run-scope.ts";
 import type { AgentServices } from "./services.ts";
+import { withoutAmbientRun } from "./ambient.ts";
 import type {
   AgentMiddleware,
   AgentRuntime,
@@ -251,7 +252,8 @@ export class Agent {
     };
     let failure: unknown;
     try {
-      const stream = await this.graph.stream(input as never, config as never);
+      // A run's config is what its caller gave, never a context left current by another run.
+      const stream = await withoutAmbientRun(() => this.graph.stream(input as never, config as never));
       for await (const chunk of stream) yield chunk;
       record.outcome = (await this.#isPaused(config)) ? "interrupted" : "completed";
     } catch (error) {
@@ -271,7 +273,7 @@ export class Agent {
 
   async #isPaused(config: LangGraphRunnableConfig): Promise<boolean> {
     if (!this.checkpointer || config.configurable?.thread_id === undefined) return false;
-    const snapshot = await this.graph.getState(config as never);
+    const snapshot = await withoutAmbientRun(() => this.graph.getState(config as never));
     return snapshot.next.length > 0;
   }
 
@@ -281,7 +283,7 @@ export class Agent {
     let state = ticket.lastState;
     if (!state && this.checkpointer && config.configurable?.thread_id !== undefined) {
       try {
-        state = (await this.graph.getState(config as never)).values as EngineState;
+        state = (await withoutAmbientRun(() => this.graph.getState(config as never))).values as EngineState;
       } catch (error) {
         ticket.record.cleanupErrors.push(error);
       }
@@ -303,7 +305,9 @@ export class Agent {
     if (writes.length > 0 && this.checkpointer && config.configurable?.thread_id !== undefined) {
       try {
         const { [RUN_TICKET_KEY]: _t, ...configurable } = config.configurable ?? {};
-        await this.graph.updateState({ configurable } as never, Object.fromEntries(groupWrites(writes)) as never, NODE.afterAgent);
+        await withoutAmbientRun(() =>
+          this.graph.updateState({ configurable } as never, Object.fromEntries(groupWrites(writes)) as never, NODE.afterAgent),
+        );
       } catch (error) {
         ticket.record.cleanupErrors.push(error);
       }

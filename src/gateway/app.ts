@@ -19,6 +19,7 @@ import { KeyValueThreadStore } from "../runtime/thread-store.ts";
 import { createVirtualSandboxProvider } from "../sandbox/virtual.ts";
 import { hostPolicy } from "../agents/lead-agent.ts";
 import type { AgentMiddleware, AgentTool } from "../engine/types.ts";
+import { withoutAmbientRun } from "../engine/ambient.ts";
 import type { AuthorizationProvider } from "../authz/provider.ts";
 import { parseGatewayConfig } from "../config/gateway.ts";
 import { createAuthLayer } from "./auth/layer.ts";
@@ -383,7 +384,8 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
     deps,
     diagnostics,
     runs: runHooks?.runs,
-    fetch: async (request) => app.fetch(request),
+    // Each request starts from an empty run context, whatever the server's loop carried over.
+    fetch: async (request) => withoutAmbientRun(() => app.fetch(request)),
     shutdown: teardown,
   };
 }
