@@ -63,3 +63,75 @@ describe(`the gateway on ${runtime}'s own server`, () => {
     }
   });
 });
+
+describe(`many runs on ${runtime}'s own server`, () => {
+  it(`keeps every run's state (${runtime}): 6 runs over 3 threads, streamed, /wait and background, each with tool calls, two on one thread, over fs storage`, async () => {
+    const { mkdtemp, rm } = await import("node:fs/promises");
+    const { tmpdir } = await import("node:os");
+    const { join } = await import("node:path");
+    const { createFsKeyValue } = await import("../../../adapters/shared/fs-key-value.ts");
+    const base = await mkdtemp(join(tmpdir(), "deerflow-multi-run-"));
+    const gateway = await createGateway({ config: validateLeadConfig({}, "serve-runtime"), storage: createFsKeyValue(base), listening: { host: "127.0.0.1" } });
+    const server = await serve(gateway.fetch, { hostname: "127.0.0.1", port: 0 });
+    const json = { "content-type": "application/json" };
+    const post = async (path: string, body: unknown) => {
+      const response = await fetch(`${server.url}/api${path}`, { method: "POST", headers: json, body: JSON.stringify(body) });
+      expect(response.status, `POST ${path}`).toBe(200);
+      return response;
+    };
+    const input = (topic: string) => ({ input: { messages: [{ type: "human", content: `Write a note about ${topic}` }] } });
+    try {
+      const threads: string[] = [];
+      for (let i = 0; i < 3; i += 1) threads.push(((await (await post("/threads", {})).json()) as { thread_id: string }).thread_id);
+      const [a, b, c] = threads as [string, string, string];
+      const streamed = async (threadId: string, topic: string) => {
+        const response = await post(`/threads/${threadId}/runs/stream`, { ...input(topic), stream_mode: ["values"] });
+        const frames: SseFrame[] = [];
+        for await (const frame of sseFrames(response.body!)) if (frame.comment === undefined) frames.push(frame);
+        expect(frames.at(-1)?.event).toBe("end");
+        expect(frames.some((f) => f.event === "error")).toBe(false);
+      };
+      const waited = async (threadId: string, topic: string) => {
+        const values = (await (await post(`/threads/${threadId}/runs/wait`, input(topic))).json()) as { messages: unknown[] };
+        expect(values.messages.length).toBeGreaterThan(2);
+      };
+      const background = async (threadId: string, topic: string) => {
+        const run = (await (await post(`/threads/${threadId}/runs`, input(topic))).json()) as { run_id: string };
+        await (await fetch(`${server.url}/api/threads/${threadId}/runs/${run.run_id}/join`)).text();
+        const row = (await (await fetch(`${server.url}/api/threads/${threadId}/runs/${run.run_id}`)).json()) as { status: string };
+        expect(row.status).toBe("success");
+      };
+      // One after another on a, then the other two threads at once, then a's second run.
+      await streamed(a, "the water cycle");
+      await Promise.all([waited(b, "tide pools"), background(c, "glaciers")]);
+      await Promise.all([background(a, "clouds"), streamed(b, "coral reefs"), waited(c, "icebergs")]);
+
+      const expectedRuns = { [a]: 2, [b]: 2, [c]: 2 };
+      for (const threadId of threads) {
+        const state = (await (await fetch(`${server.url}/api/threads/${threadId}/state`)).json()) as {
+          values: { messages?: { type: string; content: unknown; tool_calls?: unknown[] }[] };
+          checkpoint: { checkpoint_ns: string; checkpoint_id: string | null };
+        };
+        const messages = state.values.messages ?? [];
+        const humans = messages.filter((m) => m.type === "human");
+        expect(humans, `thread ${threadId} keeps both of its turns`).toHaveLength(expectedRuns[threadId]!);
+        // Every run called tools: each turn's AI messages carry tool calls answered by tool messages.
+        expect(messages.filter((m) => m.type === "ai" && (m.tool_calls?.length ?? 0) > 0).length).toBeGreaterThanOrEqual(expectedRuns[threadId]!);
+        expect(messages.filter((m) => m.type === "tool").length).toBeGreaterThanOrEqual(expectedRuns[threadId]!);
+        expect(messages.at(-1)?.type).toBe("ai");
+        expect(state.checkpoint.checkpoint_ns).toBe("");
+        expect(state.checkpoint.checkpoint_id).toEqual(expect.any(String));
+
+        const history = (await (await post(`/threads/${threadId}/history`, { limit: 100 })).json()) as { checkpoint: { checkpoint_ns: string } }[];
+        expect(history.length).toBeGreaterThan(4);
+        expect(new Set(history.map((h) => h.checkpoint.checkpoint_ns))).toEqual(new Set([""]));
+        const runs = (await (await fetch(`${server.url}/api/threads/${threadId}/runs`)).json()) as { status: string }[];
+        expect(runs.map((r) => r.status)).toEqual(["success", "success"]);
+      }
+    } finally {
+      await server.close();
+      await gateway.shutdown();
+      await rm(base, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
