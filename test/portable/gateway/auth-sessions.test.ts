@@ -6,7 +6,7 @@ import type { KeyValue } from "../../../src/ports/key-value.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { REVOKED_SESSIONS_PREFIX } from "../../../src/gateway/auth/revocations.ts";
 import { FORGET_MS, LOGIN_THROTTLE_PREFIX } from "../../../src/gateway/auth/login-throttle.ts";
-import { addressBucket, normalizeIpAddress } from "../../../src/gateway/auth/client-address.ts";
+import { addressBucket, connectionAddress, normalizeIpAddress } from "../../../src/gateway/auth/client-address.ts";
 import { buildTestGateway, login, passwordHash, request, type TestGateway } from "./auth-fixtures.ts";
 
 const hashes = new Map<string, Promise<string>>();
@@ -262,5 +262,12 @@ describe("client addresses", () => {
     expect(addressBucket("2001:db8:1:2:3:4:5:6")).toBe(addressBucket("2001:db8:1:2:ffff:0:0:1"));
     expect(addressBucket("2001:db8:1:2:3:4:5:6")).not.toBe(addressBucket("2001:db8:1:3:3:4:5:6"));
     expect(addressBucket("192.0.2.1")).toBe("192.0.2.1");
+  });
+
+  it("are read from the adapters' ConnectionInfo and from the info a platform-owned server (`deno serve`) passes an exported handler", () => {
+    expect(connectionAddress({ remoteAddress: "192.0.2.1" })).toBe("192.0.2.1");
+    expect(connectionAddress({ remoteAddr: { hostname: "2001:db8::1" } })).toBe("2001:db8::1");
+    expect(connectionAddress({})).toBeUndefined();
+    expect(connectionAddress(undefined)).toBeUndefined();
   });
 });
