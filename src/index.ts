@@ -82,5 +82,5 @@ export {
   type JoinResult,
   type RunOptions,
 } from "./runtime/client.ts";
-export type { HttpServerHandle, ServeFetch, ServeOptions } from "./ports/http-server.ts";
+export type { ConnectionInfo, FetchHandler, HttpServerHandle, ServeFetch, ServeOptions } from "./ports/http-server.ts";
 export type { ClientRuns, ClientThreads } from "./runtime/client.ts";

@@ -6,16 +6,32 @@ declare const Bun: {
     hostname: string;
     port: number;
     idleTimeout: number;
-    fetch: (request: Request) => Response | Promise<Response>;
-  }): { port: number; stop(closeActiveConnections?: boolean): Promise<void> | void };
+    fetch: (request: Request, server: BunServer) => Response | Promise<Response>;
+  }): BunServer;
 };
+
+interface BunServer {
+  readonly port: number;
+  stop(closeActiveConnections?: boolean): Promise<void> | void;
+  /** The peer of the connection `request` came in on; null for a request Bun did not receive on a socket. */
+  requestIP(request: Request): { address: string } | null;
+}
 
 /**
  * Bun: Bun.serve. Its default idleTimeout (10 s) cuts a quiet SSE stream (peers.md P19); the
- * gateway's heartbeat comes every 15 s, so the idle timeout is off.
+ * gateway's heartbeat comes every 15 s, so the idle timeout is off. The peer address is
+ * `server.requestIP(request)`.
  */
 export const serveBun: ServeFetch = async (fetch, options) => {
-  const server = Bun.serve({ hostname: options.hostname, port: options.port, idleTimeout: 0, fetch });
+  const server = Bun.serve({
+    hostname: options.hostname,
+    port: options.port,
+    idleTimeout: 0,
+    fetch: (request, bun) => {
+      const remoteAddress = bun.requestIP(request)?.address;
+      return fetch(request, remoteAddress === undefined ? {} : { remoteAddress });
+    },
+  });
   return {
     url: serverUrl(options.hostname, server.port),
     hostname: options.hostname,

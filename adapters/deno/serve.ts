@@ -4,11 +4,11 @@ import { serverUrl } from "../shared/server-url.ts";
 declare const Deno: {
   serve(
     options: { hostname: string; port: number; onListen?: (addr: { hostname: string; port: number }) => void; signal?: AbortSignal },
-    handler: (request: Request) => Response | Promise<Response>,
+    handler: (request: Request, info: { remoteAddr: { hostname?: string } }) => Response | Promise<Response>,
   ): { finished: Promise<void>; shutdown(): Promise<void> };
 };
 
-/** Deno: Deno.serve. Run Deno with --unstable-no-legacy-abort so a finished response does not look like a disconnect (peers.md P17). */
+/** Deno: Deno.serve, whose handler gets the peer as `info.remoteAddr`. Run Deno with --unstable-no-legacy-abort so a finished response does not look like a disconnect (peers.md P17). */
 export const serveDeno: ServeFetch = (fetch, options) =>
   new Promise((resolve, reject) => {
     try {
@@ -24,7 +24,10 @@ export const serveDeno: ServeFetch = (fetch, options) =>
               close: () => server.shutdown(),
             }),
         },
-        fetch,
+        (request, info) => {
+          const remoteAddress = info?.remoteAddr?.hostname;
+          return fetch(request, remoteAddress === undefined ? {} : { remoteAddress });
+        },
       );
     } catch (error) {
       reject(error);

@@ -120,11 +120,22 @@ const origin = v.pipe(
   ),
 );
 
+const ipAddress = v.pipe(
+  v.string(),
+  v.regex(/^(?:\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\]?)$/, (issue) => `expected an IP address such as 127.0.0.1 or ::1 (no names, no ranges), got ${issue.received}`),
+);
+
 export const GatewayConfigSchema = mapping({
   host: v.optional(v.pipe(v.string(), v.minLength(1, "expected a host name or address")), DEFAULT_GATEWAY_HOST),
   port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0, "expected a port from 0 to 65535"), v.maxValue(65535, "expected a port from 0 to 65535")), DEFAULT_GATEWAY_PORT),
   /** Browser origins of a separately served UI; they may call the API and post to the login route. */
   cors_origins: v.optional(v.array(origin), []),
+  /**
+   * Reverse proxies in front of the gateway, by IP address. A request whose connection comes from one
+   * of them is throttled by the client X-Forwarded-For names; from any other peer X-Forwarded-For is
+   * ignored (anyone can write it), so the peer itself is the client.
+   */
+  trusted_proxies: v.optional(v.array(ipAddress), []),
   auth: v.optional(GatewayAuthConfigSchema, {}),
   uploads: v.optional(GatewayUploadsConfigSchema, {}),
 });

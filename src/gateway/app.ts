@@ -8,6 +8,7 @@ import { errorMessage } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
 import type { ExtensionDiagnostic } from "../extensions/diagnostics.ts";
 import { EMPTY_EXTENSIONS, type LoadedExtensions } from "../extensions/registry.ts";
+import type { ConnectionInfo } from "../ports/http-server.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import type { Clock, Env } from "../ports/runtime-ports.ts";
 import type { SandboxProvider } from "../ports/sandbox.ts";
@@ -22,6 +23,7 @@ import type { AgentMiddleware, AgentTool } from "../engine/types.ts";
 import { withoutAmbientRun } from "../engine/ambient.ts";
 import type { AuthorizationProvider } from "../authz/provider.ts";
 import { parseGatewayConfig } from "../config/gateway.ts";
+import { connectionAddress, rememberConnection } from "./auth/client-address.ts";
 import { createAuthLayer } from "./auth/layer.ts";
 import { createGatewayAuthorizer, type GatewayAuthorizer } from "./auth/authorizer.ts";
 import { createExtensionServices } from "./extension-services.ts";
@@ -148,7 +150,8 @@ export interface GatewayOptions {
 
 export interface Gateway {
   readonly app: Hono<GatewayEnv>;
-  fetch(request: Request): Promise<Response>;
+  /** Answers one request; `info` (from the server adapter) names the client for login throttling, absent for in-process calls. */
+  fetch(request: Request, info?: ConnectionInfo): Promise<Response>;
   readonly deps: GatewayDeps;
   readonly diagnostics: readonly GatewayDiagnostic[];
   /** The RunManager behind /api runs (absent when `registerExtraRoutes` replaced the runs part without returning one). */
@@ -385,7 +388,11 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
     diagnostics,
     runs: runHooks?.runs,
     // Each request starts from an empty run context, whatever the server's loop carried over.
-    fetch: async (request) => withoutAmbientRun(() => app.fetch(request)),
+    fetch: async (request, info) =>
+      withoutAmbientRun(() => {
+        rememberConnection(request, connectionAddress(info));
+        return app.fetch(request);
+      }),
     shutdown: teardown,
   };
 }

@@ -1,9 +1,11 @@
 import { SignJWT, errors as joseErrors, jwtVerify } from "jose";
+import { randomToken } from "./crypto.ts";
 
 /*
- * The session token in the `access_token` cookie: HS256 over `{sub, iat, exp, ver}`. `ver` ties a
- * token to the user's current credentials (see sessionVersion), so a changed password or a raised
- * token_version signs the user out everywhere without a server-side session table.
+ * The session token in the `access_token` cookie: HS256 over `{sub, iat, exp, ver, jti}`. `ver` ties
+ * a token to the user's current credentials (see sessionVersion), so a changed password or a raised
+ * token_version signs the user out everywhere without a server-side session table. `jti` names this
+ * one session, so a logout can end it alone (see revocations.ts).
  */
 
 export interface SessionClaims {
@@ -11,6 +13,7 @@ export interface SessionClaims {
   readonly iat: number;
   readonly exp: number;
   readonly ver: string;
+  readonly jti: string;
 }
 
 export type TokenFailure = "token_expired" | "token_invalid";
@@ -29,6 +32,7 @@ export async function signSessionToken(
     .setSubject(claims.sub)
     .setIssuedAt(iat)
     .setExpirationTime(iat + lifetimeSeconds)
+    .setJti(randomToken(18))
     .sign(secret);
 }
 
@@ -38,13 +42,13 @@ export async function verifySessionToken(secret: Uint8Array, token: string, nowM
     const { payload } = await jwtVerify(token, secret, {
       algorithms: [ALGORITHM],
       currentDate: new Date(nowMs),
-      requiredClaims: ["sub", "exp", "iat"],
+      requiredClaims: ["sub", "exp", "iat", "jti"],
     });
-    const { sub, iat, exp, ver } = payload as Record<string, unknown>;
-    if (typeof sub !== "string" || sub === "" || typeof iat !== "number" || typeof exp !== "number" || typeof ver !== "string") {
+    const { sub, iat, exp, ver, jti } = payload as Record<string, unknown>;
+    if (typeof sub !== "string" || sub === "" || typeof iat !== "number" || typeof exp !== "number" || typeof ver !== "string" || typeof jti !== "string") {
       return "token_invalid";
     }
-    return { sub, iat, exp, ver };
+    return { sub, iat, exp, ver, jti };
   } catch (error) {
     return error instanceof joseErrors.JWTExpired ? "token_expired" : "token_invalid";
   }

@@ -20,8 +20,11 @@ import {
   INTERNAL_TOKEN_HEADER,
   NOT_AUTHENTICATED,
 } from "./context.ts";
+import { clientAddress, normalizeIpAddresses } from "./client-address.ts";
 import { authErrorResponse, forbiddenResponse, type AuthFailure } from "./errors.ts";
 import { signSessionToken, verifySessionToken } from "./jwt.ts";
+import { createLoginThrottle, type LoginDecision } from "./login-throttle.ts";
+import { createSessionRevocations } from "./revocations.ts";
 import { DEFAULT_PASSWORD_ITERATIONS, isUsablePasswordHash, verifyPassword } from "./password.ts";
 import {
   UNSAFE_METHODS,
@@ -43,9 +46,8 @@ export const JWT_SECRET_STORAGE_KEY = "gateway:auth:jwt-secret";
 
 const MIN_SECRET_LENGTH = 32;
 const MIN_API_KEY_LENGTH = 16;
-const MAX_LOGIN_FAILURES = 5;
-const LOGIN_LOCKOUT_MS = 5 * 60_000;
-const MAX_TRACKED_LOGINS = 10_000;
+/** How much of a caller-chosen Origin a refusal repeats. */
+const MAX_ECHOED_ORIGIN = 200;
 
 export interface AuthLayerOptions {
   /** The `gateway:` section (auth, cors_origins). */
@@ -56,7 +58,10 @@ export interface AuthLayerOptions {
   readonly authorizationProvider?: AuthorizationProvider;
   readonly env: Env;
   readonly clock?: Clock;
-  /** Keeps a generated JWT secret across restarts; without it the secret lives as long as the process. */
+  /**
+   * Keeps the generated JWT secret, ended sessions and login throttling across restarts; without it
+   * they live as long as the process.
+   */
   readonly storage?: KeyValue;
   /** Where the server will listen; given, an unsafe combination (auth disabled off loopback) throws here. */
   readonly listening?: { readonly host: string };
@@ -67,10 +72,11 @@ export interface SessionService {
   readonly tokenLifetimeSeconds: number;
   /** The user when `password` is theirs; null otherwise, after the same amount of work either way. */
   checkPassword(username: string, password: string): Promise<GatewayUserConfig | null>;
-  /** Seconds until `username` may try again, or 0 when it may try now. */
-  lockedFor(username: string): number;
-  recordLogin(username: string, succeeded: boolean): void;
+  /** Whether `request`'s client may try `username`'s password now (see login-throttle.ts); an allowed try counts as failed until it succeeds. */
+  beginLogin(username: string, request: Request): Promise<LoginDecision>;
   issueToken(user: GatewayUserConfig): Promise<string>;
+  /** Ends the session of `token` server-side (a logout): it is refused from now on, also after a restart. */
+  endSession(token: string): Promise<void>;
 }
 
 export interface AuthLayer {
@@ -125,6 +131,9 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
   if (options.listening !== undefined) assertAuthSafeToServe(config, options.listening.host);
   const disabled = auth.mode === "disabled";
   const corsOrigins = normalizeOrigins(config.cors_origins);
+  const trustedProxies = normalizeIpAddresses(config.trusted_proxies);
+  const revocations = createSessionRevocations({ clock, ...(options.storage === undefined ? {} : { storage: options.storage }) });
+  const throttle = createLoginThrottle({ clock, ...(options.storage === undefined ? {} : { storage: options.storage }) });
   const authorizer = createGatewayAuthorizer({
     config: options.authorization ?? null,
     ...(options.authorizationProvider === undefined ? {} : { provider: options.authorizationProvider }),
@@ -221,6 +230,9 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
     if (!constantTimeEqual(claims.ver, await sessionVersion(user))) {
       return { failure: { status: 401, code: "token_invalid", message: "This session was revoked (password or token_version changed); sign in again." } };
     }
+    if (await revocations.isRevoked(claims.jti)) {
+      return { failure: { status: 401, code: "token_invalid", message: "This session was ended by a logout; sign in again." } };
+    }
     return { identity: Object.freeze({ id: user.id, systemRole: user.role, authSource: "session", isInternal: false }) };
   }
 
@@ -276,6 +288,20 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
   };
 
   /**
+   * What marks `request` as sent by a page of a foreign site, or null when nothing does: an Origin
+   * that is neither the request's own origin nor one of gateway.cors_origins, or, with no Origin, a
+   * browser's `Sec-Fetch-Site: cross-site` (or `same-site`: a sibling host, which can also plant cookies).
+   */
+  const foreignSource = (request: Request): string | null => {
+    const origin = request.headers.get("origin");
+    if (origin !== null) {
+      return isAllowedOrigin(request, origin) ? null : `Origin ${JSON.stringify(origin.slice(0, MAX_ECHOED_ORIGIN))} is neither this gateway's own origin nor one of gateway.cors_origins`;
+    }
+    const fetchSite = request.headers.get("sec-fetch-site");
+    return fetchSite === "cross-site" || fetchSite === "same-site" ? `the browser sent Sec-Fetch-Site: ${fetchSite} and no Origin` : null;
+  };
+
+  /**
    * While auth is disabled the gateway trusts whoever reaches it, so it must make sure that is a
    * local program and not a web page: a Host that is not a loopback name is DNS rebinding (or a
    * proxy exposing the unauthenticated gateway), and an unsafe request from a foreign origin is a
@@ -288,11 +314,9 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
       return `This gateway runs without authentication, so it answers only requests addressed to localhost, 127.0.0.1 or [::1] (got Host ${host}); configure gateway.auth to serve other names.`;
     }
     if (!UNSAFE_METHODS.has(request.method)) return null;
-    const origin = request.headers.get("origin");
-    const fetchSite = request.headers.get("sec-fetch-site");
-    const foreign = origin !== null ? !isAllowedOrigin(request, origin) : fetchSite === "cross-site" || fetchSite === "same-site";
-    if (foreign) {
-      return `Cross-origin request refused: authentication is disabled, so only pages served from this gateway's own origin${corsOrigins.size > 0 ? " or gateway.cors_origins" : ""} may change anything. Add the page's origin to gateway.cors_origins if it is yours.`;
+    const foreign = foreignSource(request);
+    if (foreign !== null) {
+      return `Cross-origin request refused: ${foreign}. Authentication is disabled, so only pages served from this gateway's own origin${corsOrigins.size > 0 ? " or gateway.cors_origins" : ""} may change anything. Add the page's origin to gateway.cors_origins if it is yours.`;
     }
     return null;
   };
@@ -309,13 +333,22 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
     if (isCsrfExemptPath(path)) return next();
     if (isAuthPostPath(path)) {
       // A first login has no token yet; refusing foreign origins stops login CSRF (session fixation).
-      const origin = request.headers.get("origin");
-      if (origin !== null && !isAllowedOrigin(request, origin)) return forbiddenResponse(c, "Cross-site auth request denied.");
+      const foreign = foreignSource(request);
+      if (foreign !== null) return forbiddenResponse(c, `Cross-site auth request denied: ${foreign}.`);
       return next();
     }
     // A request authenticated by a header it carries (not by an ambient cookie) cannot be forged by a page.
     const resolution = await resolve(request);
     if ("identity" in resolution && (resolution.identity.authSource === "api_key" || resolution.identity.authSource === "internal")) return next();
+    // A page elsewhere may have read or planted the CSRF cookie (a sibling host, a leaked value):
+    // a cookie-authenticated change must also come from this gateway's origin or a configured one.
+    const foreign = foreignSource(request);
+    if (foreign !== null) {
+      return forbiddenResponse(
+        c,
+        `Cross-origin request refused: ${foreign}, so a change made with this browser's session cookie from there could be forged. Add the page's origin to gateway.cors_origins if it is yours.`,
+      );
+    }
     const cookie = request.headers.get("cookie");
     const cookieToken = cookie === null ? undefined : parseCookies(cookie, CSRF_COOKIE)[CSRF_COOKIE];
     const headerToken = request.headers.get(CSRF_HEADER);
@@ -340,7 +373,6 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
     return next();
   };
 
-  const failures = new Map<string, { count: number; lockedUntil: number }>();
   const sessions: SessionService = {
     tokenLifetimeSeconds: auth.token_expiry_days * 24 * 3600,
     async checkPassword(username, password) {
@@ -348,28 +380,14 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
       const matches = await verifyPassword(password, user?.password_hash ?? decoyHash);
       return user !== undefined && matches ? user : null;
     },
-    lockedFor(username) {
-      const entry = failures.get(username);
-      if (entry === undefined || entry.count < MAX_LOGIN_FAILURES) return 0;
-      const remaining = entry.lockedUntil - clock.now();
-      if (remaining > 0) return Math.ceil(remaining / 1000);
-      failures.delete(username);
-      return 0;
+    beginLogin(username, request) {
+      return throttle.begin(username, clientAddress(request, trustedProxies));
     },
-    recordLogin(username, succeeded) {
-      if (succeeded) {
-        failures.delete(username);
-        return;
-      }
-      if (failures.size >= MAX_TRACKED_LOGINS && !failures.has(username)) {
-        // Forget the oldest entry rather than grow without bound under a spray of usernames.
-        const oldest = failures.keys().next().value;
-        if (oldest !== undefined) failures.delete(oldest);
-      }
-      const entry = failures.get(username) ?? { count: 0, lockedUntil: 0 };
-      entry.count += 1;
-      if (entry.count >= MAX_LOGIN_FAILURES) entry.lockedUntil = clock.now() + LOGIN_LOCKOUT_MS;
-      failures.set(username, entry);
+    async endSession(token) {
+      const claims = await verifySessionToken(await secret(), token, clock.now());
+      // An invalid or expired token opens nothing, so there is nothing to end.
+      if (typeof claims === "string") return;
+      await revocations.revoke(claims.jti, claims.exp * 1000);
     },
     async issueToken(user) {
       return signSessionToken(await secret(), { sub: user.id, ver: await sessionVersion(user) }, clock.now(), sessions.tokenLifetimeSeconds);

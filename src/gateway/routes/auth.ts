@@ -1,5 +1,5 @@
 import type { Context, Hono } from "hono";
-import { deleteCookie, setCookie } from "hono/cookie";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import * as v from "valibot";
 import { randomToken } from "../auth/crypto.ts";
 import { authErrorResponse } from "../auth/errors.ts";
@@ -11,7 +11,8 @@ import type { GatewayEnv } from "../types.ts";
 /*
  * Sign-in for browsers: a password login that sets the HttpOnly session cookie and the JS-readable
  * CSRF cookie a UI echoes in X-CSRF-Token, sign-out, and "who am I". The CSRF middleware checks
- * the Origin of the two POSTs; these handlers only deal with credentials and cookies.
+ * the Origin of the two POSTs; these handlers only deal with credentials and cookies. A login is
+ * throttled (429 with Retry-After, see login-throttle.ts) and a logout ends the session server-side.
  */
 
 export interface AuthRouteDeps {
@@ -80,16 +81,19 @@ export function registerAuthRoutes(app: Hono<GatewayEnv>, deps: AuthRouteDeps): 
     if (!parsed.success) return c.json({ detail: parsed.issues[0].message }, 422);
     const { username, password, remember_me } = parsed.output;
 
-    const wait = sessions.lockedFor(username);
-    if (wait > 0) {
+    const decision = await sessions.beginLogin(username, c.req.raw);
+    if (!decision.allowed) {
+      const seconds = Math.max(1, Math.ceil(decision.retryAfterMs / 1000));
+      c.header("Retry-After", String(seconds));
+      const from = decision.scope === "address" ? "from this address" : "for this account from this address";
       return authErrorResponse(c, {
         status: 429,
         code: "too_many_attempts",
-        message: `Too many failed sign-ins for this account; try again in ${Math.ceil(wait / 60)} minute(s).`,
+        message: `Too many failed sign-ins ${from}; try again in ${seconds} second(s), after ${new Date(decision.retryAtMs).toISOString()}.`,
       });
     }
     const user = await sessions.checkPassword(username, password);
-    sessions.recordLogin(username, user !== null);
+    if (user !== null) await decision.attempt.succeeded();
     if (user === null) {
       // One message for an unknown user and a wrong password, so accounts cannot be enumerated.
       return authErrorResponse(c, { status: 401, code: "invalid_credentials", message: "Incorrect username or password." });
@@ -104,7 +108,10 @@ export function registerAuthRoutes(app: Hono<GatewayEnv>, deps: AuthRouteDeps): 
     return c.json({ expires_in: sessions.tokenLifetimeSeconds, needs_setup: false, user: { id: user.id, system_role: user.role } });
   });
 
-  app.post(LOGOUT_PATH, (c) => {
+  app.post(LOGOUT_PATH, async (c) => {
+    // Ended in storage before the answer: the old cookie is refused from now on, wherever it is kept.
+    const token = getCookie(c, ACCESS_TOKEN_COOKIE);
+    if (token !== undefined && token !== "") await sessions.endSession(token);
     const secure = isSecureRequest(c.req.raw);
     deleteCookie(c, ACCESS_TOKEN_COOKIE, { path: "/", secure, httpOnly: true, sameSite: "Lax" });
     deleteCookie(c, CSRF_COOKIE, { path: "/", secure, sameSite: "Strict" });

@@ -14,6 +14,7 @@ describe("the gateway: section", () => {
       host: "127.0.0.1",
       port: 2026,
       cors_origins: [],
+      trusted_proxies: [],
       auth: {
         mode: "disabled",
         api_keys: [],
@@ -47,6 +48,8 @@ describe("the gateway: section", () => {
     expect(issues({ cors_origins: ["http://localhost:3000/app"] })[0]![0]).toBe("cors_origins.0");
     expect(issues({ uploads: { max_files: 0 } })[0]![0]).toBe("uploads.max_files");
     expect(issues({ port: 70000 })[0]![0]).toBe("port");
+    expect(issues({ trusted_proxies: ["127.0.0.1", "::1", "[2001:db8::1]"] })).toEqual([]);
+    expect(issues({ trusted_proxies: ["10.0.0.0/8"] })[0]).toEqual(["trusted_proxies.0", 'expected an IP address such as 127.0.0.1 or ::1 (no names, no ranges), got "10.0.0.0/8"']);
     expect(issues({ listen: true })[0]![0]).toBe("listen");
   });
 });

@@ -8,6 +8,7 @@ import type { Clock } from "../../../src/ports/runtime-ports.ts";
 import type { KeyValue } from "../../../src/ports/key-value.ts";
 import { parseGatewayConfig, type GatewayConfigInput } from "../../../src/config/gateway.ts";
 import { authenticatedUser, createAuthLayer, type AuthLayer } from "../../../src/gateway/auth/index.ts";
+import { rememberConnection } from "../../../src/gateway/auth/client-address.ts";
 import { hashPassword } from "../../../src/gateway/auth/password.ts";
 import { registerModelRoutes } from "../../../src/gateway/routes/models.ts";
 import type { GatewayEnv, GatewayUser, RoutePermission } from "../../../src/gateway/types.ts";
@@ -102,14 +103,17 @@ export function buildTestGateway(options: TestGatewayOptions = {}): TestGateway 
   return { app, layer, threads };
 }
 
-export function request(app: Hono<GatewayEnv>, path: string, init: RequestInit & { cookies?: Record<string, string> } = {}): Promise<Response> {
+/** `from`: the client address the server adapter would have reported (absent: an in-process call). */
+export function request(app: Hono<GatewayEnv>, path: string, init: RequestInit & { cookies?: Record<string, string>; from?: string } = {}): Promise<Response> {
   const headers = new Headers(init.headers);
   if (init.cookies !== undefined) {
     headers.set("cookie", Object.entries(init.cookies).map(([name, value]) => `${name}=${value}`).join("; "));
   }
   if (typeof init.body === "string" && !headers.has("content-type")) headers.set("content-type", "application/json");
-  const { cookies: _cookies, ...rest } = init;
-  return Promise.resolve(app.fetch(new Request(`${BASE}${path}`, { ...rest, headers })));
+  const { cookies: _cookies, from, ...rest } = init;
+  const req = new Request(`${BASE}${path}`, { ...rest, headers });
+  rememberConnection(req, from);
+  return Promise.resolve(app.fetch(req));
 }
 
 /** name -> { value, attributes (lower-cased) } from a response's Set-Cookie headers. */
@@ -124,8 +128,8 @@ export function setCookies(response: Response): Map<string, { value: string; att
 }
 
 /** Logs in and returns the two cookies a browser would now hold. */
-export async function login(app: Hono<GatewayEnv>, username: string, password: string): Promise<{ access_token: string; csrf_token: string }> {
-  const response = await request(app, "/api/v1/auth/login/local", { method: "POST", body: JSON.stringify({ username, password }) });
+export async function login(app: Hono<GatewayEnv>, username: string, password: string, from?: string): Promise<{ access_token: string; csrf_token: string }> {
+  const response = await request(app, "/api/v1/auth/login/local", { method: "POST", body: JSON.stringify({ username, password }), ...(from === undefined ? {} : { from }) });
   if (response.status !== 200) throw new Error(`login failed: ${response.status} ${await response.text()}`);
   const cookies = setCookies(response);
   return { access_token: cookies.get("access_token")!.value, csrf_token: cookies.get("csrf_token")!.value };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { BASE, buildTestGateway, login, passwordHash, request, setCookies } from "./auth-fixtures.ts";
+import { BASE, USER_API_KEY, buildTestGateway, login, passwordHash, request, setCookies } from "./auth-fixtures.ts";
 
 async function sessionGateway(corsOrigins: string[] = []) {
   return buildTestGateway({
@@ -53,7 +53,7 @@ describe("CSRF double submit (scenario 49)", () => {
       request(app, "/api/v1/auth/login/local", { method: "POST", body: loginBody, ...(origin === undefined ? {} : { headers: { origin } }) });
     const foreign = await attempt("https://evil.example");
     expect(foreign.status).toBe(403);
-    expect(await detail(foreign)).toBe("Cross-site auth request denied.");
+    expect(await detail(foreign)).toBe('Cross-site auth request denied: Origin "https://evil.example" is neither this gateway\'s own origin nor one of gateway.cors_origins.');
     expect(setCookies(foreign).size).toBe(0);
     // "*" in cors_origins never means "any page may log you in".
     expect((await attempt("http://localhost:8080")).status).toBe(403);
@@ -64,6 +64,45 @@ describe("CSRF double submit (scenario 49)", () => {
     expect((await attempt()).status).toBe(200);
     const logout = await request(app, "/api/v1/auth/logout", { method: "POST", headers: { origin: "https://evil.example" } });
     expect(logout.status).toBe(403);
+  });
+
+  it("a valid CSRF pair from a foreign Origin is 403 naming why; this gateway's origin and a configured origin pass", async () => {
+    const { app } = await sessionGateway(["http://localhost:3000"]);
+    const cookies = await login(app, "u1", "pw-u1");
+    const post = (headers: Record<string, string>) =>
+      request(app, "/api/echo", { method: "POST", cookies, headers: { "X-CSRF-Token": cookies.csrf_token, ...headers }, body: "{}" });
+    for (const origin of ["https://evil.example", "http://localhost:8080", "null"]) {
+      const response = await post({ origin });
+      expect(response.status, origin).toBe(403);
+      expect(await detail(response)).toBe(
+        `Cross-origin request refused: Origin ${JSON.stringify(origin)} is neither this gateway's own origin nor one of gateway.cors_origins, so a change made with this browser's session cookie from there could be forged. Add the page's origin to gateway.cors_origins if it is yours.`,
+      );
+    }
+    for (const method of ["PUT", "PATCH", "DELETE"]) {
+      const response = await request(app, "/api/echo", { method, cookies, headers: { "X-CSRF-Token": cookies.csrf_token, origin: "https://evil.example" }, body: "{}" });
+      expect(response.status, method).toBe(403);
+    }
+    expect((await post({ origin: BASE })).status).toBe(200);
+    expect((await post({ origin: "http://localhost:3000" })).status).toBe(200);
+    expect((await post({})).status).toBe(200);
+    // A request authenticated by a header it carries (x-api-key) cannot be forged by a page, whatever its Origin.
+    const keyed = buildTestGateway({ gateway: { auth: { mode: "api_key", api_keys: [{ key_env: "USER_KEY", user_id: "u1", role: "user" }] } } });
+    const withKey = await request(keyed.app, "/api/echo", { method: "POST", headers: { "x-api-key": USER_API_KEY, origin: "https://tool.example" }, body: "{}" });
+    expect(withKey.status).toBe(200);
+  });
+
+  it("a valid CSRF pair with Sec-Fetch-Site: cross-site and no Origin is 403; same-origin passes", async () => {
+    const { app } = await sessionGateway();
+    const cookies = await login(app, "u1", "pw-u1");
+    const post = (site: string) =>
+      request(app, "/api/echo", { method: "POST", cookies, headers: { "X-CSRF-Token": cookies.csrf_token, "sec-fetch-site": site }, body: "{}" });
+    const refused = await post("cross-site");
+    expect(refused.status).toBe(403);
+    expect(await detail(refused)).toMatch(/^Cross-origin request refused: the browser sent Sec-Fetch-Site: cross-site and no Origin/);
+    expect((await post("same-origin")).status).toBe(200);
+    expect((await post("none")).status).toBe(200);
+    const login2 = await request(app, "/api/v1/auth/login/local", { method: "POST", body: loginBody, headers: { "sec-fetch-site": "cross-site" } });
+    expect(login2.status).toBe(403);
   });
 
   it("the origin of a proxied login is rebuilt from X-Forwarded-Proto/Host", async () => {
@@ -87,7 +126,7 @@ describe("CSRF double submit (scenario 49)", () => {
     // Hono decodes %6C and routes this to the login handler, so the Origin rule must apply.
     const encodedLogin = await request(app, "/api/v1/auth/%6Cogin/local", { method: "POST", body: loginBody, headers: { origin: "https://evil.example" } });
     expect(encodedLogin.status).toBe(403);
-    expect(await detail(encodedLogin)).toBe("Cross-site auth request denied.");
+    expect(await detail(encodedLogin)).toMatch(/^Cross-site auth request denied: Origin "https:\/\/evil.example"/);
     // %2F stays encoded for the router, so this is not the login path and needs a CSRF pair.
     const cookies = await login(app, "u1", "pw-u1");
     const notLogin = await request(app, "/api/v1/auth/login%2Flocal", { method: "POST", cookies, body: loginBody });
