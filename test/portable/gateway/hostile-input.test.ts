@@ -4,15 +4,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { validateLeadConfig } from "../../../src/agents/app-config.ts";
 import { createGateway, type Gateway } from "../../../src/gateway/app.ts";
-import type { HttpServerHandle, ServeFetch } from "../../../src/ports/http-server.ts";
+import type { HttpServerHandle } from "../../../src/ports/http-server.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
-
-async function runtimeServe(): Promise<ServeFetch> {
-  const globals = globalThis as { Deno?: unknown; Bun?: unknown };
-  if (globals.Deno) return (await import("../../../adapters/deno/serve.ts")).serveDeno;
-  if (globals.Bun) return (await import("../../../adapters/bun/serve.ts")).serveBun;
-  return (await import("../../../adapters/node/serve.ts")).serveNode;
-}
+import { runtimeServe } from "./runtime-serve.ts";
 
 type Body = string | Uint8Array | FormData | undefined;
 
@@ -238,7 +232,7 @@ function cases(): Case[] {
   return list;
 }
 
-const serve = await runtimeServe();
+const { serve } = await runtimeServe();
 
 describe("hostile input", () => {
   let gateway: Gateway;
