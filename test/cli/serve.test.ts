@@ -119,7 +119,7 @@ describe("deerflow-edge serve", () => {
       "    api_key_env: DEERFLOW_TEST_UNSET_KEY",
       "",
     ].join("\n");
-    for (const env of [{}, { DEERFLOW_TEST_UNSET_KEY: "  " }]) {
+    for (const env of [{}, { DEERFLOW_TEST_UNSET_KEY: "  " }] as Record<string, string>[]) {
       const host = serveHost(["serve", "--port", "0", "--config", "c.yaml"], { "c.yaml": config }, env);
       expect(await main(host)).toBe(1);
       const err = host.err.join("");
