@@ -1,0 +1,11 @@
+// This runtime's own HTTP server for portable real-socket tests (Node: @hono/node-server, Deno:
+// Deno.serve, Bun: Bun.serve): the same test file runs under all three and picks its own.
+import type { ServeFetch } from "../../../src/ports/http-server.ts";
+
+export async function runtimeServe(): Promise<{ runtime: string; serve: ServeFetch }> {
+  const globals = globalThis as { Deno?: unknown; Bun?: unknown };
+  // Imported on demand: each adapter touches its own runtime's globals or packages.
+  if (globals.Deno) return { runtime: "deno", serve: (await import("../../../adapters/deno/serve.ts")).serveDeno };
+  if (globals.Bun) return { runtime: "bun", serve: (await import("../../../adapters/bun/serve.ts")).serveBun };
+  return { runtime: "node", serve: (await import("../../../adapters/node/serve.ts")).serveNode };
+}
