@@ -111,8 +111,8 @@ export function registerRunRoutes(app: Hono<GatewayEnv>, deps: RunRouteDeps): vo
     const runId = runIdOf(c);
     const afterSeq = integerQuery(c, "after_seq", -1);
     const limit = integerQuery(c, "limit", 100);
-    if (afterSeq === undefined || limit === undefined || limit < 1 || limit > 1000) {
-      throw new RunOperationError(422, "invalid_query", "after_seq must be a whole number and limit a whole number from 1 to 1000.");
+    if (afterSeq === undefined || afterSeq < -1 || limit === undefined || limit < 1 || limit > 1000) {
+      throw new RunOperationError(422, "invalid_query", "after_seq must be a whole number >= -1 (-1: from the first entry) and limit a whole number from 1 to 1000.");
     }
     const page = await runs.events(threadId, runId, { afterSeq, limit });
     if (!page) throw new RunOperationError(404, "run_not_found", `Run ${runId} not found`);
