@@ -3,6 +3,7 @@ import type { LeadConfig } from "../agents/app-config.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import type { ExtensionDiagnostic } from "../extensions/diagnostics.ts";
 import { loadExtensions } from "../extensions/loader.ts";
+import { assertModelApiKeysSet } from "../models/factory.ts";
 import { createGateway, type Gateway } from "../gateway/app.ts";
 import { parseGatewayConfig } from "../config/gateway.ts";
 import type { HttpServerHandle } from "../ports/http-server.ts";
@@ -38,6 +39,9 @@ export async function serveCommand(host: CliHost, options: ServeCommandOptions):
   let gateway: Gateway | undefined;
   let server: HttpServerHandle | undefined;
   try {
+    // A model that cannot authenticate would fail every request that uses it: refuse before
+    // anything loads or any port opens.
+    assertModelApiKeysSet(config, host.env);
     const moduleLoader = host.createModuleLoader(options.configDir);
     const configuredMiddlewares = await loadConfiguredMiddlewares(config.extensions.middlewares, moduleLoader);
     mcp = await loadMcpServers(host, options.configDir);

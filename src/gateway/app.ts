@@ -33,6 +33,7 @@ import { registerModelRoutes } from "./routes/models.ts";
 import { registerFileRoutes } from "./routes/files.ts";
 import { registerRunsPart, type RunsPartOptions } from "./routes/runs.ts";
 import { consoleLogger, errorResponse, type GatewayLogger } from "./errors.ts";
+import { methodNotAllowedOr } from "./method-not-allowed.ts";
 import { createRouteGuard } from "./route-guard.ts";
 import { registerAssistantRoutes } from "./routes/assistants.ts";
 import { registerHealthRoute, registerSystemRoutes } from "./routes/system.ts";
@@ -377,7 +378,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
     });
   await mountRouters(app, deps);
 
-  app.notFound((c) => c.json({ detail: "Not found" }, 404));
+  app.notFound(methodNotAllowedOr(app, (c) => c.json({ detail: "Not found" }, 404)));
   app.onError((error, c) =>
     errorResponse(error, { logger, requestId: requestIds.get(c.req.raw), method: c.req.method, path: c.req.path }),
   );

@@ -136,6 +136,40 @@ export function parseRequest<const S extends v.GenericSchema>(schema: S, value: 
   return result.output;
 }
 
+/** How a JSON value is named in messages ("an array", "null", "a string"). */
+export function jsonKind(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  return typeof value === "object" ? "an object" : `a ${typeof value}`;
+}
+
+export function isJsonObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * `schema`, for a JSON object only. valibot's object and record schemas accept arrays (`[]` would
+ * pass as an empty object, `metadata: []` become `{}`), so an object is checked for first.
+ */
+export function jsonObject<const S extends v.GenericSchema>(schema: S) {
+  return v.pipe(
+    v.custom<v.InferInput<S>>(isJsonObject, (issue) => `expected a JSON object, got ${jsonKind(issue.input)}`),
+    schema,
+  );
+}
+
+/** Any JSON object (not an array, not null). */
+export const JsonObjectSchema = jsonObject(v.record(v.string(), v.unknown()));
+
+/**
+ * The request body validated against an object schema: empty means `{}`; `null`, an array or a
+ * scalar is a 422 like any other mismatch.
+ */
+export async function parseJsonObjectBody<const S extends v.GenericSchema>(c: Context, schema: S, what = "request body"): Promise<v.InferOutput<S>> {
+  const body = await readJsonBody(c);
+  return parseRequest(jsonObject(schema), body === undefined ? {} : body, what);
+}
+
 /** The JSON body, or `undefined` for an empty one; text that is not JSON is a 422. */
 export async function readJsonBody(c: Context): Promise<unknown> {
   const text = await c.req.text();

@@ -10,6 +10,7 @@ import {
   type RunStreamMode,
 } from "../runtime/runs/types.ts";
 import { THREAD_ID_PATTERN } from "../runtime/thread-store.ts";
+import { jsonObject, JsonObjectSchema } from "./errors.ts";
 import { serverOwnedChannelsIn, serverOwnedChannelsMessage, stripServerOwnedContext, stripServerOwnedMessage, stripServerOwnedMessages } from "./server-owned.ts";
 
 /*
@@ -19,13 +20,17 @@ import { serverOwnedChannelsIn, serverOwnedChannelsMessage, stripServerOwnedCont
  */
 
 export { THREAD_ID_PATTERN };
-export const DEFAULT_RECURSION_LIMIT = 100;
 export const DEFAULT_MAX_RECURSION_LIMIT = 1000;
 
 const unsupported = (field: string, what: string) =>
   v.nullish(v.never(`${field} is not supported: ${what}; leave it out or send null`));
 
-const JsonObject = v.record(v.string(), v.unknown());
+const JsonObject = JsonObjectSchema;
+const positiveWholeNumber = v.pipe(
+  v.number((issue) => `expected a whole number >= 1, got ${issue.received}`),
+  v.integer((issue) => `expected a whole number >= 1, got ${issue.received}`),
+  v.minValue(1, (issue) => `expected a whole number >= 1, got ${issue.received}`),
+);
 
 const StreamModeSchema = v.custom<RunStreamMode | RunStreamMode[]>(
   (value) => {
@@ -39,28 +44,33 @@ const StreamModeSchema = v.custom<RunStreamMode | RunStreamMode[]>(
   },
 );
 
-export const RunBodySchema = v.strictObject({
+const RunBodyEntries = v.strictObject({
   assistant_id: v.nullish(v.string()),
   input: v.nullish(JsonObject),
   command: v.nullish(
-    v.strictObject({
-      resume: v.optional(v.unknown()),
-      update: v.optional(v.unknown()),
-    }),
+    jsonObject(
+      v.strictObject({
+        resume: v.optional(v.unknown()),
+        update: v.optional(v.unknown()),
+      }),
+    ),
   ),
   metadata: v.nullish(JsonObject),
   config: v.nullish(
-    v.looseObject({
-      configurable: v.nullish(JsonObject),
-      recursion_limit: v.optional(v.unknown()),
-      tags: v.nullish(v.array(v.string())),
-      metadata: v.nullish(JsonObject),
-      run_name: v.nullish(v.string()),
-    }),
+    jsonObject(
+      v.looseObject({
+        configurable: v.nullish(JsonObject),
+        // A zero, negative or fractional limit is refused, not replaced by a default nobody asked for.
+        recursion_limit: v.nullish(positiveWholeNumber),
+        tags: v.nullish(v.array(v.string())),
+        metadata: v.nullish(JsonObject),
+        run_name: v.nullish(v.string()),
+      }),
+    ),
   ),
   context: v.nullish(JsonObject),
   checkpoint_id: v.nullish(v.string()),
-  checkpoint: v.nullish(v.looseObject({ checkpoint_id: v.nullish(v.string()), checkpoint_ns: v.nullish(v.string()) })),
+  checkpoint: v.nullish(jsonObject(v.looseObject({ checkpoint_id: v.nullish(v.string()), checkpoint_ns: v.nullish(v.string()) }))),
   interrupt_before: unsupported("interrupt_before", "static breakpoints are not offered; pause from a tool with interrupt()"),
   interrupt_after: unsupported("interrupt_after", "static breakpoints are not offered; pause from a tool with interrupt()"),
   stream_mode: v.nullish(StreamModeSchema),
@@ -77,6 +87,9 @@ export const RunBodySchema = v.strictObject({
   if_not_exists: v.nullish(v.literal("create", 'if_not_exists must be "create" (a missing thread is created)')),
 });
 
+/** A run body is a JSON object: `[]`, `null` or `"x"` is a 422 before any run exists. */
+export const RunBodySchema = jsonObject(RunBodyEntries);
+
 export interface ParsedRunBody {
   readonly request: RunRequest;
   /** `config.configurable.thread_id` as the caller sent it: the stateless runs' thread selector. */
@@ -91,7 +104,7 @@ const SECRET_KEY = /(secret|password|passwd|api[_-]?key|access[_-]?token|auth[_-
 
 /** Validates a run body; throws a RunOperationError (422, or 400 for a malformed input message). */
 export function parseRunBody(body: unknown, options: ParseRunBodyOptions = {}): ParsedRunBody {
-  const result = v.safeParse(RunBodySchema, body ?? {});
+  const result = v.safeParse(RunBodySchema, body === undefined ? {} : body);
   if (!result.success) throw new RunOperationError(422, "invalid_run_request", describeIssues(result.issues));
   const parsed = result.output;
   const rawConfigurable = parsed.config?.configurable ?? {};
@@ -125,10 +138,9 @@ export function parseRunBody(body: unknown, options: ParseRunBodyOptions = {}): 
   return { request, configurableThreadId: typeof threadId === "string" ? threadId : undefined };
 }
 
-/** Client limits are clamped to the maximum; non-integers, booleans and values ≤ 0 get the default. */
-export function clampRecursionLimit(raw: unknown, max: number): number | undefined {
+/** A valid client limit (a whole number >= 1, checked by RunBodySchema) is clamped to the server's maximum. */
+export function clampRecursionLimit(raw: number | null | undefined, max: number): number | undefined {
   if (raw === undefined || raw === null) return undefined;
-  if (typeof raw !== "number" || !Number.isInteger(raw) || raw <= 0) return DEFAULT_RECURSION_LIMIT;
   return Math.min(raw, max);
 }
 
@@ -179,7 +191,7 @@ function describeIssues(issues: readonly v.BaseIssue<unknown>[]): string {
       const path = formatKeyPath(issue.path as { key: unknown }[] | undefined) || "body";
       if (issue.type === "strict_object" && issue.expected === "never") {
         const topLevel = (issue.path?.length ?? 0) === 1;
-        return `${path}: unknown field; remove it${topLevel ? ` (the run body accepts ${Object.keys(RunBodySchema.entries).join(", ")})` : ""}`;
+        return `${path}: unknown field; remove it${topLevel ? ` (the run body accepts ${Object.keys(RunBodyEntries.entries).join(", ")})` : ""}`;
       }
       if (issue.type === "strict_object" || issue.type === "object") return `${path}: ${issue.message}; send a JSON object`;
       return `${path}: ${issue.message}`;

@@ -2,11 +2,11 @@ import { HumanMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
+import { VIRTUAL_DIRS } from "../ports/sandbox.ts";
 import type { ThreadDataState } from "../state/thread-state.ts";
 import { parseMiddlewareConfig } from "./config.ts";
 
 export const THREAD_DATA_NAME = "ThreadData";
-export const DEFAULT_BASE_DIR = ".deer-flow";
 export const DEFAULT_USER_ID = "default";
 const USER_INPUT_NAME = "user-input";
 
@@ -57,10 +57,14 @@ export function resolveUserId(runtime: AgentRuntime): string {
   return userId === undefined || userId === null ? DEFAULT_USER_ID : requireSafeId(userId, "user_id");
 }
 
-/** Where one thread's user-data folders live, relative to the storage root. */
-export function threadDataPaths(baseDir: string, userId: string, threadId: string): ThreadDataState {
-  const root = `${baseDir.replace(/\/+$/, "") || "."}/users/${userId}/threads/${threadId}/user-data`;
-  return { workspace_path: `${root}/workspace`, uploads_path: `${root}/uploads`, outputs_path: `${root}/outputs` };
+/**
+ * The thread's user-data folders as state records them: the virtual paths every sandbox serves
+ * (`/mnt/user-data/...`). State is what GET /threads/{id}/state answers, so a host folder (the
+ * storage base, a home directory) never enters it; each sandbox maps the virtual paths to its own
+ * storage for the run's user and thread (the local one to `<root>/users/<user>/threads/<thread>`).
+ */
+export function threadDataPaths(): ThreadDataState {
+  return { workspace_path: VIRTUAL_DIRS.workspace, uploads_path: VIRTUAL_DIRS.uploads, outputs_path: VIRTUAL_DIRS.outputs };
 }
 
 /**
@@ -77,9 +81,10 @@ export function createThreadDataMiddleware(config?: Partial<ThreadDataConfig>): 
   return {
     name: THREAD_DATA_NAME,
     beforeAgent(state: AgentState, runtime: AgentRuntime): HookResult {
-      const threadId = resolveThreadId(runtime);
-      const userId = resolveUserId(runtime);
-      const thread_data = threadDataPaths(runtime.services.baseDir ?? DEFAULT_BASE_DIR, userId, threadId);
+      // Both still checked: a run without a usable thread or user id fails here, before any tool.
+      resolveThreadId(runtime);
+      resolveUserId(runtime);
+      const thread_data = threadDataPaths();
 
       const last = state.messages.at(-1);
       // Re-emitting under the same id replaces the message in place; without an id the reducer

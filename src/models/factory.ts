@@ -56,12 +56,7 @@ export function createChatModel(
   let apiKey: string | undefined;
   if (entry.api_key_env !== undefined) {
     apiKey = env.get(entry.api_key_env);
-    if (apiKey === undefined || apiKey.trim() === "") {
-      throw new ModelError(
-        `Model "${entry.name}" needs an API key in the environment variable ${entry.api_key_env}, which is not set; set ${entry.api_key_env} or choose another model`,
-        { code: "missing_api_key" },
-      );
-    }
+    if (!isSet(apiKey)) throw missingKey(entry.name, entry.api_key_env, "or choose another model");
   }
   return new ChatOpenAICompatible({
     model: entry.model,
@@ -74,6 +69,37 @@ export function createChatModel(
     ...(entry.extra_headers === undefined ? {} : { extraHeaders: entry.extra_headers }),
     ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
   });
+}
+
+function isSet(value: string | undefined): value is string {
+  return value !== undefined && value.trim() !== "";
+}
+
+function missingKey(model: string, variable: string, otherwise: string): ModelError {
+  return new ModelError(
+    `Model "${model}" needs an API key in the environment variable ${variable}, which is not set; set ${variable} ${otherwise}`,
+    { code: "missing_api_key" },
+  );
+}
+
+/** The configured models whose `api_key_env` names a variable that is unset or blank, in config order. */
+export function modelsMissingApiKeys(config: AppConfig, env: Env): Array<{ readonly model: string; readonly variable: string }> {
+  return config.models.flatMap((entry) =>
+    entry.use !== "demo" && entry.api_key_env !== undefined && !isSet(env.get(entry.api_key_env)) ? [{ model: entry.name, variable: entry.api_key_env }] : [],
+  );
+}
+
+/**
+ * Refuses a config with a model whose key variable is unset (ModelError `missing_api_key`, naming
+ * the model and the variable; the first of them when several are missing), so a server stops at
+ * start instead of failing the first request that builds that model.
+ */
+export function assertModelApiKeysSet(config: AppConfig, env: Env): void {
+  const missing = modelsMissingApiKeys(config, env);
+  if (missing.length === 0) return;
+  const [first] = missing;
+  const others = missing.slice(1).map((m) => `${m.variable} (model "${m.model}")`);
+  throw missingKey(first!.model, first!.variable, `before starting, or remove the model from config.yaml${others.length > 0 ? `; also unset: ${others.join(", ")}` : ""}`);
 }
 
 /** What a UI or the CLI shows about a model: which provider, which model id, and whether it is the demo. */

@@ -9,7 +9,9 @@ export {
 } from "./demo.ts";
 export { ModelError, isModelError, type ModelErrorCode, type ModelErrorFields } from "./errors.ts";
 export {
+  assertModelApiKeysSet,
   createChatModel,
+  modelsMissingApiKeys,
   describeModel,
   resolveModelName,
   type CreateChatModelOptions,

@@ -43,7 +43,7 @@ import {
 import { KeyValueCheckpointSaver } from "./kv-checkpointer.ts";
 import { trackCheckpointWrites } from "./runs/settle.ts";
 import { RunManager } from "./runs/manager.ts";
-import type { StreamBridge, StreamFrame } from "./runs/stream-bridge.ts";
+import { parseLastEventId, type StreamBridge, type StreamFrame } from "./runs/stream-bridge.ts";
 import { RUN_STREAM_MODES, type CancelAction, type RunAgentFactory, type RunDiagnostic, type RunRecord, type RunRequest, type RunStatus, type RunStreamMode } from "./runs/types.ts";
 import { hasCheckpoint, readThreadHistory, readThreadState, updateThreadState, type ThreadStateGraph, type ThreadStateJson } from "./thread-state.ts";
 import { KeyValueThreadStore } from "./thread-store.ts";
@@ -579,6 +579,7 @@ export class ClientRuns {
   /** Joins a run's stream from the start (or after `lastEventId`); leaving it never cancels the run. */
   stream(threadId: string, runId: string, options: { lastEventId?: string; signal?: AbortSignal; user?: ClientUserOverride } = {}): AsyncGenerator<ClientFrame> {
     const parsed = parseOptions(JoinSchema, options, "runs.stream options");
+    const lastEventId = parseLastEventId(parsed.lastEventId);
     const principal = this.#session.principal(parsed.user);
     const { runs } = this.#session.core;
     const thread = (id: string) => this.#thread(id, principal);
@@ -586,7 +587,7 @@ export class ClientRuns {
       await thread(threadId);
       const row = await runs.get(threadId, runId);
       if (!row) throw new DeerflowError("run_not_found", `Run ${runId} not found on thread ${threadId}.`);
-      yield* follow(runs, row, { signal: parsed.signal, lastEventId: parsed.lastEventId, cancelOnExit: false });
+      yield* follow(runs, row, { signal: parsed.signal, lastEventId, cancelOnExit: false });
     })();
   }
 

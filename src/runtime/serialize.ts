@@ -1,4 +1,5 @@
 import { BaseMessageChunk, isBaseMessage, type BaseMessage } from "@langchain/core/messages";
+import { threadDataPaths } from "../middlewares/thread-data.ts";
 
 /*
  * The LangGraph Platform wire format for state: plain JSON where every LangChain message is the
@@ -152,6 +153,9 @@ export function serializeValues(values: unknown): Record<string, unknown> {
     if (ENGINE_CHANNELS.has(key)) continue;
     let serialized = serializeValue(value);
     if (serialized === undefined) continue;
+    // Checkpoints written before thread_data held virtual paths carry host folders there; a client
+    // is only ever shown the virtual ones.
+    if (key === "thread_data" && isRecord(serialized)) serialized = { ...threadDataPaths() };
     if (key === "messages" && Array.isArray(serialized)) {
       serialized = serialized.map((item) =>
         isRecord(item) && typeof item.type === "string" ? withoutHiddenInlineImages(item as SerializedMessage) : item,

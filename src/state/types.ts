@@ -3,7 +3,7 @@ export interface SandboxState {
   sandbox_id: string;
 }
 
-/** Host-side folders behind `/mnt/user-data/{workspace,uploads,outputs}` for one thread. */
+/** A thread's user-data folders as the sandbox shows them: `/mnt/user-data/{workspace,uploads,outputs}`, never a host path. */
 export interface ThreadDataState {
   workspace_path: string;
   uploads_path: string;

@@ -89,7 +89,7 @@ describe("lead agent assembly", () => {
     const tools = state.messages.filter((m): m is ToolMessage => ToolMessage.isInstance(m));
     expect(tools.length).toBeGreaterThanOrEqual(2);
     for (const result of tools) expect(result.additional_kwargs.deerflow_tool_meta).toMatchObject({ status: "success" });
-    expect(state.thread_data?.workspace_path).toBe(".deer-flow/users/u1/threads/t-lead/user-data/workspace");
+    expect(state.thread_data?.workspace_path).toBe("/mnt/user-data/workspace");
     expect(state.sandbox?.sandbox_id).toBeTruthy();
     const sandbox = await svc.sandbox.acquire({ userId: "u1", threadId: "t-lead" });
     const written = await sandbox.readFile("/mnt/user-data/workspace/notes.md");

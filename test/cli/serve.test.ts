@@ -108,6 +108,33 @@ describe("deerflow-edge serve", () => {
     expect(host.served).toEqual([]);
   });
 
+  it("refuses to start when a configured model's api_key_env variable is unset, naming the variable and the model, before any port opens", async () => {
+    const config = [
+      "default_model: remote",
+      "models:",
+      "  - name: remote",
+      "    use: openai-compatible",
+      "    model: gpt-4o-mini",
+      "    base_url: http://127.0.0.1:9/v1",
+      "    api_key_env: DEERFLOW_TEST_UNSET_KEY",
+      "",
+    ].join("\n");
+    for (const env of [{}, { DEERFLOW_TEST_UNSET_KEY: "  " }] as Record<string, string>[]) {
+      const host = serveHost(["serve", "--port", "0", "--config", "c.yaml"], { "c.yaml": config }, env);
+      expect(await main(host)).toBe(1);
+      const err = host.err.join("");
+      expect(err).toMatch(/^error: Model "remote" needs an API key in the environment variable DEERFLOW_TEST_UNSET_KEY, which is not set/);
+      expect(host.served).toEqual([]);
+    }
+    // With the variable set, the same config serves.
+    const host = serveHost(["serve", "--port", "0", "--config", "c.yaml"], { "c.yaml": config }, { DEERFLOW_TEST_UNSET_KEY: "sk-test" });
+    const exit = main(host);
+    const server = await host.listening;
+    expect((await fetch(`${server.url}/api/ok`)).status).toBe(200);
+    host.interrupt();
+    expect(await exit).toBe(0);
+  });
+
   it("scenario 3: a required plugin that fails stops the start, naming it, and no port is served", async () => {
     const broken = `${here}/../fixtures/plugins/throws-at-import.mjs`;
     const host = serveHost(["serve", "--port", "0", "--config", "c.yaml"], {

@@ -50,7 +50,7 @@ describe("ThreadData", () => {
     await expect(agent.invoke({ messages: [new HumanMessage("hi")] })).rejects.toThrow("Thread ID is required");
   });
 
-  it("scenario 10: thread t1 and user u1 get their paths, and the last user message keeps its id but gains name, run_id and an ISO timestamp", () => {
+  it("scenario 10: thread t1 and user u1 get the virtual paths, and the last user message keeps its id but gains name, run_id and an ISO timestamp", () => {
     const clock = new ManualClock(Date.UTC(2026, 4, 8, 9, 30, 15, 250));
     const last = new HumanMessage({ content: "hello", id: "m1", additional_kwargs: { files: [] } });
     const result = update(
@@ -61,9 +61,9 @@ describe("ThreadData", () => {
       ),
     );
     expect(result.thread_data).toEqual({
-      workspace_path: ".deer-flow/users/u1/threads/t1/user-data/workspace",
-      uploads_path: ".deer-flow/users/u1/threads/t1/user-data/uploads",
-      outputs_path: ".deer-flow/users/u1/threads/t1/user-data/outputs",
+      workspace_path: "/mnt/user-data/workspace",
+      uploads_path: "/mnt/user-data/uploads",
+      outputs_path: "/mnt/user-data/outputs",
     });
     const messages = result.messages as BaseMessage[];
     expect(messages).toHaveLength(1);
@@ -87,7 +87,7 @@ describe("ThreadData", () => {
       { messages: [new HumanMessage({ content: "hello", id: "m1" })] },
       { threadId: "t1", runId: "run-7", context: { user_id: "u1" } },
     );
-    expect(state.thread_data?.workspace_path).toBe(".deer-flow/users/u1/threads/t1/user-data/workspace");
+    expect(state.thread_data?.workspace_path).toBe("/mnt/user-data/workspace");
     expect(state.messages.map((m) => m.type)).toEqual(["human", "ai"]);
     expect(state.messages[0]).toMatchObject({
       id: "m1",
@@ -103,21 +103,20 @@ describe("ThreadData", () => {
     expect((result.messages as BaseMessage[])[0]!.name).toBe("alice");
   });
 
-  it("context.thread_id wins over the run's thread", () => {
-    const result = update(runBeforeAgent(middleware, stateWith([]), makeRuntime({ context: { thread_id: "from-context" }, threadId: "from-run" })));
-    expect(result.thread_data?.workspace_path).toBe(".deer-flow/users/default/threads/from-context/user-data/workspace");
+  it("takes the thread from context or the run, and records the same virtual paths either way", () => {
+    const fromContext = update(runBeforeAgent(middleware, stateWith([]), makeRuntime({ context: { thread_id: "from-context" }, threadId: "from-run" })));
+    expect(fromContext.thread_data?.workspace_path).toBe("/mnt/user-data/workspace");
+    const fromRun = update(runBeforeAgent(middleware, stateWith([]), makeRuntime({ threadId: "thread-123" })));
+    expect(fromRun.thread_data?.uploads_path).toBe("/mnt/user-data/uploads");
+    expect(() => runBeforeAgent(middleware, stateWith([]), makeRuntime({ context: { thread_id: "../x" } }))).toThrow(/Invalid thread_id/);
   });
 
-  it("falls back to the run's thread and the default user", () => {
-    const result = update(runBeforeAgent(middleware, stateWith([]), makeRuntime({ threadId: "thread-123" })));
-    expect(result.thread_data?.uploads_path).toBe(".deer-flow/users/default/threads/thread-123/user-data/uploads");
-  });
-
-  it("uses services.baseDir", () => {
+  it("never records the storage base or any host folder in state", () => {
     const result = update(
-      runBeforeAgent(middleware, stateWith([]), makeRuntime({ threadId: "t1", services: { baseDir: "data/df/" } })),
+      runBeforeAgent(middleware, stateWith([]), makeRuntime({ threadId: "t1", context: { user_id: "u1" }, services: { baseDir: "/home/operator/.deer-flow" } })),
     );
-    expect(result.thread_data?.outputs_path).toBe("data/df/users/default/threads/t1/user-data/outputs");
+    expect(result.thread_data).toEqual({ workspace_path: "/mnt/user-data/workspace", uploads_path: "/mnt/user-data/uploads", outputs_path: "/mnt/user-data/outputs" });
+    expect(JSON.stringify(result.thread_data)).not.toContain("/home/operator");
   });
 
   it("does not touch messages when the last one is not a user message", () => {

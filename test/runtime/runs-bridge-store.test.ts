@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/core/clock.ts";
 import { RunStore } from "../../src/runtime/runs/run-store.ts";
-import { MemoryStreamBridge, type StreamFrame } from "../../src/runtime/runs/stream-bridge.ts";
+import { MemoryStreamBridge, parseLastEventId, type StreamFrame } from "../../src/runtime/runs/stream-bridge.ts";
 import type { RunRecord } from "../../src/runtime/runs/types.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import { collect } from "./runs-fixtures.ts";
@@ -102,6 +102,37 @@ describe("MemoryStreamBridge", () => {
     // The last frame before the window still resumes exactly: nothing was missed.
     const resumed = bridge.subscribe("r", { lastEventId: "7-2" })[Symbol.asyncIterator]();
     expect((await resumed.next()).value).toMatchObject({ id: "7-3" });
+  });
+
+  it("resumes a cursor past the newest frame after the newest, replaying nothing; the seq decides, not the epoch", async () => {
+    const bridge = new MemoryStreamBridge({ clock: new ManualClock(9) });
+    bridge.open("r");
+    for (let i = 0; i < 3; i++) await bridge.publish("r", "values", { i });
+    const seen: StreamFrame[] = [];
+    const reading = (async () => {
+      for await (const frame of bridge.subscribe("r", { lastEventId: "1-99999" })) seen.push(frame);
+    })();
+    await bridge.publish("r", "values", { i: 3 });
+    await bridge.end("r");
+    await reading;
+    expect(seen.map((f) => f.id)).toEqual(["9-3", "9-4"]);
+    // A retained seq with another epoch resumes after that seq.
+    expect((await collect(bridge.subscribe("r", { lastEventId: "123-2" }))).map((f) => f.id)).toEqual(["9-3", "9-4"]);
+    // Past the end of a finished run: nothing at all.
+    expect(await collect(bridge.subscribe("r", { lastEventId: "9-5" }))).toEqual([]);
+  });
+
+  it("refuses a malformed cursor instead of replaying the window", async () => {
+    const bridge = new MemoryStreamBridge({ clock: new ManualClock(9) });
+    bridge.open("r");
+    await bridge.publish("r", "values", {});
+    for (const bad of ["abc", "1-", "-1", "1-2-3", " 1-x"]) {
+      expect(() => parseLastEventId(bad)).toThrow(expect.objectContaining({ status: 400, code: "invalid_last_event_id" }));
+      await expect(collect(bridge.subscribe("r", { lastEventId: bad }))).rejects.toThrow(/Last-Event-ID .* expected <epoch_ms>-<seq>/);
+    }
+    expect(parseLastEventId(undefined)).toBeUndefined();
+    expect(parseLastEventId("  ")).toBeUndefined();
+    expect(parseLastEventId(" 5-2 ")).toBe("5-2");
   });
 
   it("gives a live reader that fell behind the window one gap frame", async () => {

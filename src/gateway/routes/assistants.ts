@@ -2,7 +2,7 @@ import { authenticatedUser } from "../auth/context.ts";
 import type { Hono } from "hono";
 import * as v from "valibot";
 import type { LeadConfig } from "../../agents/app-config.ts";
-import { httpError, parseRequest, readJsonBody } from "../errors.ts";
+import { httpError, JsonObjectSchema, parseJsonObjectBody } from "../errors.ts";
 import { project } from "./threads.ts";
 import type { GatewayEnv } from "../types.ts";
 
@@ -62,7 +62,7 @@ export function resolveAssistantId(config: LeadConfig, assistantId: string): str
 const AssistantSearchSchema = v.strictObject({
   graph_id: v.nullish(v.string()),
   name: v.nullish(v.string()),
-  metadata: v.nullish(v.record(v.string(), v.unknown())),
+  metadata: v.nullish(JsonObjectSchema),
   limit: v.nullish(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(1000))),
   offset: v.nullish(v.pipe(v.number(), v.integer(), v.minValue(0))),
   sort_by: v.nullish(v.picklist(["assistant_id", "graph_id", "name", "created_at", "updated_at"])),
@@ -95,7 +95,7 @@ export function registerAssistantRoutes(api: Hono<GatewayEnv>, deps: AssistantRo
 
   api.post("/assistants/search", async (c) => {
     authenticatedUser(c);
-    const body = parseRequest(AssistantSearchSchema, (await readJsonBody(c)) ?? {});
+    const body = await parseJsonObjectBody(c, AssistantSearchSchema);
     const graphId = body.graph_id ? (ASSISTANT_ID_ALIASES[body.graph_id] ?? body.graph_id) : undefined;
     const name = body.name?.toLowerCase();
     let matches = assistants().filter(

@@ -2,7 +2,7 @@ import type { Context, Hono } from "hono";
 import { availableModelNames } from "../../config/index.ts";
 import { newId } from "../../core/ids.ts";
 import { RunManager } from "../../runtime/runs/manager.ts";
-import type { StreamBridge } from "../../runtime/runs/stream-bridge.ts";
+import { parseLastEventId, type StreamBridge } from "../../runtime/runs/stream-bridge.ts";
 import { RUN_STATUSES, RunOperationError, type RunRecord, type RunStatus } from "../../runtime/runs/types.ts";
 import { parseRunBody, THREAD_ID_PATTERN, type ParsedRunBody } from "../run-request.ts";
 import { runLocationHeaders, sseResponse } from "../sse.ts";
@@ -111,8 +111,8 @@ export function registerRunRoutes(app: Hono<GatewayEnv>, deps: RunRouteDeps): vo
     const runId = runIdOf(c);
     const afterSeq = integerQuery(c, "after_seq", -1);
     const limit = integerQuery(c, "limit", 100);
-    if (afterSeq === undefined || limit === undefined || limit < 1 || limit > 1000) {
-      throw new RunOperationError(422, "invalid_query", "after_seq must be a whole number and limit a whole number from 1 to 1000.");
+    if (afterSeq === undefined || afterSeq < -1 || limit === undefined || limit < 1 || limit > 1000) {
+      throw new RunOperationError(422, "invalid_query", "after_seq must be a whole number >= -1 (-1: from the first entry) and limit a whole number from 1 to 1000.");
     }
     const page = await runs.events(threadId, runId, { afterSeq, limit });
     if (!page) throw new RunOperationError(404, "run_not_found", `Run ${runId} not found`);
@@ -140,6 +140,8 @@ export function registerRunRoutes(app: Hono<GatewayEnv>, deps: RunRouteDeps): vo
 
   const joinStream = handled(async (c) => {
     const action = c.req.method === "POST" ? cancelAction(c) : undefined;
+    // Checked before anything happens: a malformed cursor is a 400, not a replay from the start.
+    const lastEventId = parseLastEventId(c.req.header("Last-Event-ID"));
     const threadId = await threadFor(c, guard, action ? "runs:cancel" : "runs:read", action !== undefined);
     const row = await existingRun(runs, threadId, runIdOf(c));
     if (action) {
@@ -147,7 +149,6 @@ export function registerRunRoutes(app: Hono<GatewayEnv>, deps: RunRouteDeps): vo
       await runs.cancel(threadId, row.run_id, { action, wait });
       if (wait) return c.body(null, 204);
     }
-    const lastEventId = c.req.header("Last-Event-ID");
     return stream(c, row, { cancelOnDisconnect: boolQuery(c, "cancel_on_disconnect"), ...(lastEventId ? { lastEventId } : {}) });
   });
   app.get("/threads/:thread_id/runs/:run_id/stream", joinStream);

@@ -15,7 +15,7 @@ import {
   type ThreadStateGraph,
   type ThreadStateJson,
 } from "../../runtime/thread-state.ts";
-import { httpError, parseRequest, readJsonBody, threadNotFound, type GatewayLogger } from "../errors.ts";
+import { httpError, jsonObject, JsonObjectSchema, parseJsonObjectBody, parseRequest, threadNotFound, type GatewayLogger } from "../errors.ts";
 import { threadOwnerFilter, threadOwnerFor } from "../route-guard.ts";
 import { serverOwnedChannelsIn, serverOwnedChannelsMessage, stripServerOwnedMessage } from "../server-owned.ts";
 import type { AgentFactory, GatewayEnv, GatewayUser, RouteGuard, ThreadRecord, ThreadStatus, ThreadStore } from "../types.ts";
@@ -68,7 +68,7 @@ export function threadJson(record: ThreadRecord, extra?: Partial<Pick<ThreadJson
 
 // -- request schemas --------------------------------------------------------------------------
 
-const JsonObject = v.record(v.string(), v.unknown());
+const JsonObject = JsonObjectSchema;
 const NullishObject = v.nullish(JsonObject);
 const Select = v.nullish(v.array(v.string()));
 const nonNegativeInteger = v.pipe(v.number(), v.integer(), v.minValue(0));
@@ -101,12 +101,12 @@ const ThreadPatchSchema = v.strictObject({
   ttl: v.nullish(v.never("thread TTLs are not supported")),
 });
 
-const CheckpointRefSchema = v.looseObject({
+const CheckpointRefSchema = jsonObject(v.looseObject({
   thread_id: v.nullish(v.string()),
   checkpoint_id: v.nullish(v.string()),
   checkpoint_ns: v.nullish(v.string()),
   checkpoint_map: v.nullish(JsonObject),
-});
+}));
 
 const StateUpdateSchema = v.strictObject({
   values: v.nullish(JsonObject),
@@ -207,17 +207,20 @@ export function registerThreadRoutes(api: Hono<GatewayEnv>, deps: ThreadRouteDep
   api.post("/threads", async (c) => {
     guard.permission(c, "threads:write");
     const user = authenticatedUser(c);
-    const body = parseRequest(ThreadCreateSchema, (await readJsonBody(c)) ?? {});
+    const body = await parseJsonObjectBody(c, ThreadCreateSchema);
     const threadId = body.thread_id === undefined || body.thread_id === null ? undefined : assertThreadId(body.thread_id);
-    if (threadId !== undefined) {
-      const existing = await threads.get(threadId);
-      if (existing && existing.owner_id !== null && existing.owner_id !== user.id) {
-        throw httpError(409, `Thread id ${threadId} is already taken; choose another thread_id or leave it out.`);
-      }
-    }
+    // A chosen id that another user's thread holds is answered exactly as every route answers an
+    // id the caller may not use: the guard's 404 "Thread <id> not found", the same status, body
+    // and headers as GET /threads/<id> of that thread, so a create says no more than a read does.
+    // (What no answer can hide while thread ids are one namespace for all users: a fresh id can be
+    // created. The ids the gateway picks itself are random UUIDs, so that only concerns ids the
+    // prober already holds; per-user id namespaces would remove it.)
+    if (threadId !== undefined) await guard.thread(c, "threads:write", threadId);
     const metadata = callerMetadata(body.metadata);
     if (body.assistant_id) metadata.assistant_id ??= body.assistant_id;
     const { thread, created } = await threads.create({ threadId, metadata, ownerId: threadOwnerFor(user) });
+    // Another user may have created the same id since the guard looked.
+    if (!created && thread.owner_id !== null && thread.owner_id !== user.id) throw threadNotFound(thread.thread_id);
     if (!created && body.if_exists === "raise") {
       throw httpError(409, `Thread ${thread.thread_id} already exists; send if_exists "do_nothing" to get it back instead.`);
     }
@@ -227,7 +230,7 @@ export function registerThreadRoutes(api: Hono<GatewayEnv>, deps: ThreadRouteDep
   api.post("/threads/search", async (c) => {
     guard.permission(c, "threads:read");
     const user = authenticatedUser(c);
-    const body = parseRequest(ThreadSearchSchema, (await readJsonBody(c)) ?? {});
+    const body = await parseJsonObjectBody(c, ThreadSearchSchema);
     const rows = await threads.search({
       ...(body.metadata ? { metadata: body.metadata } : {}),
       ...(body.status ? { status: body.status } : {}),
@@ -265,7 +268,7 @@ export function registerThreadRoutes(api: Hono<GatewayEnv>, deps: ThreadRouteDep
   api.patch("/threads/:thread_id", async (c) => {
     const threadId = c.req.param("thread_id");
     await guard.thread(c, "threads:write", threadId, { requireExisting: true });
-    const body = parseRequest(ThreadPatchSchema, (await readJsonBody(c)) ?? {});
+    const body = await parseJsonObjectBody(c, ThreadPatchSchema);
     const updated = await threads.update(threadId, { metadata: callerMetadata(body.metadata) });
     if (!updated) throw threadNotFound(threadId);
     return c.json(threadJson(updated));
@@ -303,7 +306,7 @@ export function registerThreadRoutes(api: Hono<GatewayEnv>, deps: ThreadRouteDep
   api.post("/threads/:thread_id/state/checkpoint", async (c) => {
     const threadId = c.req.param("thread_id");
     const row = await guard.thread(c, "threads:read", threadId);
-    const body = parseRequest(StateAtCheckpointSchema, (await readJsonBody(c)) ?? {});
+    const body = await parseJsonObjectBody(c, StateAtCheckpointSchema);
     const { state } = await stateOf(c, threadId, row, {
       ...(body.checkpoint.checkpoint_id ? { checkpointId: body.checkpoint.checkpoint_id } : {}),
       ...(body.checkpoint.checkpoint_ns ? { checkpointNs: body.checkpoint.checkpoint_ns } : {}),
@@ -326,7 +329,7 @@ export function registerThreadRoutes(api: Hono<GatewayEnv>, deps: ThreadRouteDep
   api.post("/threads/:thread_id/state", async (c) => {
     const threadId = c.req.param("thread_id");
     await guard.thread(c, "threads:write", threadId, { requireExisting: true });
-    const body = parseRequest(StateUpdateSchema, (await readJsonBody(c)) ?? {});
+    const body = await parseJsonObjectBody(c, StateUpdateSchema);
     await refuseWhileRunning(threadId, "update its state");
     const values = body.values ? { ...body.values } : null;
     const owned = serverOwnedChannelsIn(values);
@@ -366,7 +369,7 @@ export function registerThreadRoutes(api: Hono<GatewayEnv>, deps: ThreadRouteDep
 
   api.post("/threads/:thread_id/history", async (c) => {
     const threadId = c.req.param("thread_id");
-    const body = parseRequest(HistorySchema, (await readJsonBody(c)) ?? {});
+    const body = await parseJsonObjectBody(c, HistorySchema);
     const before =
       typeof body.before === "string"
         ? body.before

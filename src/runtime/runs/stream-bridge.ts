@@ -1,5 +1,6 @@
 import { systemClock } from "../../core/clock.ts";
 import type { Clock } from "../../ports/runtime-ports.ts";
+import { RunOperationError } from "./types.ts";
 
 /*
  * Between a run's worker and its stream readers: the worker publishes frames, any number of
@@ -41,7 +42,8 @@ export interface StreamBridge {
   has(runId: string): boolean;
   /**
    * The frames after `lastEventId` (all retained ones without it), then live ones, ending after
-   * `end`, or after a single `gap` frame when the cursor is older than the retained window.
+   * `end`, or after a single `gap` frame when the cursor is older than the retained window. A
+   * cursor past the newest frame replays nothing; a malformed one throws (see parseLastEventId).
    */
   subscribe(runId: string, options?: SubscribeOptions): AsyncIterable<StreamFrame>;
   /** Drops the run's log after `delayMs` (clock-driven), so late readers can still replay it. */
@@ -67,7 +69,28 @@ interface RunLog {
   readonly waiters: Set<() => void>;
 }
 
-const FRAME_ID = /^\d+-(\d+)$/;
+const FRAME_ID = /^(\d+)-(\d+)$/;
+/** How a frame id is spelled, for messages. */
+export const FRAME_ID_FORM = "<epoch_ms>-<seq>";
+
+/**
+ * A `Last-Event-ID` as a resume cursor: absent or empty means "from the start" (an EventSource
+ * sends none until it saw an id); anything that is not `<epoch_ms>-<seq>` (two runs of digits)
+ * is a 400 naming the header, never a silent replay of the whole stream.
+ */
+export function parseLastEventId(raw: string | null | undefined): string | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  const value = raw.trim();
+  if (value === "") return undefined;
+  if (!FRAME_ID.test(value)) {
+    throw new RunOperationError(
+      400,
+      "invalid_last_event_id",
+      `Last-Event-ID ${JSON.stringify(value.slice(0, 80))} is not a frame id: expected ${FRAME_ID_FORM} (digits, e.g. "1767225600000-12") as sent in a frame's id line; leave the header out to read the stream from its start.`,
+    );
+  }
+  return value;
+}
 
 export class MemoryStreamBridge implements StreamBridge {
   readonly #clock: Clock;
@@ -208,17 +231,20 @@ export class MemoryStreamBridge implements StreamBridge {
   }
 
   /**
-   * A retained id resumes right after it. An id below the window gets the gap: nothing is left to
-   * prove the reader saw everything. An id that is neither (foreign, malformed) replays the window.
+   * Where a cursor resumes; the seq decides (ids are per run, the epoch part only tells when). An id
+   * inside the window resumes right after it. One just below the window resumes at its start (the
+   * reader missed nothing); further below gets the gap: nothing is left to prove the reader saw
+   * everything. One at or past the newest frame (a future seq) resumes after the newest: nothing
+   * is replayed, live frames follow. A malformed id is refused (callers check it first).
    */
   #startOffset(log: RunLog, lastEventId: string | undefined): number {
     if (lastEventId === undefined) return log.start;
-    const match = FRAME_ID.exec(lastEventId);
+    const match = FRAME_ID.exec(parseLastEventId(lastEventId) ?? "");
     if (!match) return log.start;
-    const seq = Number(match[1]);
-    if (log.frames.length > 0 && seq < log.start) return seq + 1 < log.start ? -1 : log.start;
-    const frame = log.frames[seq - log.start];
-    return frame?.id === lastEventId ? seq + 1 : log.start;
+    const seq = Number(match[2]);
+    if (seq >= log.nextSeq) return log.nextSeq;
+    if (seq < log.start) return seq + 1 < log.start ? -1 : log.start;
+    return seq + 1;
   }
 
   #gap(runId: string, log: RunLog, requested: string | null): StreamGap {

@@ -13,7 +13,7 @@ import type { RunAgentFactory } from "../../../src/runtime/runs/types.ts";
 import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { collect, deferred, eventually, scriptedAgentFactory, type Deferred } from "../../runtime/runs-fixtures.ts";
-import { allFrames } from "./runs-harness.ts";
+import { allFrames, CountingBridge } from "./runs-harness.ts";
 
 type Message = Record<string, unknown> & { type: string; tool_calls?: { name: string }[]; content?: unknown };
 
@@ -155,6 +155,33 @@ describe("DeerFlowClient.stream", () => {
       const second = await client.chat("again", { threadId: "t1", multitaskStrategy: "interrupt" });
       expect(second).toMatchObject({ status: "success", text: "done: again" });
       expect((await client.runs.get("t1", first.run_id))?.status).toBe("interrupted");
+    } finally {
+      gates.block.resolve("done");
+      await client.close();
+    }
+  });
+
+  it("runs.stream(threadId, runId, { lastEventId }) refuses a malformed cursor and replays nothing for one past the newest frame", async () => {
+    const bridge = new CountingBridge();
+    const { client, gates } = await scriptedClient({ bridge });
+    try {
+      const run = await client.runs.start("tool:block", { threadId: "t-resume" });
+      await eventually(async () => (await client.runs.get("t-resume", run.run_id))?.status === "running");
+      expect(() => client.runs.stream("t-resume", run.run_id, { lastEventId: "abc" })).toThrow(
+        expect.objectContaining({ code: "invalid_last_event_id", message: expect.stringContaining("<epoch_ms>-<seq>") }),
+      );
+      const before = bridge.subscriptions;
+      const past = collect(client.runs.stream("t-resume", run.run_id, { lastEventId: "1-99999" }));
+      const all = collect(client.runs.stream("t-resume", run.run_id));
+      // Both readers have placed their cursors while the run waits in its tool.
+      await eventually(() => bridge.subscriptions === before + 2);
+      gates.block.resolve("done");
+      const [pastFrames, allFrames] = await Promise.all([past, all]);
+      expect(allFrames[0]!.event).toBe("metadata");
+      expect(pastFrames.length).toBeGreaterThan(0);
+      expect(pastFrames.map((f) => f.event)).not.toContain("metadata");
+      expect(pastFrames.map((f) => f.id)).toEqual(allFrames.slice(allFrames.length - pastFrames.length).map((f) => f.id));
+      expect(pastFrames.at(-1)!.event).toBe("end");
     } finally {
       gates.block.resolve("done");
       await client.close();

@@ -88,6 +88,19 @@ export function runsHarness(options: HarnessOptions = {}) {
   };
 }
 
+/**
+ * Counts subscriptions, so a test knows every reader has placed its cursor before the run moves
+ * on. (Bun sends a streamed response's headers only with its first byte, so an open response is
+ * no sign of that there.) The cursor is placed synchronously when the subscription starts.
+ */
+export class CountingBridge extends MemoryStreamBridge {
+  subscriptions = 0;
+  override subscribe(...args: Parameters<MemoryStreamBridge["subscribe"]>): ReturnType<MemoryStreamBridge["subscribe"]> {
+    this.subscriptions += 1;
+    return super.subscribe(...args);
+  }
+}
+
 export interface SseFrame {
   readonly event?: string;
   readonly data?: unknown;

@@ -49,12 +49,39 @@ describe("parseRunBody", () => {
     expect(message!.additional_kwargs).toEqual({ mine: 1 });
   });
 
-  it("clamps recursion_limit to the maximum and gives non-integers, booleans and values ≤ 0 the default 100", () => {
+  it("clamps recursion_limit to the maximum and refuses zero, negative, fractional, boolean and string limits with a 422", () => {
     expect(clampRecursionLimit(undefined, 1000)).toBeUndefined();
     expect(clampRecursionLimit(50, 1000)).toBe(50);
     expect(clampRecursionLimit(5000, 1000)).toBe(1000);
-    for (const bad of [0, -3, 2.5, true, "20"]) expect(clampRecursionLimit(bad, 1000)).toBe(100);
     expect(parseRunBody({ config: { recursion_limit: 99_999 } }, { maxRecursionLimit: 250 }).request.recursionLimit).toBe(250);
+    expect(parseRunBody({ config: { recursion_limit: 7 } }).request.recursionLimit).toBe(7);
+    for (const bad of [0, -1, -3, 2.5, true, "20"]) {
+      const error = refusal({ config: { recursion_limit: bad } });
+      expect(error.status).toBe(422);
+      expect(error.message).toContain("config.recursion_limit: expected a whole number >= 1");
+    }
+  });
+
+  it("refuses a body that is not a JSON object, and arrays where an object belongs", () => {
+    for (const body of [[], null, "x", 3, true]) {
+      const error = refusal(body);
+      expect(error.status).toBe(422);
+      expect(error.message).toMatch(/^body: expected a JSON object, got /);
+    }
+    for (const [body, field] of [
+      [{ metadata: [] }, "metadata"],
+      [{ input: [] }, "input"],
+      [{ context: [] }, "context"],
+      [{ config: [] }, "config"],
+      [{ config: { configurable: [] } }, "config.configurable"],
+      [{ command: [] }, "command"],
+    ] as const) {
+      const error = refusal(body);
+      expect(error.status).toBe(422);
+      expect(error.message).toContain(`${field}: expected a JSON object, got an array`);
+    }
+    // An empty body is still the empty run body.
+    expect(parseRunBody(undefined).request.metadata).toEqual({});
   });
 
   it("takes the checkpoint to run from out of checkpoint_id or checkpoint", () => {

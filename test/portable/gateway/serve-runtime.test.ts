@@ -4,9 +4,9 @@
 import { describe, expect, it } from "vitest";
 import { validateLeadConfig } from "../../../src/agents/app-config.ts";
 import { createGateway } from "../../../src/gateway/app.ts";
-import { runtimeServe } from "./runtime-serve.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { sseFrames, type SseFrame } from "./runs-harness.ts";
+import { runtimeServe } from "./runtime-serve.ts";
 
 const { runtime, serve } = await runtimeServe();
 

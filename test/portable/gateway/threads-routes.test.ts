@@ -62,12 +62,23 @@ describe("POST /api/threads", () => {
     expect((await gateway.deps.threads.get(body.thread_id))?.owner_id).toBe("alice");
   });
 
-  it("will not hand another user's thread id to a new caller", async () => {
+  it("will not hand another user's thread id to a new caller, and answers exactly as a read of it does (no existence oracle)", async () => {
     const gateway = await testGateway();
     await call(gateway, "POST", "/api/threads", { thread_id: "taken" }, { user: "bob" });
     const res = await call(gateway, "POST", "/api/threads", { thread_id: "taken" });
-    expect(res.status).toBe(409);
-    expect((await gateway.deps.threads.get("taken"))?.owner_id).toBe("bob");
+    const read = await call(gateway, "GET", "/api/threads/taken");
+    expect(res.status).toBe(404);
+    expect(res.body).toEqual({ detail: "Thread taken not found" });
+    // The create refusal says no more than a read: same status, same body.
+    expect([res.status, res.body]).toEqual([read.status, read.body]);
+    for (const ifExists of ["raise", "do_nothing"]) {
+      const again = await call(gateway, "POST", "/api/threads", { thread_id: "taken", if_exists: ifExists, metadata: { a: 1 } });
+      expect([again.status, again.body]).toEqual([read.status, read.body]);
+    }
+    // A stateless run naming the id is refused the same way.
+    const stateless = await call(gateway, "POST", "/api/runs/wait", { input: { messages: [] }, config: { configurable: { thread_id: "taken" } } });
+    expect([stateless.status, stateless.body]).toEqual([read.status, read.body]);
+    expect(await gateway.deps.threads.get("taken")).toMatchObject({ owner_id: "bob", metadata: {} });
   });
 });
 
