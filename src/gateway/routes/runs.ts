@@ -6,6 +6,7 @@ import { parseLastEventId, type StreamBridge } from "../../runtime/runs/stream-b
 import { RUN_STATUSES, RunOperationError, type RunRecord, type RunStatus } from "../../runtime/runs/types.ts";
 import { parseRunBody, THREAD_ID_PATTERN, type ParsedRunBody } from "../run-request.ts";
 import { runLocationHeaders, sseResponse } from "../sse.ts";
+import { ASSISTANT_ID_ALIASES, listAssistants, resolveAssistantId } from "./assistants.ts";
 import type { GatewayDeps, GatewayRunHooks } from "../app.ts";
 import type { GatewayEnv, GatewayUser, RouteGuard, ThreadStore } from "../types.ts";
 
@@ -23,6 +24,10 @@ export interface RunRouteDeps {
   /** SSE heartbeat cadence (default 15 s). */
   readonly heartbeatMs?: number;
   readonly maxRecursionLimit?: number;
+  /** The assistant an id names (aliases resolved), undefined when there is none; default: any id. */
+  readonly resolveAssistant?: (assistantId: string) => string | undefined;
+  /** The assistant ids offered, for the error that names them. */
+  readonly assistantIds?: () => readonly string[];
 }
 
 type C = Context<GatewayEnv>;
@@ -30,8 +35,20 @@ type C = Context<GatewayEnv>;
 export function registerRunRoutes(app: Hono<GatewayEnv>, deps: RunRouteDeps): void {
   const { runs, guard } = deps;
 
-  const parseBody = async (c: C): Promise<ParsedRunBody> =>
-    parseRunBody(await readJson(c), deps.maxRecursionLimit === undefined ? {} : { maxRecursionLimit: deps.maxRecursionLimit });
+  const parseBody = async (c: C): Promise<ParsedRunBody> => {
+    const parsed = parseRunBody(await readJson(c), deps.maxRecursionLimit === undefined ? {} : { maxRecursionLimit: deps.maxRecursionLimit });
+    const assistantId = parsed.request.assistantId;
+    if (deps.resolveAssistant && deps.resolveAssistant(assistantId) === undefined) {
+      // As LangGraph Platform: a run for an assistant that does not exist is a 404, and starts nothing.
+      const offered = deps.assistantIds?.() ?? [];
+      throw new RunOperationError(
+        404,
+        "assistant_not_found",
+        `Assistant ${JSON.stringify(assistantId)} not found${offered.length > 0 ? `; this gateway serves ${offered.map((id) => JSON.stringify(id)).join(", ")}` : ""}.`,
+      );
+    }
+    return parsed;
+  };
 
   const stream = (c: C, row: RunRecord, options: { cancelOnDisconnect: boolean; lastEventId?: string; headers?: Record<string, string> }) => {
     const { thread_id: threadId, run_id: runId } = row;
@@ -208,6 +225,8 @@ export async function registerRunsPart(
     guard: deps.guard,
     ...(options.heartbeatMs === undefined ? {} : { heartbeatMs: options.heartbeatMs }),
     ...(options.maxRecursionLimit === undefined ? {} : { maxRecursionLimit: options.maxRecursionLimit }),
+    resolveAssistant: (assistantId) => resolveAssistantId(deps.config, assistantId),
+    assistantIds: () => [...listAssistants(deps.config, "").map((a) => a.assistant_id), ...Object.keys(ASSISTANT_ID_ALIASES)],
   });
   return {
     runs,

@@ -61,7 +61,7 @@ function cases(): Case[] {
     post("configurable an array", json({ input: human, config: { configurable: [] } }), /configurable/);
     post("context an array", json({ input: human, context: [] }), /context/);
     post("command a string", json({ command: "resume" }), /command/);
-    post("an unknown assistant", json({ assistant_id: "nobody", input: human }), /assistant|nobody/);
+    post("an unknown assistant", json({ assistant_id: "nobody", input: human }), /nobody.*lead_agent/, 404);
     post("5,000-deep input", deepIn("input"), /depth|nest/i, 422);
     post("5,000-deep metadata", deepIn("metadata", { input: human }), /depth|nest/i, 422);
     post("5,000-deep context", deepIn("context", { input: human }), /depth|nest/i, 422);
@@ -88,7 +88,7 @@ function cases(): Case[] {
     add({ name: `PATCH /api/threads/{id}: ${name}`, method: "PATCH", path: `/api/threads/${OWN}`, body, headers: JSON_HEADERS, detail, ...(status ? { status } : {}) });
   patch("not JSON", "nope", /json/i);
   patch("metadata an array", json({ metadata: [] }), /metadata/, 422);
-  patch("metadata null", json({ metadata: null }), /metadata/);
+  patch("metadata a string", json({ metadata: "x" }), /metadata/, 422);
   patch("an unknown field", json({ metadata: {}, owner_id: "mallory" }), /owner_id/);
   patch("5,000-deep metadata", deepIn("metadata"), /depth|nest/i, 422);
 
@@ -203,7 +203,7 @@ function cases(): Case[] {
   // Runs: cancel, join, Last-Event-ID.
   add({ name: "POST cancel with a bogus action", method: "POST", path: `/api/threads/${OWN}/runs/{run}/cancel?action=obliterate`, detail: /action/ });
   add({ name: "POST cancel with wait=maybe", method: "POST", path: `/api/threads/${OWN}/runs/{run}/cancel?wait=maybe`, detail: /wait/ });
-  for (const id of ["abc", "1-", "-1", "1-99999x", "1-2-3", "💥"]) {
+  for (const id of ["abc", "1-", "-1", "1-99999x", "1-2-3", "\u00e9t\u00e9"]) {
     add({ name: `GET runs/{run}/stream with Last-Event-ID ${id}`, method: "GET", path: `/api/threads/${OWN}/runs/{run}/stream`, headers: { "last-event-id": id }, detail: /Last-Event-ID/i, status: 400 });
   }
   add({ name: "GET runs/{run}/join for a missing run", method: "GET", path: `/api/threads/${OWN}/runs/no-such-run/join`, detail: /run/i, status: 404 });
