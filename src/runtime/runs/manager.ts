@@ -103,7 +103,12 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
       const next = { ...row, status: "interrupted" as const, error: INTERRUPTED_BY_RESTART, updated_at: this.#stamp() };
       await this.store.put(next);
       await this.journal
-        .append(row.thread_id, row.run_id, "status", { status: "interrupted", error: INTERRUPTED_BY_RESTART, previous_status: row.status })
+        .append(row.thread_id, row.run_id, "status", {
+          status: "interrupted",
+          error: INTERRUPTED_BY_RESTART,
+          reason: "Interrupted by a restart: the gateway process that ran this run ended before the run did.",
+          previous_status: row.status,
+        })
         .catch((cause: unknown) => this.#report("error", `run ${row.run_id}`, `could not journal its interruption: ${errorMessage(cause)}`));
       await this.#options.threads.update(row.thread_id, { status: "interrupted" }).catch(() => undefined);
       recovered.push(next);
