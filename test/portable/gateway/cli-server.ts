@@ -4,7 +4,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 
@@ -22,7 +22,10 @@ function serveCommand(runtime: CliRuntime): { command: string; args: string[] } 
     return { command: g.Deno!.execPath(), args: ["run", "-A", "--unstable-no-legacy-abort", join(root, "adapters/deno/cli.ts"), "serve"] };
   }
   if (runtime === "bun") return { command: process.execPath, args: [join(root, "adapters/bun/cli.ts"), "serve"] };
-  return { command: process.execPath, args: [join(root, "node_modules/tsx/dist/cli.mjs"), join(root, "adapters/node/cli.ts"), "serve"] };
+  // tsx's loader in this process rather than the tsx command, which would run the server in a
+  // grandchild: a SIGKILL must reach the server itself, and its RSS be the server's.
+  const loader = pathToFileURL(join(root, "node_modules/tsx/dist/loader.mjs")).href;
+  return { command: process.execPath, args: ["--import", loader, join(root, "adapters/node/cli.ts"), "serve"] };
 }
 
 export interface CliServer {
