@@ -54,6 +54,12 @@ export interface Sandbox {
   remove(path: string): Promise<void>;
   list(path: string, options?: { depth?: number }): Promise<DirEntry[]>;
   exists(path: string): Promise<boolean>;
+  /**
+   * Stores every file change made so far, for a sandbox that keeps its files in memory until
+   * release: a tool that reports a write calls it first, so a crash after the report loses nothing.
+   * A sandbox whose writes are durable as they happen leaves it out.
+   */
+  flush?(): Promise<void>;
 }
 
 /** Where one file of an upload is streamed; nothing of it is visible before its batch commits. */

@@ -114,8 +114,11 @@ class TrackedFs extends InMemoryFs {
   readonly touched = new Set<string>();
   /** True once anything at or above the uploads folder changed (a move or removal of the folder). */
   wholeFolderTouched = false;
+  /** True once anything changed since the last save. */
+  changed = false;
 
   note(path: string): void {
+    this.changed = true;
     const normalized = normalizePosixPath(path.startsWith("/") ? path : `/${path}`);
     const name = uploadNameOf(normalized);
     if (name !== undefined) this.touched.add(name);
@@ -154,6 +157,14 @@ class TrackedFs extends InMemoryFs {
   override symlink(...args: Parameters<InMemoryFs["symlink"]>): Promise<void> {
     this.note(args[1]);
     return super.symlink(...args);
+  }
+  override mkdir(...args: Parameters<InMemoryFs["mkdir"]>): Promise<void> {
+    this.changed = true;
+    return super.mkdir(...args);
+  }
+  override chmod(...args: Parameters<InMemoryFs["chmod"]>): Promise<void> {
+    this.changed = true;
+    return super.chmod(...args);
   }
 }
 
@@ -251,6 +262,7 @@ class VirtualSandbox extends FileBackedSandbox {
     readonly knownUploads: Set<string>,
     defenseInDepth: boolean,
     private readonly defaultTimeoutMs: number,
+    private readonly save: (sandbox: VirtualSandbox) => Promise<void>,
   ) {
     super(id, scope, memoryBackend(fs));
     this.#bash = new Bash({
@@ -259,6 +271,12 @@ class VirtualSandbox extends FileBackedSandbox {
       env: { HOME: VIRTUAL_DIRS.workspace },
       defenseInDepth,
     });
+  }
+
+  /** Saves the files to storage now, as release would, when anything changed since the last save. */
+  async flush(): Promise<void> {
+    this.assertLive();
+    if (this.fs.changed) await this.save(this);
   }
 
   async exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
@@ -355,12 +373,15 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
         new Set(),
         defense,
         defaultTimeoutMs,
+        save,
       );
       for (const [name, entry] of Object.entries(await uploadStore.index(scope))) {
         const st = await fs.lstat(`${UPLOADS}/${name}`).catch(() => undefined);
         if (st && !st.isFile) continue;
         showUpload(sandbox, name, entry);
       }
+      // Restoring wrote files; only uploads from a snapshot older than the upload store need a save.
+      fs.changed = fs.touched.size > 0;
       live.set(scopeKey(scope), sandbox);
       return sandbox;
     });
@@ -384,19 +405,37 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
         await uploadStore.putLocked(sandbox.scope, name, await fs.readFileBuffer(`${UPLOADS}/${name}`));
       }
       for (const name of sandbox.knownUploads) if (!present.has(name)) await uploadStore.removeLocked(sandbox.scope, name);
+      // What is in the folder now is what the store holds: the next save starts from here.
+      sandbox.knownUploads.clear();
+      for (const name of present) sandbox.knownUploads.add(name);
+      fs.touched.clear();
+      fs.wholeFolderTouched = false;
     });
   }
 
+  /** Drops a released sandbox from the live set and saves its files. */
   async function persist(sandbox: VirtualSandbox): Promise<void> {
-    const key = virtualSandboxStorageKey(sandbox.scope);
     if (live.get(scopeKey(sandbox.scope)) === sandbox) live.delete(scopeKey(sandbox.scope));
+    await save(sandbox);
+  }
+
+  /** Writes the sandbox's files to storage (snapshot and changed uploads), after any earlier save of its scope. */
+  async function save(sandbox: VirtualSandbox): Promise<void> {
+    const key = virtualSandboxStorageKey(sandbox.scope);
     const previous = persisting.get(key);
     // Registered before the first await, so an acquire of this scope waits for the write.
     const write = (async () => {
-      const snapshot = await takeSnapshot(sandbox.fs);
-      await previous;
-      await syncUploads(sandbox);
-      await storage.setItem(key, snapshot);
+      // Cleared before the snapshot: a change made while it is taken marks the next save.
+      sandbox.fs.changed = false;
+      try {
+        const snapshot = await takeSnapshot(sandbox.fs);
+        await previous;
+        await syncUploads(sandbox);
+        await storage.setItem(key, snapshot);
+      } catch (error) {
+        sandbox.fs.changed = true;
+        throw error;
+      }
     })();
     const settled = write.then(() => undefined, () => undefined);
     persisting.set(key, settled);
