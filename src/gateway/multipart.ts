@@ -192,6 +192,17 @@ export async function readMultipart(
           state === "preamble" ? `no boundary "${boundary}" was found in the body` : "the body ended before the closing boundary",
         );
       }
+      if (state === "body" && buffer.length < delimiter.length && next.value.length >= delimiter.length) {
+        // The common case in a file: only a short tail is left. Unless a delimiter starts in that
+        // tail, the tail is body and the new chunk is searched as it is, without copying it.
+        const probe = concat(buffer, next.value.subarray(0, delimiter.length - 1));
+        const at = indexOfBytes(probe, delimiter);
+        if (at === -1 || at >= buffer.length) {
+          if (buffer.length > 0) await sink!.write(buffer);
+          buffer = next.value;
+          continue;
+        }
+      }
       // What is left is at most a delimiter's length (or a header block), so this copy stays small.
       buffer = concat(buffer, next.value);
     }

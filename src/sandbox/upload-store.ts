@@ -12,7 +12,7 @@ import { scopeKey } from "./scope.ts";
  * next commit of that thread sweeps away.
  */
 
-export const RECORD_BYTES = 512 * 1024;
+export const RECORD_BYTES = 256 * 1024;
 const SEQ_WIDTH = 6;
 
 export interface StoredUpload {
