@@ -7,7 +7,7 @@ import type { ExecOptions, ExecResult, SandboxProvider, SandboxScope, SandboxUpl
 import { createMemoryKeyValue } from "../storage/key-value.ts";
 import { FileBackedSandbox } from "./file-ops.ts";
 import type { BackendKind, FileBackend } from "./file-ops.ts";
-import { SandboxRegistry, scopeKey, timedOutResult } from "./scope.ts";
+import { assertValidScope, SandboxRegistry, scopeKey, timedOutResult } from "./scope.ts";
 import { UploadStore } from "./upload-store.ts";
 import type { StagedUpload } from "./upload-store.ts";
 
@@ -447,6 +447,8 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
 
   const uploads: SandboxUploads = {
     async begin(scope): Promise<UploadBatch> {
+      // The ids become storage key segments.
+      assertValidScope(scope);
       const sinks: Array<ReturnType<UploadStore["stage"]>> = [];
       return {
         async file(name) {

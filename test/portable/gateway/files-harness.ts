@@ -51,8 +51,10 @@ function userFrom(headers: Headers): GatewayUser {
  * A small gateway: a test auth layer that stamps the user from headers, and the guard the real one
  * implements (permission, then ownership: another owner's thread is a 404).
  */
-export function harness(options: { limits?: Partial<UploadLimits>; withActiveRuns?: boolean; storage?: KeyValue } = {}): Harness {
-  const provider = createVirtualSandboxProvider({ storage: options.storage ?? createMemoryKeyValue() });
+export function harness(options: { limits?: Partial<UploadLimits>; withActiveRuns?: boolean; storage?: KeyValue; withoutUploadStore?: boolean } = {}): Harness {
+  const virtual = createVirtualSandboxProvider({ storage: options.storage ?? createMemoryKeyValue() });
+  // A provider with no upload store of its own (a remote sandbox): uploads go through its sandbox.
+  const provider: SandboxProvider = options.withoutUploadStore ? { ...virtual, uploads: undefined } : virtual;
   providers.push(provider);
   const threads = new Map<string, ThreadRecord>([[T, thread(T, "alice")]]);
   const activeRuns = new Set<string>();

@@ -301,6 +301,18 @@ describe("uploads", () => {
     expect(await (await restarted.request(`/api/threads/${T}/artifacts/mnt/user-data/uploads/made.txt`)).text()).toBe("made\n");
   });
 
+  it("writes through the sandbox of a provider without an upload store, all or nothing", async () => {
+    const h = harness({ withoutUploadStore: true });
+    expect((await h.upload([file("a.txt", "first"), file("b.bin", ALL_BYTES)])).status).toBe(200);
+    expect(await bytesOf(await h.request(`/api/threads/${T}/artifacts/mnt/user-data/uploads/b.bin`))).toEqual([...ALL_BYTES]);
+    const sandbox = await h.sandboxOf("alice");
+    await sandbox.exec("mkdir -p /mnt/user-data/uploads/taken.txt");
+    const refused = await h.upload([file("a.txt", "second"), file("taken.txt", "x")]);
+    expect(refused.status).toBe(409);
+    expect(await sandbox.readFile("/mnt/user-data/uploads/a.txt")).toBe("first");
+    expect(await uploadsOf(h)).toEqual(["a.txt", "b.bin", "taken.txt"]);
+  });
+
   it("lands in the caller's sandbox when the thread does not exist yet, where the caller's first run looks", async () => {
     const h = harness();
     expect((await h.upload([file("early.txt", "e")], { threadId: "new-thread", user: "bob" })).status).toBe(200);
