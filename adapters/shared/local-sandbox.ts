@@ -8,15 +8,15 @@
  * and write anything the process can. Choosing `local` grants the model the host; use `virtual` (the
  * default) or a remote sandbox when that is not what you want.
  */
-import { appendFile, lstat, mkdir, readdir, readFile, realpath, rename, rm, stat, unlink, writeFile } from "node:fs/promises";
+import { appendFile, lstat, mkdir, open as openFile, readdir, readFile, realpath, rename, rm, stat, unlink, writeFile } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
 import { pathBelowVirtualRoot } from "../../src/core/path.ts";
 import type { ProcessRunner } from "../../src/ports/runtime-ports.ts";
 import { SandboxError, VIRTUAL_ROOT } from "../../src/ports/sandbox.ts";
-import type { ExecOptions, ExecResult, SandboxProvider, SandboxScope } from "../../src/ports/sandbox.ts";
+import type { ExecOptions, ExecResult, SandboxProvider, SandboxScope, SandboxUploads } from "../../src/ports/sandbox.ts";
 import { FileBackedSandbox } from "../../src/sandbox/file-ops.ts";
 import type { BackendKind, FileBackend } from "../../src/sandbox/file-ops.ts";
-import { SandboxRegistry, scopeKey, timedOutResult } from "../../src/sandbox/scope.ts";
+import { assertValidScope, SandboxRegistry, scopeKey, timedOutResult } from "../../src/sandbox/scope.ts";
 import { ProcessRunnerError } from "./process-runner-error.ts";
 
 export interface LocalSandboxProviderOptions {
@@ -74,7 +74,7 @@ function hostBackend(userDataDir: string): FileBackend {
     // Staged beside the target and renamed over it, so a crash leaves a staging file (which the
     // uploads listing ignores) instead of a truncated file under the real name.
     writeBytes: async (p, bytes) => {
-      const staging = join(dirname(p), `.upload-${crypto.randomUUID()}.part`);
+      const staging = stagingPath(dirname(p));
       try {
         await writeFile(staging, bytes, { flag: "wx" });
         await rename(staging, p);
@@ -90,6 +90,68 @@ function hostBackend(userDataDir: string): FileBackend {
     errorCode: (error) => {
       const code = (error as { code?: unknown })?.code;
       return typeof code === "string" ? code : undefined;
+    },
+  };
+}
+
+function stagingPath(dir: string): string {
+  return join(dir, `.upload-${crypto.randomUUID()}.part`);
+}
+
+/** Flushes a folder's entries (a rename in it) to disk; a runtime or file system that cannot is left as it is. */
+async function syncFolder(dir: string): Promise<void> {
+  const handle = await openFile(dir, "r").catch(() => undefined);
+  await handle?.sync().catch(() => undefined);
+  await handle?.close().catch(() => undefined);
+}
+
+/**
+ * Uploads straight into the thread's host uploads folder: each file streamed to a staging file
+ * there, flushed to disk, and renamed to its name at commit, the folder flushed after, so an
+ * acknowledged upload survives a crash of the process or of the host. A staging file a crash
+ * leaves behind is ignored by the uploads listing.
+ */
+function hostUploads(userDataDirOf: (scope: SandboxScope) => Promise<string>): SandboxUploads {
+  return {
+    async begin(scope) {
+      assertValidScope(scope);
+      const uploadsDir = join(await userDataDirOf(scope), "uploads");
+      const st = await lstat(uploadsDir);
+      if (!st.isDirectory()) throw new SandboxError("is_directory", "/mnt/user-data/uploads is not a folder in the sandbox.");
+      const staged: Array<{ staging: string; name: string }> = [];
+      return {
+        async file(name) {
+          const staging = stagingPath(uploadsDir);
+          const handle = await openFile(staging, "wx");
+          staged.push({ staging, name });
+          return {
+            write: async (chunk) => {
+              let offset = 0;
+              while (offset < chunk.length) offset += (await handle.write(chunk, offset)).bytesWritten;
+            },
+            close: async () => {
+              try {
+                await handle.sync();
+              } finally {
+                await handle.close();
+              }
+            },
+          };
+        },
+        async commit() {
+          for (const { name } of staged) {
+            const target = await lstat(join(uploadsDir, name)).catch(() => undefined);
+            if (target && !target.isFile()) throw new SandboxError("is_directory", `/mnt/user-data/uploads/${name} is a folder or a link in the sandbox, not a file.`);
+          }
+          for (const { staging, name } of staged) await rename(staging, join(uploadsDir, name));
+          staged.length = 0;
+          await syncFolder(uploadsDir);
+        },
+        async abort() {
+          await Promise.all(staged.map(({ staging }) => rm(staging, { force: true }).catch(() => undefined)));
+          staged.length = 0;
+        },
+      };
     },
   };
 }
@@ -166,7 +228,7 @@ export function createLocalSandboxProvider(options: LocalSandboxProviderOptions)
     shell: options.shell ?? "bash",
     env: { ...(options.env ?? {}) },
   };
-  async function open(scope: SandboxScope): Promise<LocalSandbox> {
+  async function userDataDirOf(scope: SandboxScope): Promise<string> {
     const configured = join(rootDir, "users", scope.userId, "threads", scope.threadId, "user-data");
     for (const name of ["workspace", "uploads", "outputs"]) await mkdir(join(configured, name), { recursive: true });
     const userDataDir = await realpath(configured);
@@ -177,12 +239,17 @@ export function createLocalSandboxProvider(options: LocalSandboxProviderOptions)
           `Choose a rootDir made only of letters, digits, ".", "_", "-" and "/".`,
       );
     }
+    return userDataDir;
+  }
+  async function open(scope: SandboxScope): Promise<LocalSandbox> {
+    const userDataDir = await userDataDirOf(scope);
     return new LocalSandbox(`local:${scopeKey(scope)}`, { userId: scope.userId, threadId: scope.threadId }, userDataDir, settings);
   }
   const registry = new SandboxRegistry(open);
 
   return {
     kind: "local",
+    uploads: hostUploads(userDataDirOf),
     acquire: (scope) => registry.acquire(scope),
     get: (sandboxId) => registry.get(sandboxId),
     async release(sandboxId) {

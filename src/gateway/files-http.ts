@@ -1,9 +1,12 @@
 import { fileSuffix } from "../middlewares/uploads.ts";
+import type { UploadBatch } from "../ports/sandbox.ts";
 import { quotePathSegment } from "./files-names.ts";
+import { MultipartSyntaxError, multipartBoundary, readMultipart } from "./multipart.ts";
+import type { MultipartPartSink } from "./multipart.ts";
 
 /**
  * The HTTP side of thread files: which content type an artifact is served as, when it must be
- * downloaded instead of shown, byte ranges, and reading an upload body without trusting its size.
+ * downloaded instead of shown, byte ranges, and streaming an upload body in without trusting its size.
  */
 
 const TEXT = "text/plain";
@@ -147,27 +150,56 @@ function tooLarge(limit: number): UploadBodyError {
   return new UploadBodyError(413, `Upload too large: the request body is over ${limit} bytes. Send fewer or smaller files.`);
 }
 
+/** The limits an upload request is held to while it streams in. */
+export interface UploadStreamLimits {
+  readonly maxFiles: number;
+  readonly maxFileBytes: number;
+  readonly maxTotalBytes: number;
+  /** Bytes of the whole body, multipart framing included. */
+  readonly maxBodyBytes: number;
+}
+
+export interface ReceivedUpload {
+  readonly filename: string;
+  readonly originalFilename: string;
+  readonly size: number;
+}
+
+function mib(bytes: number): string {
+  return bytes % (1024 * 1024) === 0 ? `${bytes / (1024 * 1024)} MiB` : `${bytes} bytes`;
+}
+
+const DISCARD: MultipartPartSink = { write: async () => undefined, end: async () => undefined };
+
 /**
- * Parses a multipart/form-data body, refusing it (413) as soon as it is known to exceed `maxBytes`:
- * from Content-Length before a byte is read, else while it streams in, so a chunked body that
- * never ends cannot make the gateway buffer it all.
+ * Streams the files of a multipart/form-data upload (field "files") into `batch`, one bounded
+ * piece at a time, holding the request to `limits` as it goes: the body's size from Content-Length
+ * before a byte is read, else while it streams in; the file count, each file's size and the total
+ * as the parts arrive. Once a limit is passed nothing more is stored, and the rest is only counted
+ * (the body cap bounds that) so the 413 can name the real figure. Throws UploadBodyError; the
+ * caller aborts the batch on any throw, so a refused request keeps nothing.
  */
-export async function readMultipartWithin(request: Request, maxBytes: number): Promise<FormData> {
+export async function streamUploadInto(
+  request: Request,
+  limits: UploadStreamLimits,
+  batch: UploadBatch,
+  nameOf: (raw: string) => { filename: string; originalFilename: string },
+): Promise<ReceivedUpload[]> {
   const contentType = request.headers.get("content-type") ?? "";
-  if (!/^multipart\/form-data\s*;/i.test(contentType)) {
-    throw new UploadBodyError(400, 'No files provided: send them as multipart/form-data, each in a field named "files".');
+  const boundary = multipartBoundary(contentType);
+  if (boundary === undefined) {
+    throw new UploadBodyError(400, 'No files provided: send them as multipart/form-data (with a boundary), each in a field named "files".');
   }
+  const maxBytes = limits.maxBodyBytes;
   const declared = request.headers.get("content-length");
   if (declared !== null && /^\d+$/.test(declared.trim()) && Number(declared) > maxBytes) throw tooLarge(maxBytes);
   if (!request.body) throw new UploadBodyError(400, 'No files provided: the request has no body. Put the files in the field "files".');
   let received = 0;
-  let exceeded = false;
   const counted = request.body.pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({
       transform(chunk, controller) {
         received += chunk.byteLength;
         if (received > maxBytes) {
-          exceeded = true;
           controller.error(tooLarge(maxBytes));
           return;
         }
@@ -175,13 +207,61 @@ export async function readMultipartWithin(request: Request, maxBytes: number): P
       },
     }),
   );
+
+  const files: ReceivedUpload[] = [];
+  let entries = 0;
+  let total = 0;
+  /** The first limit passed; from then on parts are only counted. */
+  let refusal: (() => UploadBodyError) | undefined;
   try {
-    return await new Response(counted, { headers: { "content-type": contentType } }).formData();
+    await readMultipart(counted, boundary, async (part) => {
+      if (part.name !== "files") return DISCARD;
+      entries++;
+      if (part.filename === undefined) {
+        throw new UploadBodyError(
+          400,
+          `Entry ${entries} of the field "files" is text, not a file (a file part without a file name arrives as text). ` +
+            `Send each file as a file part with a name.`,
+        );
+      }
+      const { filename, originalFilename } = nameOf(part.filename);
+      if (entries > limits.maxFiles && !refusal) {
+        refusal = () =>
+          new UploadBodyError(413, `Too many files: ${entries} sent, at most ${limits.maxFiles} per upload. Send them in several uploads.`);
+      }
+      let size = 0;
+      const sink = refusal ? undefined : await batch.file(filename);
+      let storing = sink !== undefined;
+      return {
+        async write(chunk) {
+          size += chunk.length;
+          total += chunk.length;
+          if (storing && size > limits.maxFileBytes) {
+            storing = false;
+            refusal ??= () =>
+              new UploadBodyError(413, `File too large: ${JSON.stringify(originalFilename)} is ${size} bytes; the limit is ${mib(limits.maxFileBytes)} per file.`);
+          }
+          if (storing && total > limits.maxTotalBytes) {
+            storing = false;
+            refusal ??= () =>
+              new UploadBodyError(413, `Total upload size too large: ${total} bytes; the limit is ${mib(limits.maxTotalBytes)} per upload. Send fewer files at once.`);
+          }
+          if (storing) await sink!.write(chunk);
+        },
+        async end() {
+          if (storing) await sink!.close();
+          files.push({ filename, originalFilename, size });
+        },
+      };
+    });
   } catch (error) {
-    if (exceeded) throw tooLarge(maxBytes);
-    throw new UploadBodyError(
-      400,
-      `The upload is not valid multipart/form-data (${(error as Error)?.message ?? String(error)}). Send the files in a FormData field named "files".`,
-    );
+    if (error instanceof UploadBodyError) throw error;
+    if (error instanceof MultipartSyntaxError) {
+      throw new UploadBodyError(400, `The upload is not valid multipart/form-data (${error.message}). Send the files in a FormData field named "files".`);
+    }
+    throw error;
   }
+  if (refusal) throw refusal();
+  if (files.length === 0) throw new UploadBodyError(400, 'No files provided. Put one or more files in the multipart field "files".');
+  return files;
 }

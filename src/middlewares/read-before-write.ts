@@ -14,7 +14,7 @@ import {
   type SandboxAuthorizer,
 } from "../tools/sandbox-tools.ts";
 import { parseMiddlewareConfig } from "./config.ts";
-import { KeyedMutex } from "./read-before-write-lock.ts";
+import { KeyedMutex } from "../core/keyed-mutex.ts";
 import { TOOL_META_KEY, normalizeToolResult } from "./tool-result-meta.ts";
 
 /*

@@ -70,8 +70,8 @@ export function attachSandboxUpdate(result: ToolResult, sandboxId: string): Tool
 
 /**
  * The Sandbox middleware (lead chain position 6). beforeAgent acquires eagerly only when
- * `lazy_init` is false and authorization allows; wrapToolCall records a sandbox a tool call
- * acquired; afterAgent releases the thread's sandbox and any sandbox this run acquired.
+ * `lazy_init` is false and authorization allows; wrapToolCall stores what a tool call wrote (see
+ * Sandbox.flush) and records a sandbox it acquired; afterAgent releases the thread's sandbox and any sandbox this run acquired.
  */
 export function createSandboxMiddleware(config?: Partial<SandboxConfig>, deps: SandboxMiddlewareDeps = {}): AgentMiddleware {
   const parsed = parseMiddlewareConfig(SandboxConfigSchema, config, SANDBOX_NAME, "Fix this key (lazy_init takes true or false).");
@@ -94,13 +94,17 @@ export function createSandboxMiddleware(config?: Partial<SandboxConfig>, deps: S
     },
 
     async wrapToolCall(request: ToolCallRequest, handler: ToolHandler): Promise<ToolResult> {
-      const boundBefore = stateSandboxId(request.state) !== undefined;
+      const bound = stateSandboxId(request.state);
       const result = await handler(request);
-      if (boundBefore) return result;
       const acquired = acquiredSandboxId(request.runtime);
+      // Whatever the tool wrote is stored before its result is: the result is what the checkpoint
+      // keeps, and a crash after it must not lose the files it reports.
+      const provider = request.runtime.services.sandbox;
+      for (const id of new Set([bound, acquired])) if (id !== undefined) await provider?.get(id)?.flush?.();
+      if (bound !== undefined) return result;
       if (acquired === undefined) return result;
       // Only a sandbox the provider still holds is worth binding the thread to.
-      if (!request.runtime.services.sandbox?.get(acquired)) return result;
+      if (!provider?.get(acquired)) return result;
       return attachSandboxUpdate(result, acquired);
     },
 

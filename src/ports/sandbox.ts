@@ -54,10 +54,53 @@ export interface Sandbox {
   remove(path: string): Promise<void>;
   list(path: string, options?: { depth?: number }): Promise<DirEntry[]>;
   exists(path: string): Promise<boolean>;
+  /**
+   * Stores every file change made so far, for a sandbox that keeps its files in memory until
+   * release: a tool that reports a write calls it first, so a crash after the report loses nothing.
+   * A sandbox whose writes are durable as they happen leaves it out.
+   */
+  flush?(): Promise<void>;
+}
+
+/** Where one file of an upload is streamed; nothing of it is visible before its batch commits. */
+export interface UploadFileSink {
+  write(chunk: Uint8Array): Promise<void>;
+  /** Ends the file; resolves once its bytes are staged. */
+  close(): Promise<void>;
+}
+
+/** The files of one upload request: all of them become visible at commit, or none. */
+export interface UploadBatch {
+  /** Starts the next file, stored under the bare name `name` in the uploads folder at commit. */
+  file(name: string): Promise<UploadFileSink>;
+  /**
+   * Makes every staged file visible at once, replacing files of the same names, and resolves once
+   * that is durable (a crash after it keeps them). Fails "is_directory" (nothing changed) when a
+   * name is taken by a folder or a link.
+   */
+  commit(): Promise<void>;
+  /** Drops every staged byte; the uploads folder is as before. */
+  abort(): Promise<void>;
+}
+
+/**
+ * The uploads folder of a user's thread, used without acquiring the thread's sandbox: an upload is
+ * streamed to where it is durable before it is acknowledged, and read back without the sandbox
+ * keeping every upload in memory. The optional calls are fast paths; `undefined` (or `false`)
+ * means "not a stored upload here: ask the sandbox".
+ */
+export interface SandboxUploads {
+  begin(scope: SandboxScope): Promise<UploadBatch>;
+  list?(scope: SandboxScope): Promise<Array<{ name: string; size: number }> | undefined>;
+  read?(scope: SandboxScope, name: string): Promise<Uint8Array | undefined>;
+  /** Deletes a stored upload durably; false when there is none of that name (the sandbox decides then). */
+  remove?(scope: SandboxScope, name: string): Promise<boolean>;
 }
 
 export interface SandboxProvider {
   readonly kind: "virtual" | "local" | "remote";
+  /** Durable uploads; a provider without it gets uploads written through its sandbox's writeFileBytes. */
+  readonly uploads?: SandboxUploads;
   /** Returns the sandbox of this user and thread, creating it on first use. */
   acquire(scope: SandboxScope): Promise<Sandbox>;
   /** The sandbox with this id, if it is still acquired. */

@@ -3,16 +3,19 @@ import { base64ToBytes, bytesToBase64 } from "../core/base64.ts";
 import { isInsideVirtualRoots, normalizePosixPath } from "../core/path.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import { SandboxError, VIRTUAL_DIRS, VIRTUAL_ROOT } from "../ports/sandbox.ts";
-import type { ExecOptions, ExecResult, SandboxProvider, SandboxScope } from "../ports/sandbox.ts";
+import type { ExecOptions, ExecResult, SandboxProvider, SandboxScope, SandboxUploads, UploadBatch } from "../ports/sandbox.ts";
 import { createMemoryKeyValue } from "../storage/key-value.ts";
 import { FileBackedSandbox } from "./file-ops.ts";
 import type { BackendKind, FileBackend } from "./file-ops.ts";
-import { SandboxRegistry, scopeKey, timedOutResult } from "./scope.ts";
+import { assertValidScope, SandboxRegistry, scopeKey, timedOutResult } from "./scope.ts";
+import { UploadStore } from "./upload-store.ts";
+import type { StagedUpload } from "./upload-store.ts";
 
 export interface VirtualSandboxProviderOptions {
   /**
-   * Where a thread's files go on release and come back from on acquire. Without it the provider
-   * keeps them in process memory, so they outlive a release but not the process.
+   * Where a thread's files go on release and come back from on acquire, and where uploads are
+   * stored as they arrive. Without it the provider keeps them in process memory, so they outlive a
+   * release but not the process.
    */
   storage?: KeyValue;
   /**
@@ -95,6 +98,76 @@ function memoryBackend(fs: InMemoryFs): FileBackend {
   };
 }
 
+const UPLOADS = VIRTUAL_DIRS.uploads;
+
+/** The name of a file directly in the uploads folder (what the upload store keeps), else undefined. */
+function uploadNameOf(path: string): string | undefined {
+  return posixDirname(path) === UPLOADS ? path.slice(UPLOADS.length + 1) : undefined;
+}
+
+/**
+ * An InMemoryFs that notes which uploads the sandbox changed, so a release writes back only those
+ * (uploads are stored apart, and loaded lazily: an untouched one is never read into memory).
+ */
+class TrackedFs extends InMemoryFs {
+  /** Names in the uploads folder written since acquire. */
+  readonly touched = new Set<string>();
+  /** True once anything at or above the uploads folder changed (a move or removal of the folder). */
+  wholeFolderTouched = false;
+  /** True once anything changed since the last save. */
+  changed = false;
+
+  note(path: string): void {
+    this.changed = true;
+    const normalized = normalizePosixPath(path.startsWith("/") ? path : `/${path}`);
+    const name = uploadNameOf(normalized);
+    if (name !== undefined) this.touched.add(name);
+    else if (normalized === UPLOADS || UPLOADS.startsWith(`${normalized === "/" ? "" : normalized}/`)) this.wholeFolderTouched = true;
+  }
+
+  override writeFile(...args: Parameters<InMemoryFs["writeFile"]>): Promise<void> {
+    this.note(args[0]);
+    return super.writeFile(...args);
+  }
+  override writeFileSync(...args: Parameters<InMemoryFs["writeFileSync"]>): void {
+    this.note(args[0]);
+    super.writeFileSync(...args);
+  }
+  override appendFile(...args: Parameters<InMemoryFs["appendFile"]>): Promise<void> {
+    this.note(args[0]);
+    return super.appendFile(...args);
+  }
+  override rm(...args: Parameters<InMemoryFs["rm"]>): Promise<void> {
+    this.note(args[0]);
+    return super.rm(...args);
+  }
+  override cp(...args: Parameters<InMemoryFs["cp"]>): Promise<void> {
+    this.note(args[1]);
+    return super.cp(...args);
+  }
+  override mv(...args: Parameters<InMemoryFs["mv"]>): Promise<void> {
+    this.note(args[0]);
+    this.note(args[1]);
+    return super.mv(...args);
+  }
+  override link(...args: Parameters<InMemoryFs["link"]>): Promise<void> {
+    this.note(args[1]);
+    return super.link(...args);
+  }
+  override symlink(...args: Parameters<InMemoryFs["symlink"]>): Promise<void> {
+    this.note(args[1]);
+    return super.symlink(...args);
+  }
+  override mkdir(...args: Parameters<InMemoryFs["mkdir"]>): Promise<void> {
+    this.changed = true;
+    return super.mkdir(...args);
+  }
+  override chmod(...args: Parameters<InMemoryFs["chmod"]>): Promise<void> {
+    this.changed = true;
+    return super.chmod(...args);
+  }
+}
+
 const utf8Strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 async function takeSnapshot(fs: InMemoryFs): Promise<VirtualSnapshot> {
@@ -108,6 +181,8 @@ async function takeSnapshot(fs: InMemoryFs): Promise<VirtualSnapshot> {
         entries.push({ path, type: "directory" });
         await walk(path);
       } else if (d.isFile) {
+        // The upload store keeps these; a snapshot holding them too would copy every upload.
+        if (uploadNameOf(path) !== undefined) continue;
         const bytes = await fs.readFileBuffer(path);
         let text: string | undefined;
         try {
@@ -130,8 +205,8 @@ function isSnapshot(value: unknown): value is VirtualSnapshot {
   return !!v && typeof v === "object" && v.format === "deerflow-edge.virtual-sandbox" && v.version === 1 && Array.isArray(v.entries);
 }
 
-async function restoreSnapshot(value: unknown, key: string): Promise<InMemoryFs> {
-  const fs = new InMemoryFs();
+async function restoreSnapshot(value: unknown, key: string): Promise<TrackedFs> {
+  const fs = new TrackedFs();
   for (const root of ROOTS) await fs.mkdir(root, { recursive: true });
   if (value === null || value === undefined) return fs;
   if (!isSnapshot(value)) {
@@ -148,6 +223,8 @@ async function restoreSnapshot(value: unknown, key: string): Promise<InMemoryFs>
       await fs.mkdir(entry.path, { recursive: true });
     } else if (entry.type === "file") {
       await fs.mkdir(posixDirname(entry.path), { recursive: true });
+      // Written through the tracker: an upload in a snapshot from before the upload store is thereby
+      // marked touched, and moves to the store at the next release.
       if ("text" in entry && typeof entry.text === "string") await fs.writeFile(entry.path, entry.text, "utf8");
       else if ("base64" in entry && typeof entry.base64 === "string") await fs.writeFile(entry.path, base64ToBytes(entry.base64));
     } else if (entry.type === "symlink" && typeof entry.target === "string") {
@@ -180,9 +257,12 @@ class VirtualSandbox extends FileBackedSandbox {
   constructor(
     id: string,
     scope: SandboxScope,
-    readonly fs: InMemoryFs,
+    readonly fs: TrackedFs,
+    /** Uploads the store held at acquire (or got since): one missing at release was deleted here. */
+    readonly knownUploads: Set<string>,
     defenseInDepth: boolean,
     private readonly defaultTimeoutMs: number,
+    private readonly save: (sandbox: VirtualSandbox) => Promise<void>,
   ) {
     super(id, scope, memoryBackend(fs));
     this.#bash = new Bash({
@@ -191,6 +271,12 @@ class VirtualSandbox extends FileBackedSandbox {
       env: { HOME: VIRTUAL_DIRS.workspace },
       defenseInDepth,
     });
+  }
+
+  /** Saves the files to storage now, as release would, when anything changed since the last save. */
+  async flush(): Promise<void> {
+    this.assertLive();
+    if (this.fs.changed) await this.save(this);
   }
 
   async exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
@@ -228,8 +314,11 @@ class VirtualSandbox extends FileBackedSandbox {
  */
 export function createVirtualSandboxProvider(options: VirtualSandboxProviderOptions = {}): SandboxProvider {
   const storage = options.storage ?? createMemoryKeyValue();
+  const uploadStore = new UploadStore(storage);
   const defaultTimeoutMs = options.defaultTimeoutMs ?? VIRTUAL_DEFAULT_TIMEOUT_MS;
   const persisting = new Map<string, Promise<void>>();
+  /** Acquired sandboxes by scope, set before open resolves, so an upload commit always finds one. */
+  const live = new Map<string, VirtualSandbox>();
 
   async function useDefenseInDepth(): Promise<boolean> {
     if (options.defenseInDepth === false) return false;
@@ -244,23 +333,109 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
     return supported;
   }
 
+  /** Makes a stored upload appear in a live sandbox, read from storage only when something reads it. */
+  function showUpload(sandbox: VirtualSandbox, name: string, entry: Parameters<UploadStore["read"]>[1]): void {
+    sandbox.fs.writeFileLazy(`${UPLOADS}/${name}`, async () => {
+      const bytes = await uploadStore.read(sandbox.scope, entry);
+      if (!bytes) throw new Error(`ENOENT: no such file or directory, open '${UPLOADS}/${name}' (its stored bytes are gone)`);
+      return bytes;
+    });
+    sandbox.fs.touched.delete(name);
+    sandbox.knownUploads.add(name);
+  }
+
+  /** What a live sandbox or the stored snapshot has at an upload's path, when it is not a plain file. */
+  async function blockedUploadNames(scope: SandboxScope, names: readonly string[]): Promise<string | undefined> {
+    const sandbox = live.get(scopeKey(scope));
+    if (sandbox) {
+      for (const name of names) {
+        const st = await sandbox.fs.lstat(`${UPLOADS}/${name}`).catch(() => undefined);
+        if (st && !st.isFile) return name;
+      }
+      return undefined;
+    }
+    const snapshot = await storage.getItem(virtualSandboxStorageKey(scope));
+    if (!isSnapshot(snapshot)) return undefined;
+    const wanted = new Set(names.map((name) => `${UPLOADS}/${name}`));
+    return snapshot.entries.find((entry) => entry.type !== "file" && wanted.has(entry.path))?.path.slice(UPLOADS.length + 1);
+  }
+
   async function open(scope: SandboxScope): Promise<VirtualSandbox> {
     const key = virtualSandboxStorageKey(scope);
     await persisting.get(key);
     const defense = await useDefenseInDepth();
-    const fs = await restoreSnapshot(await storage.getItem(key), key);
-    return new VirtualSandbox(`virtual:${scopeKey(scope)}`, { userId: scope.userId, threadId: scope.threadId }, fs, defense, defaultTimeoutMs);
+    return uploadStore.exclusive(scope, async () => {
+      const fs = await restoreSnapshot(await storage.getItem(key), key);
+      const sandbox = new VirtualSandbox(
+        `virtual:${scopeKey(scope)}`,
+        { userId: scope.userId, threadId: scope.threadId },
+        fs,
+        new Set(),
+        defense,
+        defaultTimeoutMs,
+        save,
+      );
+      for (const [name, entry] of Object.entries(await uploadStore.index(scope))) {
+        const st = await fs.lstat(`${UPLOADS}/${name}`).catch(() => undefined);
+        if (st && !st.isFile) continue;
+        showUpload(sandbox, name, entry);
+      }
+      // Restoring wrote files; only uploads from a snapshot older than the upload store need a save.
+      fs.changed = fs.touched.size > 0;
+      live.set(scopeKey(scope), sandbox);
+      return sandbox;
+    });
   }
   const registry = new SandboxRegistry(open);
 
+  /** Writes back the uploads a released sandbox changed: new or rewritten files, and deletions. */
+  async function syncUploads(sandbox: VirtualSandbox): Promise<void> {
+    const { fs } = sandbox;
+    if (fs.touched.size === 0 && !fs.wholeFolderTouched) return;
+    const present = new Set<string>();
+    try {
+      for (const d of await fs.readdirWithFileTypes(UPLOADS)) if (d.isFile) present.add(d.name);
+    } catch {
+      // The folder itself is gone: every upload was removed with it.
+    }
+    await uploadStore.exclusive(sandbox.scope, async () => {
+      for (const name of present) {
+        if (!fs.wholeFolderTouched && !fs.touched.has(name)) continue;
+        if (fs.wholeFolderTouched && sandbox.knownUploads.has(name) && !fs.touched.has(name)) continue;
+        await uploadStore.putLocked(sandbox.scope, name, await fs.readFileBuffer(`${UPLOADS}/${name}`));
+      }
+      for (const name of sandbox.knownUploads) if (!present.has(name)) await uploadStore.removeLocked(sandbox.scope, name);
+      // What is in the folder now is what the store holds: the next save starts from here.
+      sandbox.knownUploads.clear();
+      for (const name of present) sandbox.knownUploads.add(name);
+      fs.touched.clear();
+      fs.wholeFolderTouched = false;
+    });
+  }
+
+  /** Drops a released sandbox from the live set and saves its files. */
   async function persist(sandbox: VirtualSandbox): Promise<void> {
+    if (live.get(scopeKey(sandbox.scope)) === sandbox) live.delete(scopeKey(sandbox.scope));
+    await save(sandbox);
+  }
+
+  /** Writes the sandbox's files to storage (snapshot and changed uploads), after any earlier save of its scope. */
+  async function save(sandbox: VirtualSandbox): Promise<void> {
     const key = virtualSandboxStorageKey(sandbox.scope);
     const previous = persisting.get(key);
     // Registered before the first await, so an acquire of this scope waits for the write.
     const write = (async () => {
-      const snapshot = await takeSnapshot(sandbox.fs);
-      await previous;
-      await storage.setItem(key, snapshot);
+      // Cleared before the snapshot: a change made while it is taken marks the next save.
+      sandbox.fs.changed = false;
+      try {
+        const snapshot = await takeSnapshot(sandbox.fs);
+        await previous;
+        await syncUploads(sandbox);
+        await storage.setItem(key, snapshot);
+      } catch (error) {
+        sandbox.fs.changed = true;
+        throw error;
+      }
     })();
     const settled = write.then(() => undefined, () => undefined);
     persisting.set(key, settled);
@@ -270,8 +445,61 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
     await write;
   }
 
+  const uploads: SandboxUploads = {
+    async begin(scope): Promise<UploadBatch> {
+      // The ids become storage key segments.
+      assertValidScope(scope);
+      const sinks: Array<ReturnType<UploadStore["stage"]>> = [];
+      return {
+        async file(name) {
+          const sink = uploadStore.stage(scope, name);
+          sinks.push(sink);
+          return sink;
+        },
+        async commit() {
+          const staged: StagedUpload[] = sinks.map((sink) => sink.staged());
+          await uploadStore.exclusive(scope, async () => {
+            const blocked = await blockedUploadNames(scope, staged.map((file) => file.name));
+            if (blocked !== undefined) {
+              throw new SandboxError("is_directory", `${UPLOADS}/${blocked} is a folder or a link in the sandbox, not a file.`);
+            }
+            await uploadStore.commitLocked(scope, staged);
+            const sandbox = live.get(scopeKey(scope));
+            if (sandbox) for (const file of staged) showUpload(sandbox, file.name, file);
+          });
+        },
+        async abort() {
+          await Promise.all(sinks.map((sink) => sink.discard().catch(() => undefined)));
+        },
+      };
+    },
+    async list(scope) {
+      if (live.has(scopeKey(scope))) return undefined;
+      const index = await uploadStore.index(scope);
+      return Object.entries(index).map(([name, entry]) => ({ name, size: entry.size }));
+    },
+    async read(scope, name) {
+      if (live.has(scopeKey(scope))) return undefined;
+      const entry = (await uploadStore.index(scope))[name];
+      return entry ? uploadStore.read(scope, entry) : undefined;
+    },
+    async remove(scope, name) {
+      return uploadStore.exclusive(scope, async () => {
+        const sandbox = live.get(scopeKey(scope));
+        const removed = await uploadStore.removeLocked(scope, name);
+        if (removed && sandbox) {
+          await sandbox.fs.rm(`${UPLOADS}/${name}`).catch(() => undefined);
+          sandbox.fs.touched.delete(name);
+          sandbox.knownUploads.delete(name);
+        }
+        return removed;
+      });
+    },
+  };
+
   return {
     kind: "virtual",
+    uploads,
     acquire: (scope) => registry.acquire(scope),
     get: (sandboxId) => registry.get(sandboxId),
     async release(sandboxId) {
@@ -279,11 +507,13 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
       if (sandbox) await persist(sandbox);
     },
     async forget(scope) {
-      await registry.forget(scope);
+      const sandbox = await registry.forget(scope);
+      if (sandbox && live.get(scopeKey(scope)) === sandbox) live.delete(scopeKey(scope));
       const key = virtualSandboxStorageKey(scope);
       // A release still writing this scope would otherwise land after the delete.
       await persisting.get(key);
       await storage.removeItem(key);
+      await uploadStore.forget(scope);
     },
     async close() {
       await Promise.all(registry.close().map(persist));

@@ -18,7 +18,7 @@ import {
   type FileContentReader,
   type ReadBeforeWriteDeps,
 } from "../../src/middlewares/read-before-write.ts";
-import { KeyedMutex } from "../../src/middlewares/read-before-write-lock.ts";
+import { KeyedMutex } from "../../src/core/keyed-mutex.ts";
 import { createSandboxMiddleware } from "../../src/middlewares/sandbox.ts";
 import { createToolErrorHandlingMiddleware } from "../../src/middlewares/tool-error-handling.ts";
 import { TOOL_META_KEY, type ToolResultMeta } from "../../src/middlewares/tool-result-meta.ts";

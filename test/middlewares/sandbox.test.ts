@@ -16,6 +16,7 @@ import {
 import { createToolErrorHandlingMiddleware } from "../../src/middlewares/tool-error-handling.ts";
 import type { Sandbox, SandboxProvider, SandboxScope } from "../../src/ports/sandbox.ts";
 import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
+import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import { StateConflictError } from "../../src/state/errors.ts";
 import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
 import { SANDBOX_ACQUIRED_SCOPE_KEY, acquireRunSandbox, createSandboxTools, type SandboxAuthorizer } from "../../src/tools/sandbox-tools.ts";
@@ -143,6 +144,24 @@ describe("Sandbox wrapToolCall", () => {
     expect(update.sandbox).toEqual({ sandbox_id: "sb1" });
     expect(update.messages).toHaveLength(1);
     expect(update.messages[0]).toMatchObject({ content: "ok", tool_call_id: "call-1" });
+  });
+
+  it("stores what the tool wrote before its result returns: another provider over the same storage (a restart) sees it", async () => {
+    const storage = createMemoryKeyValue();
+    const sandboxes = createVirtualSandboxProvider({ storage });
+    const runtime = makeRuntime({ threadId: "t-flush", services: { sandbox: sandboxes } });
+    const live = await sandboxes.acquire({ userId: "u-flush", threadId: "t-flush" });
+    await middleware.wrapToolCall!(toolRequest(runtime, stateWith({ sandbox: { sandbox_id: live.id } })), async () => {
+      await live.writeFile("/mnt/user-data/outputs/report.md", "# written by a tool");
+      return okMessage();
+    });
+    // Still acquired (the run goes on), yet already in storage.
+    expect(sandboxes.get(live.id)).toBe(live);
+    // Another process: the first one never released its sandbox.
+    const restarted = createVirtualSandboxProvider({ storage });
+    const after = await restarted.acquire({ userId: "u-flush", threadId: "t-flush" });
+    expect(await after.readFile("/mnt/user-data/outputs/report.md")).toBe("# written by a tool");
+    await restarted.close();
   });
 
   it("passes the result through when the state was already bound", async () => {

@@ -495,6 +495,55 @@ function sandboxContract(name: string, makeHarness: () => Promise<Harness>, opts
         await second.close();
       }
     });
+
+    it("uploads: a committed batch is in the uploads folder, durable without a release; an aborted one leaves nothing", async () => {
+      const uploads = h.provider.uploads!;
+      expect(uploads).toBeDefined();
+      const big = Uint8Array.from({ length: 700_000 }, (_, i) => (i * 13) % 256);
+      const batch = await uploads.begin(ALICE);
+      const first = await batch.file("big.bin");
+      for (let offset = 0; offset < big.length; offset += 100_000) await first.write(big.subarray(offset, offset + 100_000));
+      await first.close();
+      const second = await batch.file("note.txt");
+      await second.write(new TextEncoder().encode("hi"));
+      await second.close();
+      await batch.commit();
+
+      const dropped = await uploads.begin(ALICE);
+      const never = await dropped.file("never.txt");
+      await never.write(new TextEncoder().encode("no"));
+      await never.close();
+      await dropped.abort();
+
+      const sb = await h.provider.acquire(ALICE);
+      expect([...(await sb.readFileBytes("/mnt/user-data/uploads/big.bin"))]).toEqual([...big]);
+      expect((await sb.list("/mnt/user-data/uploads", { depth: 1 })).map((e) => e.name)).toEqual(["big.bin", "note.txt"]);
+      if (h.reopen) {
+        // Another process over the same state, the first never having released anything.
+        const other = h.reopen();
+        try {
+          const back = await other.acquire(ALICE);
+          expect(await back.readFile("/mnt/user-data/uploads/note.txt")).toBe("hi");
+          expect((await back.readFileBytes("/mnt/user-data/uploads/big.bin")).length).toBe(big.length);
+        } finally {
+          await other.close();
+        }
+      }
+    });
+
+    it("uploads: a folder at a name refuses the whole batch (is_directory) and changes nothing", async () => {
+      const sb = await h.provider.acquire(ALICE);
+      await sb.exec("mkdir -p /mnt/user-data/uploads/taken.txt");
+      const batch = await h.provider.uploads!.begin(ALICE);
+      for (const name of ["fine.txt", "taken.txt"]) {
+        const sink = await batch.file(name);
+        await sink.write(new TextEncoder().encode(name));
+        await sink.close();
+      }
+      await expect(batch.commit()).rejects.toMatchObject({ code: "is_directory" });
+      await batch.abort();
+      expect((await sb.list("/mnt/user-data/uploads", { depth: 1 })).map((e) => [e.name, e.type])).toEqual([["taken.txt", "directory"]]);
+    });
   });
 }
 

@@ -6,8 +6,9 @@ import { fileSuffix, isUploadStagingFile } from "../../middlewares/uploads.ts";
 import { SandboxError, VIRTUAL_DIRS } from "../../ports/sandbox.ts";
 import { isValidThreadId } from "../../runtime/thread-store.ts";
 import { httpError } from "../errors.ts";
-import type { DirEntry, Sandbox, SandboxProvider } from "../../ports/sandbox.ts";
-import { contentDisposition, contentTypeFor, isActiveContentType, parseByteRange, readMultipartWithin, UploadBodyError } from "../files-http.ts";
+import type { DirEntry, Sandbox, SandboxProvider, SandboxScope, SandboxUploads } from "../../ports/sandbox.ts";
+import { sandboxWrittenUploads } from "../../sandbox/written-uploads.ts";
+import { contentDisposition, contentTypeFor, isActiveContentType, parseByteRange, streamUploadInto, UploadBodyError } from "../files-http.ts";
 import {
   artifactUrl,
   assertBareFileName,
@@ -73,10 +74,6 @@ function fail(c: Context<GatewayEnv>, status: ContentfulStatusCode, detail: stri
   return c.json({ detail }, status);
 }
 
-function mib(bytes: number): string {
-  return bytes % MIB === 0 ? `${bytes / MIB} MiB` : `${bytes} bytes`;
-}
-
 /** The thread id from the path, or a 422 as upstream's ThreadId validation answers. */
 function threadIdOf(c: Context<GatewayEnv>): string {
   const threadId = c.req.param("thread_id") ?? "";
@@ -90,13 +87,17 @@ function threadIdOf(c: Context<GatewayEnv>): string {
  * without a recorded owner (or not created yet, for an upload that precedes the first run) uses
  * the caller's, which is where that caller's first run will look.
  */
-async function threadSandbox(deps: FileRoutesDeps, c: Context<GatewayEnv>, threadId: string, thread: ThreadRecord | undefined): Promise<Sandbox> {
+function threadScope(c: Context<GatewayEnv>, threadId: string, thread: ThreadRecord | undefined): SandboxScope {
   const userId = thread?.owner_id ?? c.get("user")?.id;
   if (!userId) {
     throw httpError(401, { code: "not_authenticated", message: "Sign in to use thread files." });
   }
+  return { userId, threadId };
+}
+
+async function threadSandbox(deps: FileRoutesDeps, c: Context<GatewayEnv>, threadId: string, thread: ThreadRecord | undefined): Promise<Sandbox> {
   try {
-    return await deps.sandbox.acquire({ userId, threadId });
+    return await deps.sandbox.acquire(threadScope(c, threadId, thread));
   } catch (error) {
     if (error instanceof SandboxError) throw sandboxHttpError(error);
     throw error;
@@ -115,78 +116,9 @@ function fileInfo(threadId: string, filename: string, size: number): UploadedFil
   return { filename, size, path: virtualPath, virtual_path: virtualPath, artifact_url: artifactUrl(threadId, virtualPath) };
 }
 
-interface PlannedUpload {
-  readonly file: File;
-  readonly filename: string;
-  readonly originalFilename: string;
-  readonly virtualPath: string;
-}
-
-/**
- * The bytes now at each destination, so a failed request can put back what it replaced. A folder
- * or a link at a destination refuses the whole request before anything is written.
- */
-async function previousContents(sandbox: Sandbox, plan: readonly PlannedUpload[]): Promise<Array<Uint8Array | undefined>> {
-  const previous: Array<Uint8Array | undefined> = [];
-  for (const item of plan) {
-    try {
-      previous.push(await sandbox.readFileBytes(item.virtualPath));
-    } catch (error) {
-      if (error instanceof SandboxError && error.code === "not_found") {
-        previous.push(undefined);
-        continue;
-      }
-      if (error instanceof SandboxError && (error.code === "is_directory" || error.code === "path_outside_sandbox")) {
-        throw httpError(
-          409,
-          `Cannot upload ${JSON.stringify(item.filename)}: ${item.virtualPath} is a folder or a link in the sandbox, not a file. ` +
-            `Rename the file, or remove what is at that path first.`,
-        );
-      }
-      throw error;
-    }
-  }
-  return previous;
-}
-
-/** Writes every planned file or, when one write fails, restores every destination and rethrows. */
-async function writeAllOrNothing(sandbox: Sandbox, plan: readonly PlannedUpload[], previous: ReadonlyArray<Uint8Array | undefined>): Promise<void> {
-  let written = 0;
-  try {
-    for (const item of plan) {
-      await sandbox.writeFileBytes(item.virtualPath, new Uint8Array(await item.file.arrayBuffer()));
-      written++;
-    }
-  } catch (error) {
-    // The failed write may have left its destination changed as well, so it is restored too.
-    for (let i = Math.min(written, plan.length - 1); i >= 0; i--) {
-      const before = previous[i];
-      const path = plan[i]!.virtualPath;
-      await (before === undefined ? sandbox.remove(path) : sandbox.writeFileBytes(path, before)).catch(() => undefined);
-    }
-    throw error;
-  }
-}
-
 /** Bytes a Response accepts as they are; a view over shared memory is copied first. */
 function responseBody(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
   return bytes.buffer instanceof ArrayBuffer ? (bytes as Uint8Array<ArrayBuffer>) : new Uint8Array(bytes);
-}
-
-function formFiles(form: FormData): File[] {
-  const entries = form.getAll("files");
-  const files: File[] = [];
-  entries.forEach((entry, index) => {
-    if (typeof entry === "string") {
-      throw new UploadBodyError(
-        400,
-        `Entry ${index + 1} of the field "files" is text, not a file (a file part without a file name arrives as text). ` +
-          `Send each file as a file part with a name.`,
-      );
-    }
-    files.push(entry);
-  });
-  return files;
 }
 
 /**
@@ -198,6 +130,7 @@ function formFiles(form: FormData): File[] {
 export function registerFileRoutes(app: Hono<GatewayEnv>, deps: FileRoutesDeps): void {
   const limits = resolveLimits(deps.limits);
   const maxBodyBytes = limits.maxTotalBytes + limits.maxFiles * MULTIPART_ALLOWANCE_PER_PART + MULTIPART_ALLOWANCE;
+  const uploads: SandboxUploads = deps.sandbox.uploads ?? sandboxWrittenUploads(deps.sandbox);
 
   // Upstream lets an upload precede the thread: the web client uploads, then starts the run that
   // creates the thread. So the row may be missing, but another owner's row is still a 404.
@@ -205,55 +138,36 @@ export function registerFileRoutes(app: Hono<GatewayEnv>, deps: FileRoutesDeps):
     const threadId = threadIdOf(c);
     const thread = await deps.guard.thread(c, "threads:write", threadId, { requireExisting: false });
 
-    let files: File[];
-    try {
-      files = formFiles(await readMultipartWithin(c.req.raw, maxBodyBytes));
-    } catch (error) {
-      if (error instanceof UploadBodyError) return fail(c, error.status, error.message);
-      throw error;
-    }
-    if (files.length === 0) return fail(c, 400, 'No files provided. Put one or more files in the multipart field "files".');
-    if (files.length > limits.maxFiles) {
-      return fail(c, 413, `Too many files: ${files.length} sent, at most ${limits.maxFiles} per upload. Send them in several uploads.`);
-    }
-
+    const scope = threadScope(c, threadId, thread);
     const taken = new Set<string>();
-    const plan: PlannedUpload[] = [];
-    let total = 0;
-    for (const file of files) {
-      let originalFilename: string;
-      let filename: string;
+    const nameOf = (raw: string) => {
       try {
-        // Bun hands out a file part sent with filename="" as a File whose name is undefined.
-        originalFilename = uploadFileName(typeof file.name === "string" ? file.name : "");
-        filename = claimUniqueFileName(originalFilename, taken);
+        const originalFilename = uploadFileName(raw);
+        return { originalFilename, filename: claimUniqueFileName(originalFilename, taken) };
       } catch (error) {
-        if (error instanceof FileNameError) return fail(c, 400, error.message);
+        if (error instanceof FileNameError) throw new UploadBodyError(400, error.message);
         throw error;
       }
-      if (file.size > limits.maxFileBytes) {
-        return fail(c, 413, `File too large: ${JSON.stringify(originalFilename)} is ${file.size} bytes; the limit is ${mib(limits.maxFileBytes)} per file.`);
-      }
-      total += file.size;
-      plan.push({ file, filename, originalFilename, virtualPath: uploadVirtualPath(filename) });
-    }
-    if (total > limits.maxTotalBytes) {
-      return fail(c, 413, `Total upload size too large: ${total} bytes; the limit is ${mib(limits.maxTotalBytes)} per upload. Send fewer files at once.`);
-    }
-
-    const sandbox = await threadSandbox(deps, c, threadId, thread);
-    const previous = await previousContents(sandbox, plan);
+    };
+    let received;
+    const batch = await uploads.begin(scope);
     try {
-      await writeAllOrNothing(sandbox, plan, previous);
+      received = await streamUploadInto(c.req.raw, { ...limits, maxBodyBytes }, batch, nameOf);
+      await batch.commit();
     } catch (error) {
+      await batch.abort().catch(() => undefined);
+      if (error instanceof UploadBodyError) return fail(c, error.status, error.message);
+      if (error instanceof SandboxError && error.code === "is_directory") {
+        return fail(c, 409, `Cannot upload: ${error.message} Rename the file, or remove what is at that path first.`);
+      }
       // Anything else (a host file system error may name host paths) goes to the gateway's
       // error handler, which logs it and answers without internals.
       if (error instanceof SandboxError) throw sandboxHttpError(error);
       throw error;
     }
 
-    const uploaded = plan.map((item) => ({
-      ...fileInfo(threadId, item.filename, item.file.size),
+    const uploaded = received.map((item) => ({
+      ...fileInfo(threadId, item.filename, item.size),
       ...(item.filename !== item.originalFilename ? { original_filename: item.originalFilename } : {}),
     }));
     return c.json({
@@ -273,10 +187,12 @@ export function registerFileRoutes(app: Hono<GatewayEnv>, deps: FileRoutesDeps):
   app.get("/threads/:thread_id/uploads/list", async (c) => {
     const threadId = threadIdOf(c);
     const thread = await deps.guard.thread(c, "threads:read", threadId);
-    const sandbox = await threadSandbox(deps, c, threadId, thread);
     let entries: DirEntry[];
     try {
-      entries = await sandbox.list(VIRTUAL_DIRS.uploads, { depth: 1 });
+      const stored = await uploads.list?.(threadScope(c, threadId, thread));
+      entries = stored
+        ? stored.map(({ name, size }) => ({ name, size, type: "file" as const, path: uploadVirtualPath(name) }))
+        : await (await threadSandbox(deps, c, threadId, thread)).list(VIRTUAL_DIRS.uploads, { depth: 1 });
     } catch (error) {
       if (error instanceof SandboxError && error.code === "not_found") entries = [];
       else if (error instanceof SandboxError) throw sandboxHttpError(error);
@@ -284,6 +200,7 @@ export function registerFileRoutes(app: Hono<GatewayEnv>, deps: FileRoutesDeps):
     }
     const files = entries
       .filter((entry) => entry.type === "file" && !isUploadStagingFile(entry.name))
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
       .map((entry) => ({ ...fileInfo(threadId, entry.name, entry.size ?? 0), extension: fileSuffix(entry.name) }));
     return c.json({ files, count: files.length });
   });
@@ -304,9 +221,9 @@ export function registerFileRoutes(app: Hono<GatewayEnv>, deps: FileRoutesDeps):
     if (await deps.hasActiveRun?.(threadId)) {
       return fail(c, 409, `Thread ${threadId} has a run in flight. Delete ${JSON.stringify(filename)} after the run finishes.`);
     }
-    const sandbox = await threadSandbox(deps, c, threadId, thread);
     try {
-      await sandbox.remove(uploadVirtualPath(filename));
+      const removed = await uploads.remove?.(threadScope(c, threadId, thread), filename);
+      if (!removed) await (await threadSandbox(deps, c, threadId, thread)).remove(uploadVirtualPath(filename));
     } catch (error) {
       if (error instanceof SandboxError && error.code === "not_found") return fail(c, 404, `File not found: ${filename}`);
       if (error instanceof SandboxError && error.code === "is_directory") {
@@ -336,10 +253,11 @@ export function registerFileRoutes(app: Hono<GatewayEnv>, deps: FileRoutesDeps):
           `Ask for a path under ${VIRTUAL_DIRS.workspace}, ${VIRTUAL_DIRS.uploads} or ${VIRTUAL_DIRS.outputs}.`,
       );
     }
-    const sandbox = await threadSandbox(deps, c, threadId, thread);
     let bytes: Uint8Array;
     try {
-      bytes = await sandbox.readFileBytes(virtualPath);
+      const uploadName = virtualPath.startsWith(`${VIRTUAL_DIRS.uploads}/`) ? virtualPath.slice(VIRTUAL_DIRS.uploads.length + 1) : "";
+      const stored = uploadName && !uploadName.includes("/") ? await uploads.read?.(threadScope(c, threadId, thread), uploadName) : undefined;
+      bytes = stored ?? (await (await threadSandbox(deps, c, threadId, thread)).readFileBytes(virtualPath));
     } catch (error) {
       if (error instanceof SandboxError && error.code === "not_found") return fail(c, 404, `Artifact not found: ${virtualPath}`);
       if (error instanceof SandboxError && error.code === "is_directory") {

@@ -7,8 +7,9 @@ import { keySegment } from "./run-store.ts";
  * of the row and every custom event the graph wrote (guard warnings, tool receipts, sandbox audit
  * decisions, subagent progress...) whether or not a client streamed `custom`, so an operator can
  * read a finished run's events after a restart. One key per entry under
- * `<prefix>:<thread>:<run>:<seq>`; entries are buffered and written in order, at the latest when
- * the run ends.
+ * `<prefix>:<thread>:<run>:<seq>`. Entries that say how a run went (status changes, errors) are
+ * written when they happen, with whatever was queued before them, so a crash cannot lose them;
+ * custom events are batched and written in order, at the latest when the run ends.
  */
 
 export type JournalEntryKind = "status" | "custom" | "error";
@@ -51,8 +52,12 @@ export class RunJournal {
     return `${this.#prefix}:${keySegment(threadId)}:${keySegment(runId)}`;
   }
 
-  /** Queues one entry; written with the next flush (every 32 entries, and when the run ends). */
-  record(threadId: string, runId: string, kind: JournalEntryKind, data: unknown): void {
+  /**
+   * Queues one entry. A status or error entry is written at once (the promise settles when it is
+   * stored, and never rejects: a journal that cannot be written must not fail the run); a custom
+   * one with the next flush (every 32 entries, and when the run ends).
+   */
+  record(threadId: string, runId: string, kind: JournalEntryKind, data: unknown): Promise<void> {
     const base = this.#base(threadId, runId);
     let run = this.#open.get(base);
     if (!run) {
@@ -60,7 +65,24 @@ export class RunJournal {
       this.#open.set(base, run);
     }
     run.buffer.push({ seq: run.next++, at: new Date(this.#clock.now()).toISOString(), kind, data: data ?? null });
-    if (run.buffer.length >= FLUSH_AT) void this.flush(threadId, runId).catch(() => undefined);
+    if (kind !== "custom" || run.buffer.length >= FLUSH_AT) return this.flush(threadId, runId).catch(() => undefined);
+    return Promise.resolve();
+  }
+
+  /**
+   * Appends one entry, written at once, to the journal of a run this process does not have open
+   * (one a restart left behind), after the entries it already has.
+   */
+  async append(threadId: string, runId: string, kind: JournalEntryKind, data: unknown): Promise<void> {
+    const base = this.#base(threadId, runId);
+    await this.#open.get(base)?.writing.catch(() => undefined);
+    let seq = 0;
+    for (const key of await this.#storage.getKeys(base)) {
+      const n = Number(key.slice(key.lastIndexOf(":") + 1));
+      if (Number.isInteger(n) && n >= seq) seq = n + 1;
+    }
+    const entry: JournalEntry = { seq, at: new Date(this.#clock.now()).toISOString(), kind, data: data ?? null };
+    await this.#storage.setItem(`${base}:${String(seq).padStart(SEQ_WIDTH, "0")}`, entry as never);
   }
 
   /** Writes what is queued for the run, after any earlier write of it finished. */

@@ -102,6 +102,14 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
       if (this.#active.has(row.run_id)) continue;
       const next = { ...row, status: "interrupted" as const, error: INTERRUPTED_BY_RESTART, updated_at: this.#stamp() };
       await this.store.put(next);
+      await this.journal
+        .append(row.thread_id, row.run_id, "status", {
+          status: "interrupted",
+          error: INTERRUPTED_BY_RESTART,
+          reason: "Interrupted by a restart: the gateway process that ran this run ended before the run did.",
+          previous_status: row.status,
+        })
+        .catch((cause: unknown) => this.#report("error", `run ${row.run_id}`, `could not journal its interruption: ${errorMessage(cause)}`));
       await this.#options.threads.update(row.thread_id, { status: "interrupted" }).catch(() => undefined);
       recovered.push(next);
     }
@@ -144,7 +152,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
         kwargs: runKwargs(request),
       };
       await this.store.put(row);
-      this.journal.record(threadId, row.run_id, "status", { status: "pending" });
+      await this.journal.record(threadId, row.run_id, "status", { status: "pending" });
       this.bridge.open(row.run_id);
       const run = {
         row,
@@ -351,8 +359,8 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
 
   async #setStatus(run: ActiveRun<U>, status: RunStatus, error?: RunErrorInfo | null): Promise<void> {
     run.row = { ...run.row, status, updated_at: this.#stamp(), ...(error === undefined ? {} : { error }) };
-    this.journal.record(run.row.thread_id, run.row.run_id, "status", { status, ...(error ? { error } : {}) });
     await this.store.put(run.row);
+    await this.journal.record(run.row.thread_id, run.row.run_id, "status", { status, ...(error ? { error } : {}) });
   }
 
   #workerDeps(): WorkerDeps<U> {

@@ -142,7 +142,7 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
       error = { name: caught instanceof Error ? caught.name : "Error", message: errorMessage(caught) };
       status = "error";
       deps.report({ level: "error", source: `run ${runId}`, message: `the run failed: ${error.message}` });
-      deps.journal?.record(threadId, runId, "error", { name: error.name, message: error.message });
+      await deps.journal?.record(threadId, runId, "error", { name: error.name, message: error.message });
       await bridge.publish(runId, "error", { name: error.name, message: error.message });
     }
   } finally {

@@ -6,6 +6,7 @@ import { registerFileRoutes } from "../../../src/gateway/routes/files.ts";
 import type { FileRoutesDeps, UploadLimits } from "../../../src/gateway/routes/files.ts";
 import { ROUTE_PERMISSIONS } from "../../../src/gateway/types.ts";
 import type { GatewayEnv, GatewayUser, RouteGuard, RoutePermission, ThreadRecord } from "../../../src/gateway/types.ts";
+import type { KeyValue } from "../../../src/ports/key-value.ts";
 import type { Sandbox, SandboxProvider } from "../../../src/ports/sandbox.ts";
 import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
@@ -50,8 +51,10 @@ function userFrom(headers: Headers): GatewayUser {
  * A small gateway: a test auth layer that stamps the user from headers, and the guard the real one
  * implements (permission, then ownership: another owner's thread is a 404).
  */
-export function harness(options: { limits?: Partial<UploadLimits>; withActiveRuns?: boolean } = {}): Harness {
-  const provider = createVirtualSandboxProvider({ storage: createMemoryKeyValue() });
+export function harness(options: { limits?: Partial<UploadLimits>; withActiveRuns?: boolean; storage?: KeyValue; withoutUploadStore?: boolean } = {}): Harness {
+  const virtual = createVirtualSandboxProvider({ storage: options.storage ?? createMemoryKeyValue() });
+  // A provider with no upload store of its own (a remote sandbox): uploads go through its sandbox.
+  const provider: SandboxProvider = options.withoutUploadStore ? { ...virtual, uploads: undefined } : virtual;
   providers.push(provider);
   const threads = new Map<string, ThreadRecord>([[T, thread(T, "alice")]]);
   const activeRuns = new Set<string>();

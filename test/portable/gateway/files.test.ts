@@ -1,6 +1,7 @@
 // Thread files over HTTP (uploads, artifacts) through app.fetch only, so it also runs in Deno and Bun.
 import { describe, expect, it } from "vitest";
 import { FileNameError, uploadFileName } from "../../../src/gateway/files-names.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { BASE, T, bytesOf, detailOf, enc, file, harness, thread, uploadsOf } from "./files-harness.ts";
 import type { Harness } from "./files-harness.ts";
 
@@ -241,21 +242,75 @@ describe("uploads", () => {
     expect(await sandbox.exists("/mnt/user-data/uploads/first.txt")).toBe(false);
   });
 
-  it("puts back every destination when a write fails midway", async () => {
-    const h = harness();
-    const sandbox = await h.sandboxOf("alice");
-    await sandbox.writeFile("/mnt/user-data/uploads/keep.txt", "original");
-    const write = sandbox.writeFileBytes.bind(sandbox);
+  it("keeps every earlier file as it was, and no stored byte of the request, when a storage write fails midway", async () => {
+    const storage = createMemoryKeyValue();
+    const h = harness({ storage });
+    expect((await h.upload([file("keep.txt", "original")])).status).toBe(200);
+    const setItemRaw = storage.setItemRaw.bind(storage);
     let writes = 0;
-    sandbox.writeFileBytes = async (path, bytes) => {
+    storage.setItemRaw = (async (key: string, value: unknown) => {
       if (++writes === 3) throw new Error("disk full.");
-      return write(path, bytes);
-    };
+      return setItemRaw(key, value);
+    }) as typeof storage.setItemRaw;
     const response = await h.upload([file("keep.txt", "replaced"), file("new.txt", "n"), file("third.txt", "t")]);
     expect(response.status).toBe(500);
     expect(await detailOf(response)).toMatch(/disk full/);
-    expect(await sandbox.readFile("/mnt/user-data/uploads/keep.txt")).toBe("original");
+    expect(await (await h.request(`/api/threads/${T}/artifacts/mnt/user-data/uploads/keep.txt`)).text()).toBe("original");
     expect(await uploadsOf(h)).toEqual(["keep.txt"]);
+    // Only keep.txt's one record is left: the failed request's records were removed with it.
+    expect(await storage.getKeys(`sandbox:uploads:alice:${T}:data`)).toHaveLength(1);
+  });
+
+  it("is in storage when acknowledged: another provider over the same storage (a restart) lists and serves it, no sandbox held", async () => {
+    const storage = createMemoryKeyValue();
+    const h = harness({ storage });
+    const big = Uint8Array.from({ length: 1_300_000 }, (_, i) => (i * 7919) % 251);
+    expect((await h.upload([file("big.bin", big), file("note.txt", "hello")])).status).toBe(200);
+    // The upload went to storage, not into a sandbox that stays in memory.
+    expect(h.provider.get(`virtual:alice:${T}`)).toBeUndefined();
+    expect((await storage.getKeys(`sandbox:uploads:alice:${T}:data`)).length).toBeGreaterThanOrEqual(4);
+
+    const restarted = harness({ storage });
+    const list = (await (await restarted.request(`/api/threads/${T}/uploads/list`)).json()) as { files: Array<{ filename: string; size: number }> };
+    expect(list.files.map((f) => [f.filename, f.size])).toEqual([
+      ["big.bin", big.length],
+      ["note.txt", 5],
+    ]);
+    expect(await bytesOf(await restarted.request(`/api/threads/${T}/artifacts/mnt/user-data/uploads/big.bin`))).toEqual([...big]);
+    const range = await restarted.request(`/api/threads/${T}/artifacts/mnt/user-data/uploads/big.bin`, { headers: { range: "bytes=600000-600009" } });
+    expect(range.status).toBe(206);
+    expect(await bytesOf(range)).toEqual([...big.subarray(600_000, 600_010)]);
+    // A run's sandbox sees it in /mnt/user-data/uploads.
+    const sandbox = await restarted.sandboxOf("alice");
+    expect((await sandbox.exec("wc -c < /mnt/user-data/uploads/big.bin")).stdout.trim()).toBe(String(big.length));
+  });
+
+  it("an upload made while a run holds the sandbox shows up in it; what the run changes in uploads is stored at release", async () => {
+    const storage = createMemoryKeyValue();
+    const h = harness({ storage });
+    expect((await h.upload([file("gone.txt", "bye"), file("kept.txt", "stay")])).status).toBe(200);
+    const sandbox = await h.sandboxOf("alice");
+    expect((await h.upload([file("during.txt", "mid-run")])).status).toBe(200);
+    expect(await sandbox.readFile("/mnt/user-data/uploads/during.txt")).toBe("mid-run");
+    await sandbox.exec("rm /mnt/user-data/uploads/gone.txt; echo made > /mnt/user-data/uploads/made.txt");
+    await h.provider.release(sandbox.id);
+
+    const restarted = harness({ storage });
+    const list = (await (await restarted.request(`/api/threads/${T}/uploads/list`)).json()) as { files: Array<{ filename: string }> };
+    expect(list.files.map((f) => f.filename)).toEqual(["during.txt", "kept.txt", "made.txt"]);
+    expect(await (await restarted.request(`/api/threads/${T}/artifacts/mnt/user-data/uploads/made.txt`)).text()).toBe("made\n");
+  });
+
+  it("writes through the sandbox of a provider without an upload store, all or nothing", async () => {
+    const h = harness({ withoutUploadStore: true });
+    expect((await h.upload([file("a.txt", "first"), file("b.bin", ALL_BYTES)])).status).toBe(200);
+    expect(await bytesOf(await h.request(`/api/threads/${T}/artifacts/mnt/user-data/uploads/b.bin`))).toEqual([...ALL_BYTES]);
+    const sandbox = await h.sandboxOf("alice");
+    await sandbox.exec("mkdir -p /mnt/user-data/uploads/taken.txt");
+    const refused = await h.upload([file("a.txt", "second"), file("taken.txt", "x")]);
+    expect(refused.status).toBe(409);
+    expect(await sandbox.readFile("/mnt/user-data/uploads/a.txt")).toBe("first");
+    expect(await uploadsOf(h)).toEqual(["a.txt", "b.bin", "taken.txt"]);
   });
 
   it("lands in the caller's sandbox when the thread does not exist yet, where the caller's first run looks", async () => {

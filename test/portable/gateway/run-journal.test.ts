@@ -8,10 +8,10 @@ describe("RunJournal", () => {
   it("keeps a run's entries in order, in pages, apart from runs whose ids share a prefix", async () => {
     const storage = createMemoryKeyValue();
     const journal = new RunJournal(storage, { clock: new ManualClock(Date.UTC(2026, 10, 30)) });
-    for (let i = 0; i < 5; i++) journal.record("t", "ab", "custom", { i });
-    journal.record("t", "abc", "status", { status: "running" });
-    // Nothing is written before a flush: fewer than 32 entries are buffered.
+    for (let i = 0; i < 5; i++) void journal.record("t", "ab", "custom", { i });
+    // Custom entries are batched: fewer than 32 are not written before a flush.
     expect(await storage.getKeys()).toEqual([]);
+    void journal.record("t", "abc", "status", { status: "running" });
     await journal.close("t", "ab");
     await journal.close("t", "abc");
     const first = await journal.list("t", "ab", { limit: 2 });
@@ -32,10 +32,28 @@ describe("RunJournal", () => {
   it("writes every 32 entries without waiting for the run to end", async () => {
     const storage = createMemoryKeyValue();
     const journal = new RunJournal(storage, { clock: new ManualClock(0) });
-    for (let i = 0; i < 33; i++) journal.record("t", "r", "custom", i);
+    for (let i = 0; i < 33; i++) void journal.record("t", "r", "custom", i);
     expect((await journal.list("t", "r", { limit: 1000 })).events).toHaveLength(32);
     await journal.close("t", "r");
     expect((await journal.list("t", "r", { limit: 1000 })).events).toHaveLength(33);
+  });
+
+  it("stores a status or error entry when it is recorded, with the custom entries queued before it, without the run ending", async () => {
+    const storage = createMemoryKeyValue();
+    const journal = new RunJournal(storage, { clock: new ManualClock(0) });
+    void journal.record("t", "r", "custom", "before");
+    await journal.record("t", "r", "status", { status: "running" });
+    expect(await storage.getKeys()).toHaveLength(2);
+    await journal.record("t", "r", "error", { name: "Error", message: "boom" });
+    // Another process (after a crash) reads them, and appends after them.
+    const restarted = new RunJournal(storage, { clock: new ManualClock(0) });
+    await restarted.append("t", "r", "status", { status: "interrupted" });
+    expect((await restarted.list("t", "r")).events.map((e) => [e.seq, e.kind])).toEqual([
+      [0, "custom"],
+      [1, "status"],
+      [2, "error"],
+      [3, "status"],
+    ]);
   });
 });
 

@@ -1,0 +1,104 @@
+// The real CLI (`serve`) of the runtime this file runs under, as a child process on a free port
+// with its own config: for tests and benches that kill it and start it again on the same storage.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
+
+export type CliRuntime = "node" | "deno" | "bun";
+
+export function currentRuntime(): CliRuntime {
+  const g = globalThis as { Deno?: unknown; Bun?: unknown };
+  return g.Deno ? "deno" : g.Bun ? "bun" : "node";
+}
+
+/** The command that runs `<runtime>'s CLI serve`, with the executable of the runtime running now. */
+function serveCommand(runtime: CliRuntime): { command: string; args: string[] } {
+  const g = globalThis as { Deno?: { execPath(): string } };
+  if (runtime === "deno") {
+    return { command: g.Deno!.execPath(), args: ["run", "-A", "--unstable-no-legacy-abort", join(root, "adapters/deno/cli.ts"), "serve"] };
+  }
+  if (runtime === "bun") return { command: process.execPath, args: [join(root, "adapters/bun/cli.ts"), "serve"] };
+  // tsx's loader in this process rather than the tsx command, which would run the server in a
+  // grandchild: a SIGKILL must reach the server itself, and its RSS be the server's.
+  const loader = pathToFileURL(join(root, "node_modules/tsx/dist/loader.mjs")).href;
+  return { command: process.execPath, args: ["--import", loader, join(root, "adapters/node/cli.ts"), "serve"] };
+}
+
+export interface CliServer {
+  readonly url: string;
+  readonly child: ChildProcess;
+  /** SIGKILL, and wait for the process to be gone. */
+  kill(): Promise<void>;
+  /** What the server wrote so far (for failure messages). */
+  output(): string;
+}
+
+export interface CliWorkspace {
+  readonly dir: string;
+  readonly configPath: string;
+  start(): Promise<CliServer>;
+  dispose(): Promise<void>;
+}
+
+/** A temp folder with a config (storage under it, plus `config`) to start the CLI against, again and again. */
+export async function cliWorkspace(config: Record<string, unknown> = {}, env: Record<string, string> = {}): Promise<CliWorkspace> {
+  const dir = await mkdtemp(join(tmpdir(), "deerflow-cli-"));
+  const configPath = join(dir, "config.yaml");
+  // JSON is YAML.
+  await writeFile(configPath, JSON.stringify({ storage: { driver: "fs", base: join(dir, "storage") }, ...config }));
+  const running = new Set<CliServer>();
+  return {
+    dir,
+    configPath,
+    async start() {
+      const server = await startCli(currentRuntime(), configPath, env);
+      running.add(server);
+      return server;
+    },
+    async dispose() {
+      await Promise.all([...running].map((server) => server.kill()));
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function startCli(runtime: CliRuntime, configPath: string, env: Record<string, string>): Promise<CliServer> {
+  const { command, args } = serveCommand(runtime);
+  const child = spawn(command, [...args, "--port", "0", "--host", "127.0.0.1", "--config", configPath], {
+    cwd: dirname(configPath),
+    env: { ...process.env, ...env, NO_COLOR: "1" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  const exited = new Promise<void>((resolveExit) => child.once("exit", () => resolveExit()));
+  const url = await new Promise<string>((resolveUrl, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${runtime} CLI did not print its URL within 60 s:\n${out}`)), 60_000);
+    const onData = (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /deerflow-edge gateway · (http:\/\/[^\s]+)/.exec(out);
+      if (match) {
+        clearTimeout(timer);
+        resolveUrl(match[1]!);
+      }
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", onData);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${runtime} CLI exited (${code}) before listening:\n${out}`));
+    });
+  });
+  return {
+    url,
+    child,
+    output: () => out,
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      await exited;
+    },
+  };
+}
