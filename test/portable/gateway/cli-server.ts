@@ -19,7 +19,9 @@ export function currentRuntime(): CliRuntime {
 function serveCommand(runtime: CliRuntime): { command: string; args: string[] } {
   const g = globalThis as { Deno?: { execPath(): string } };
   if (runtime === "deno") {
-    return { command: g.Deno!.execPath(), args: ["run", "-A", "--unstable-no-legacy-abort", join(root, "adapters/deno/cli.ts"), "serve"] };
+    // README's Deno command: its permissions, not -A.
+    const flags = ["--allow-read", "--allow-write", "--allow-env", "--allow-net", "--allow-sys=homedir", "--unstable-no-legacy-abort"];
+    return { command: g.Deno!.execPath(), args: ["run", "--config", join(root, "deno.json"), ...flags, join(root, "adapters/deno/cli.ts"), "serve"] };
   }
   if (runtime === "bun") return { command: process.execPath, args: [join(root, "adapters/bun/cli.ts"), "serve"] };
   // tsx's loader in this process rather than the tsx command, which would run the server in a

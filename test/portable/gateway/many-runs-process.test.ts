@@ -2,12 +2,9 @@
 // runs over several threads, each checked afterwards. A fresh process matters: Deno lost every
 // run's state after the first one in a process (a context carried from the first run's dynamic
 // imports into later requests), which a server made inside an already warmed-up test never shows.
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Client } from "@langchain/langgraph-sdk";
 import { describe, expect, it } from "vitest";
-import { currentRuntime, serveCli } from "../serve-process.ts";
+import { cliWorkspace, currentRuntime } from "./cli-server.ts";
 import { sseFrames, type SseFrame } from "./runs-harness.ts";
 
 const runtime = currentRuntime();
@@ -19,8 +16,8 @@ interface Message {
 
 describe(`deerflow-edge serve on ${runtime}, many runs`, () => {
   it(`keeps every run's state (${runtime}): 6 runs over 3 threads (streamed, /wait, background; SDK and raw HTTP), each with tool calls, two per thread`, async () => {
-    const cwd = await mkdtemp(join(tmpdir(), "deerflow-many-runs-"));
-    const server = await serveCli({ cwd });
+    const workspace = await cliWorkspace();
+    const server = await workspace.start();
     try {
       const api = `${server.url}/api`;
       const client = new Client({ apiUrl: api });
@@ -75,8 +72,7 @@ describe(`deerflow-edge serve on ${runtime}, many runs`, () => {
         expect(runs.map((r) => r.status)).toEqual(["success", "success"]);
       }
     } finally {
-      await server.stop();
-      await rm(cwd, { recursive: true, force: true });
+      await workspace.dispose();
     }
   }, 90_000);
 });
