@@ -166,7 +166,10 @@ describe("DeerFlowClient.stream", () => {
     const { client, gates } = await scriptedClient({ bridge });
     try {
       const run = await client.runs.start("tool:block", { threadId: "t-resume" });
-      await eventually(async () => (await client.runs.get("t-resume", run.run_id))?.status === "running");
+      // The run's first frame is out (its status row may say running a moment before that).
+      const probe = client.runs.stream("t-resume", run.run_id)[Symbol.asyncIterator]();
+      expect((await probe.next()).value).toMatchObject({ event: "metadata" });
+      await probe.return?.(undefined);
       expect(() => client.runs.stream("t-resume", run.run_id, { lastEventId: "abc" })).toThrow(
         expect.objectContaining({ code: "invalid_last_event_id", message: expect.stringContaining("<epoch_ms>-<seq>") }),
       );
