@@ -6,16 +6,25 @@ declare const Bun: {
     hostname: string;
     port: number;
     idleTimeout: number;
+    maxRequestBodySize: number;
     fetch: (request: Request) => Response | Promise<Response>;
   }): { port: number; stop(closeActiveConnections?: boolean): Promise<void> | void };
 };
 
 /**
  * Bun: Bun.serve. Its default idleTimeout (10 s) cuts a quiet SSE stream (peers.md P19); the
- * gateway's heartbeat comes every 15 s, so the idle timeout is off.
+ * gateway's heartbeat comes every 15 s, so the idle timeout is off. Its own body cap (128 MB,
+ * answered with an empty 413) is lifted: the gateway caps every body per route while it streams
+ * and names the limit (gateway.limits, gateway.uploads).
  */
 export const serveBun: ServeFetch = async (fetch, options) => {
-  const server = Bun.serve({ hostname: options.hostname, port: options.port, idleTimeout: 0, fetch });
+  const server = Bun.serve({
+    hostname: options.hostname,
+    port: options.port,
+    idleTimeout: 0,
+    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
+    fetch,
+  });
   return {
     url: serverUrl(options.hostname, server.port),
     hostname: options.hostname,

@@ -1,4 +1,3 @@
-import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import * as v from "valibot";
@@ -134,15 +133,4 @@ export function parseRequest<const S extends v.GenericSchema>(schema: S, value: 
   const result = v.safeParse(schema, value);
   if (!result.success) throw httpError(422, `Invalid ${what}: ${describeIssues(result.issues)}`);
   return result.output;
-}
-
-/** The JSON body, or `undefined` for an empty one; text that is not JSON is a 422. */
-export async function readJsonBody(c: Context): Promise<unknown> {
-  const text = await c.req.text();
-  if (text.trim() === "") return undefined;
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (error) {
-    throw httpError(422, `Request body is not valid JSON (${errorMessage(error)}); send a JSON object.`);
-  }
 }

@@ -2,7 +2,8 @@ import { authenticatedUser } from "../auth/context.ts";
 import type { Hono } from "hono";
 import * as v from "valibot";
 import type { LeadConfig } from "../../agents/app-config.ts";
-import { httpError, parseRequest, readJsonBody } from "../errors.ts";
+import { httpError, parseRequest } from "../errors.ts";
+import { readJsonBody } from "../request-limits.ts";
 import { project } from "./threads.ts";
 import type { GatewayEnv } from "../types.ts";
 

@@ -15,7 +15,8 @@ import {
   type ThreadStateGraph,
   type ThreadStateJson,
 } from "../../runtime/thread-state.ts";
-import { httpError, parseRequest, readJsonBody, threadNotFound, type GatewayLogger } from "../errors.ts";
+import { httpError, parseRequest, threadNotFound, type GatewayLogger } from "../errors.ts";
+import { readJsonBody } from "../request-limits.ts";
 import { threadOwnerFilter, threadOwnerFor } from "../route-guard.ts";
 import { serverOwnedChannelsIn, serverOwnedChannelsMessage, stripServerOwnedMessage } from "../server-owned.ts";
 import type { AgentFactory, GatewayEnv, GatewayUser, RouteGuard, ThreadRecord, ThreadStatus, ThreadStore } from "../types.ts";

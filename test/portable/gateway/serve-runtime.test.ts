@@ -4,17 +4,9 @@
 import { describe, expect, it } from "vitest";
 import { validateLeadConfig } from "../../../src/agents/app-config.ts";
 import { createGateway } from "../../../src/gateway/app.ts";
-import type { ServeFetch } from "../../../src/ports/http-server.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { sseFrames, type SseFrame } from "./runs-harness.ts";
-
-async function runtimeServe(): Promise<{ runtime: string; serve: ServeFetch }> {
-  const globals = globalThis as { Deno?: unknown; Bun?: unknown };
-  // Imported on demand: each adapter touches its own runtime's globals or packages.
-  if (globals.Deno) return { runtime: "deno", serve: (await import("../../../adapters/deno/serve.ts")).serveDeno };
-  if (globals.Bun) return { runtime: "bun", serve: (await import("../../../adapters/bun/serve.ts")).serveBun };
-  return { runtime: "node", serve: (await import("../../../adapters/node/serve.ts")).serveNode };
-}
+import { runtimeServe } from "./serve-harness.ts";
 
 const { runtime, serve } = await runtimeServe();
 
