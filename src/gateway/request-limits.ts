@@ -143,7 +143,17 @@ export function createRequestLimits(limits: GatewayLimitsConfig = GATEWAY_DEFAUL
   const bodies: MiddlewareHandler<GatewayEnv> = async (c, next) => {
     const kind = bodyKindOf(c.req.method, c.req.path);
     if (kind === "upload") return next();
-    return byKind[kind](c, next);
+    let reached = false;
+    try {
+      return await byKind[kind](c, () => {
+        reached = true;
+        return next();
+      });
+    } catch (error) {
+      // A failure after the body was read belongs to the route; before, the body itself broke off.
+      if (reached) throw error;
+      return c.json({ detail: `The request body could not be read (${errorMessage(error)}); send it again whole.` }, 400);
+    }
   };
 
   return { paths, bodies };

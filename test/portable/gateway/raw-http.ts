@@ -20,6 +20,8 @@ export interface StreamedRequestOptions {
   readonly chunkBytes?: number;
   /** Declare the whole size in Content-Length instead of sending the body chunked. */
   readonly declareLength?: boolean;
+  /** Pace of the body after its first part; default: as fast as the socket takes it. */
+  readonly bytesPerSecond?: number;
 }
 
 export interface StreamedRequest {
@@ -138,6 +140,7 @@ export function streamedRequest(baseUrl: string, options: StreamedRequestOptions
       const size = Math.min(chunkBytes, limit - sent);
       await writeAll(socket, frame(chunk.subarray(0, size)));
       sent += size;
+      if (options.bytesPerSecond && sent > options.firstBytes) await new Promise((resolve) => setTimeout(resolve, (size / options.bytesPerSecond!) * 1000));
       if (sent >= options.firstBytes) firstSent();
     }
     if (sent >= options.totalBytes && !options.declareLength) await writeAll(socket, `0${CRLF}${CRLF}`);

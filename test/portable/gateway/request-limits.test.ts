@@ -266,3 +266,30 @@ describe("which body cap a route gets", () => {
     }
   });
 });
+
+describe("a body that breaks off while it is read", () => {
+  it("is a 400 saying the body could not be read, not an unhandled 500", async () => {
+    const errors: string[] = [];
+    const gateway = await createGateway({
+      config: validateLeadConfig({}, "request-limits"),
+      storage: createMemoryKeyValue(),
+      listening: { host: "127.0.0.1" },
+      logger: { error: (message) => errors.push(message), warn: () => undefined, info: () => undefined },
+    });
+    closing.push(() => gateway.shutdown());
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"metadata":'));
+      },
+      pull(controller) {
+        controller.error(new Error("connection reset by peer"));
+      },
+    });
+    const response = await gateway.fetch(
+      new Request("http://127.0.0.1/api/threads", { method: "POST", headers: { "content-type": "application/json" }, body, duplex: "half" } as RequestInit),
+    );
+    expect(response.status).toBe(400);
+    expect(String(((await response.json()) as { detail: string }).detail)).toContain("The request body could not be read");
+    expect(errors).toEqual([]);
+  });
+});
