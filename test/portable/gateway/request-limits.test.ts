@@ -176,7 +176,7 @@ describe(`request limits on ${runtime}'s own server`, () => {
     expect(detail).toContain("gateway.limits.max_run_body_bytes");
   });
 
-  it("a declared 250 MB body is refused from its Content-Length before a byte of it is read, on login, a run and a thread PATCH", async () => {
+  it("a declared 250 MB body is refused from its Content-Length before a byte of it is read, on login, a run and a thread PATCH, and without credentials by auth", async () => {
     const { url, threadId } = await served();
     for (const [path, method, key] of [
       [LOGIN_PATH, "POST", "max_unauthenticated_body_bytes"],
@@ -190,6 +190,11 @@ describe(`request limits on ${runtime}'s own server`, () => {
       expect(detailOf(response), path).toContain(`gateway.limits.${key}`);
       expect(upload.sent(), path).toBe(0);
     }
+    // A caller without credentials is refused (CSRF, then auth) before its body is read, whatever the route's cap.
+    const anonymous = streamedRequest(url, { method: "POST", path: `/api/threads/${threadId}/runs/stream`, headers: { "content-type": "application/json" }, totalBytes: HOSTILE_BODY_BYTES, firstBytes: 0, declareLength: true });
+    streams.push(anonymous);
+    expect([401, 403]).toContain((await anonymous.response).status);
+    expect(anonymous.sent()).toBe(0);
     // Under the cap is fine: 900 KiB of metadata fits a thread PATCH's 1 MiB.
     const metadata = JSON.stringify({ metadata: { note: "n".repeat(900 * 1024) } });
     const patched = await fetch(`${url}/api/threads/${threadId}`, { method: "PATCH", headers: JSON_HEADERS, body: metadata });
