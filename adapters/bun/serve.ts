@@ -6,6 +6,7 @@ declare const Bun: {
     hostname: string;
     port: number;
     idleTimeout: number;
+    maxRequestBodySize: number;
     fetch: (request: Request, server: BunServer) => Response | Promise<Response>;
   }): BunServer;
 };
@@ -19,7 +20,9 @@ interface BunServer {
 
 /**
  * Bun: Bun.serve. Its default idleTimeout (10 s) cuts a quiet SSE stream (peers.md P19); the
- * gateway's heartbeat comes every 15 s, so the idle timeout is off. The peer address is
+ * gateway's heartbeat comes every 15 s, so the idle timeout is off. Its own body cap (128 MB,
+ * answered with an empty 413) is lifted: the gateway caps every body per route while it streams
+ * and names the limit (gateway.limits, gateway.uploads). The peer address is
  * `server.requestIP(request)`.
  */
 export const serveBun: ServeFetch = async (fetch, options) => {
@@ -27,6 +30,7 @@ export const serveBun: ServeFetch = async (fetch, options) => {
     hostname: options.hostname,
     port: options.port,
     idleTimeout: 0,
+    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     fetch: (request, bun) => {
       const remoteAddress = bun.requestIP(request)?.address;
       return fetch(request, remoteAddress === undefined ? {} : { remoteAddress });

@@ -112,6 +112,30 @@ export const GatewayUploadsConfigSchema = mapping({
   max_total_bytes: v.optional(positiveInteger, 100 * MiB),
 });
 
+const KiB = 1024;
+
+/**
+ * What one request may cost before a route sees it. Paths are checked before any storage or
+ * sandbox call (414); bodies while they arrive, before they are read whole (413); JSON nesting on
+ * the raw text before it is parsed (422). Upload requests keep their own caps (`uploads`).
+ */
+export const GatewayLimitsConfigSchema = mapping({
+  /** Bytes of a request's path as sent (percent-encoded), as PATH_MAX. */
+  max_path_bytes: v.optional(positiveInteger, 4096),
+  /** Segments of a request's path ("/" and an encoded "%2F" both separate). */
+  max_path_segments: v.optional(positiveInteger, 64),
+  /** Bytes of one segment (an id, a file name: 255 bytes of UTF-8 percent-encoded fit). */
+  max_path_segment_bytes: v.optional(positiveInteger, 1024),
+  /** Body of a route served without authentication: login, logout, health and info. */
+  max_unauthenticated_body_bytes: v.optional(positiveInteger, 16 * KiB),
+  /** Body of a run request (thread runs, stateless runs): input, command, context, config. */
+  max_run_body_bytes: v.optional(positiveInteger, 4 * MiB),
+  /** Body of every other route: threads, state, history, search, assistants, extension routes. */
+  max_body_bytes: v.optional(positiveInteger, MiB),
+  /** Levels of objects and arrays in a JSON body (the body itself is level 1). */
+  max_json_depth: v.optional(positiveInteger, 64),
+});
+
 const origin = v.pipe(
   v.string(),
   v.check(
@@ -138,12 +162,14 @@ export const GatewayConfigSchema = mapping({
   trusted_proxies: v.optional(v.array(ipAddress), []),
   auth: v.optional(GatewayAuthConfigSchema, {}),
   uploads: v.optional(GatewayUploadsConfigSchema, {}),
+  limits: v.optional(GatewayLimitsConfigSchema, {}),
 });
 
 export type GatewayConfig = v.InferOutput<typeof GatewayConfigSchema>;
 export type GatewayConfigInput = v.InferInput<typeof GatewayConfigSchema>;
 export type GatewayAuthConfig = GatewayConfig["auth"];
 export type GatewayUploadsConfig = GatewayConfig["uploads"];
+export type GatewayLimitsConfig = GatewayConfig["limits"];
 export type ApiKeyConfig = GatewayAuthConfig["api_keys"][number];
 export type GatewayUserConfig = GatewayAuthConfig["users"][number];
 

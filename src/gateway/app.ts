@@ -34,6 +34,7 @@ import { registerFileRoutes } from "./routes/files.ts";
 import { registerRunsPart, type RunsPartOptions } from "./routes/runs.ts";
 import { consoleLogger, errorResponse, type GatewayLogger } from "./errors.ts";
 import { methodNotAllowedOr } from "./method-not-allowed.ts";
+import { createRequestLimits } from "./request-limits.ts";
 import { createRouteGuard } from "./route-guard.ts";
 import { registerAssistantRoutes } from "./routes/assistants.ts";
 import { registerHealthRoute, registerSystemRoutes } from "./routes/system.ts";
@@ -327,8 +328,11 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   if (corsOrigins.length > 0) {
     app.use(cors({ origin: corsOrigins, credentials: true, exposeHeaders: [...EXPOSED_HEADERS], maxAge: 600 }));
   }
+  const requestLimits = createRequestLimits(gatewayConfig.limits);
+  app.use(requestLimits.paths);
   app.use(authLayer.csrf);
   app.use(authLayer.authenticate);
+  app.use(requestLimits.bodies);
   authLayer.register?.(app);
   registerModelRoutes(app, { config, authorizer });
 

@@ -5,6 +5,7 @@ import * as v from "valibot";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import { StateConflictError, StateUpdateError } from "../state/errors.ts";
 import { CheckpointerError } from "../runtime/kv-checkpointer.ts";
+import { readJsonBody } from "./request-limits.ts";
 
 /*
  * Every gateway error is JSON: `{"detail": "<what is wrong and what to do>"}`, or for auth
@@ -170,13 +171,3 @@ export async function parseJsonObjectBody<const S extends v.GenericSchema>(c: Co
   return parseRequest(jsonObject(schema), body === undefined ? {} : body, what);
 }
 
-/** The JSON body, or `undefined` for an empty one; text that is not JSON is a 422. */
-export async function readJsonBody(c: Context): Promise<unknown> {
-  const text = await c.req.text();
-  if (text.trim() === "") return undefined;
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (error) {
-    throw httpError(422, `Request body is not valid JSON (${errorMessage(error)}); send a JSON object.`);
-  }
-}

@@ -6,6 +6,7 @@ import type { Agent } from "../engine/agent.ts";
  */
 
 import { ROUTE_PERMISSIONS } from "../authz/enforcement.ts";
+import type { GatewayLimitsConfig } from "../config/gateway.ts";
 
 /** The six route permissions, decided once per request. */
 export { ROUTE_PERMISSIONS };
@@ -30,6 +31,8 @@ export interface GatewayUser {
 /** Hono `Variables` every gateway route may read. */
 export interface GatewayVariables {
   user: GatewayUser;
+  /** `gateway.limits`, stamped by the request-limit middleware (src/gateway/request-limits.ts). */
+  limits: GatewayLimitsConfig;
 }
 export interface GatewayEnv {
   Variables: GatewayVariables;

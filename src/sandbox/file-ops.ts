@@ -48,45 +48,71 @@ export class SandboxFileOps {
   /**
    * Resolves a virtual path and proves that neither it nor an ancestor leaves the sandbox through a
    * symlink. `backend` is the symlink-free location: the real path of the deepest existing ancestor
-   * plus the components that do not exist yet, so later calls act on what was checked.
+   * plus the components that do not exist yet, so later calls act on what was checked. `exists`
+   * says whether the whole path resolved (nothing needs asking the backend again when it did not).
    */
-  async resolve(path: string, cwd?: string): Promise<{ virtual: string; backend: string }> {
+  async resolve(path: string, cwd?: string): Promise<{ virtual: string; backend: string; exists: boolean }> {
     const virtual = resolveVirtualPath(path, cwd);
-    const backend = await this.#realInside(this.backend.toBackend(virtual), path);
-    return { virtual, backend };
+    return { virtual, ...(await this.#realInside(this.backend.toBackend(virtual), path)) };
   }
 
-  async #realInside(target: string, shown: string): Promise<string> {
+  /**
+   * A logarithmic number of backend calls on the shortest prefixes that settle it: probes 1, 2, 4 ...
+   * levels below the root until one is missing, then a binary search between the last level found
+   * and that one (an ancestor of an existing path exists, so existence is monotonic along the
+   * chain). Asking every missing level in turn, from the target up, cost one realpath per level,
+   * each itself linear or worse in the path's length: a deep missing path took cubic time.
+   */
+  async #realInside(target: string, shown: string): Promise<{ backend: string; exists: boolean }> {
     const b = this.backend;
-    let current = target;
-    const missing: string[] = [];
-    for (;;) {
-      let real: string | undefined;
-      try {
-        real = await b.realpath(current);
-      } catch (error) {
-        const code = b.errorCode(error);
-        if (code === "ELOOP") throw symlinkEscape(shown, "goes through a symbolic link loop");
-        if (code !== "ENOENT" && code !== "ENOTDIR") throw error;
-      }
-      if (real !== undefined) {
-        if (!b.containsReal(real)) throw symlinkEscape(shown, "leads outside the sandbox through a symbolic link");
-        return missing.reduceRight((dir, name) => b.join(dir, name), real);
-      }
-      // `current` does not resolve. A dangling symlink would let a write create its target anywhere.
-      const kind = await b.lstat(current).then((s) => s.kind, () => undefined);
+    // chain[0] is the backend's root, each next entry one level deeper, the last one the target.
+    const chain = [target];
+    for (let parent = b.dirname(target); parent !== chain.at(-1); parent = b.dirname(parent)) chain.push(parent);
+    chain.reverse();
+    const last = chain.length - 1;
+    let existing = -1;
+    let missing = chain.length;
+    let real: string | undefined;
+    for (let reach = 1; existing < last && missing === chain.length; reach *= 2) {
+      const probe = Math.min(existing + reach, last);
+      const found = await this.#realpathIfExists(chain[probe]!, shown);
+      if (found === undefined) missing = probe;
+      else [existing, real] = [probe, found];
+    }
+    while (missing - existing > 1) {
+      const middle = (existing + missing) >>> 1;
+      const found = await this.#realpathIfExists(chain[middle]!, shown);
+      if (found === undefined) missing = middle;
+      else [existing, real] = [middle, found];
+    }
+    if (real === undefined) throw symlinkEscape(shown, "could not be resolved");
+    if (!b.containsReal(real)) throw symlinkEscape(shown, "leads outside the sandbox through a symbolic link");
+    if (existing < last) {
+      // Only the first missing level can be a link: nothing below a missing level exists at all.
+      // A dangling symlink would let a write create its target anywhere.
+      const kind = await b.lstat(chain[missing]!).then((s) => s.kind, () => undefined);
       if (kind === "symlink") throw symlinkEscape(shown, "is a symbolic link whose target does not exist");
-      const parent = b.dirname(current);
-      if (parent === current) throw symlinkEscape(shown, "could not be resolved");
-      missing.push(current.slice(parent.length).replace(/^[\\/]+/, ""));
-      current = parent;
+    }
+    const rest = target.slice(chain[existing]!.length).replace(/^[\\/]+/, "");
+    return { backend: rest === "" ? real : b.join(real, rest), exists: existing === last };
+  }
+
+  /** The real path, or undefined when the path (or an ancestor) does not exist. */
+  async #realpathIfExists(path: string, shown: string): Promise<string | undefined> {
+    try {
+      return await this.backend.realpath(path);
+    } catch (error) {
+      const code = this.backend.errorCode(error);
+      if (code === "ELOOP") throw symlinkEscape(shown, "goes through a symbolic link loop");
+      if (code !== "ENOENT" && code !== "ENOTDIR") throw error;
+      return undefined;
     }
   }
 
   /** The working directory of a command, which must exist and be a directory. */
   async workingDirectory(path: string): Promise<{ virtual: string; backend: string }> {
     const resolved = await this.resolve(path);
-    if (!(await this.backend.stat(resolved.backend).then((s) => s.kind === "directory", () => false))) {
+    if (!resolved.exists || !(await this.backend.stat(resolved.backend).then((s) => s.kind === "directory", () => false))) {
       throw new SandboxError(
         "not_found",
         `Working directory ${resolved.virtual} does not exist. Create it first (mkdir -p ${resolved.virtual}).`,
@@ -95,9 +121,11 @@ export class SandboxFileOps {
     return resolved;
   }
 
-  async #kind(path: string): Promise<{ kind: BackendKind; size: number } | undefined> {
+  /** What a resolved path is; undefined when it does not exist (known from resolve, not asked again). */
+  async #kind(resolved: { backend: string; exists: boolean }): Promise<{ kind: BackendKind; size: number } | undefined> {
+    if (!resolved.exists) return undefined;
     try {
-      return await this.backend.stat(path);
+      return await this.backend.stat(resolved.backend);
     } catch (error) {
       const code = this.backend.errorCode(error);
       if (code === "ENOENT" || code === "ENOTDIR") return undefined;
@@ -107,8 +135,9 @@ export class SandboxFileOps {
 
   /** The backend path of an existing file, after the same checks every read makes. */
   async #readable(path: string): Promise<string> {
-    const { virtual, backend } = await this.resolve(path);
-    const st = await this.#kind(backend);
+    const resolved = await this.resolve(path);
+    const { virtual, backend } = resolved;
+    const st = await this.#kind(resolved);
     if (!st) throw new SandboxError("not_found", `File ${virtual} does not exist. List the directory to see what is there.`);
     if (st.kind === "directory") {
       throw new SandboxError("is_directory", `${virtual} is a directory, not a file. List it instead of reading it.`);
@@ -125,8 +154,9 @@ export class SandboxFileOps {
   }
 
   async writeFile(path: string, content: string, options?: { append?: boolean }): Promise<void> {
-    const { virtual, backend } = await this.resolve(path);
-    const st = await this.#kind(backend);
+    const resolved = await this.resolve(path);
+    const { virtual, backend } = resolved;
+    const st = await this.#kind(resolved);
     if (st?.kind === "directory") {
       throw new SandboxError("is_directory", `${virtual} is a directory; write to a file path inside it instead.`);
     }
@@ -136,8 +166,9 @@ export class SandboxFileOps {
   }
 
   async writeFileBytes(path: string, bytes: Uint8Array): Promise<void> {
-    const { virtual, backend } = await this.resolve(path);
-    const st = await this.#kind(backend);
+    const resolved = await this.resolve(path);
+    const { virtual, backend } = resolved;
+    const st = await this.#kind(resolved);
     if (st?.kind === "directory") {
       throw new SandboxError("is_directory", `${virtual} is a directory; write to a file path inside it instead.`);
     }
@@ -155,7 +186,7 @@ export class SandboxFileOps {
       throw new SandboxError("is_directory", `${virtual} is one of the sandbox's folders and cannot be removed.`);
     }
     const cut = virtual.lastIndexOf("/");
-    const parent = await this.#realInside(this.backend.toBackend(virtual.slice(0, cut)), path);
+    const { backend: parent } = await this.#realInside(this.backend.toBackend(virtual.slice(0, cut)), path);
     const target = this.backend.join(parent, virtual.slice(cut + 1));
     let kind: BackendKind;
     try {
@@ -174,14 +205,14 @@ export class SandboxFileOps {
   }
 
   async exists(path: string): Promise<boolean> {
-    const { backend } = await this.resolve(path);
-    return (await this.#kind(backend)) !== undefined;
+    return (await this.#kind(await this.resolve(path))) !== undefined;
   }
 
   /** Entries below `path`, sorted by path; depth 1 = direct children (default DEFAULT_LIST_DEPTH). */
   async list(path: string, options?: { depth?: number }): Promise<DirEntry[]> {
-    const { virtual, backend } = await this.resolve(path);
-    const st = await this.#kind(backend);
+    const resolved = await this.resolve(path);
+    const { virtual, backend } = resolved;
+    const st = await this.#kind(resolved);
     if (!st) throw new SandboxError("not_found", `Directory ${virtual} does not exist.`);
     if (st.kind !== "directory") throw new SandboxError("not_found", `${virtual} is a file, not a directory; read it instead.`);
     const depth = Math.max(1, Math.floor(options?.depth ?? DEFAULT_LIST_DEPTH));

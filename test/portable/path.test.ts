@@ -43,6 +43,19 @@ describe("isInsideVirtualRoots", () => {
 });
 
 describe("resolveVirtualPath", () => {
+  it("refuses a path longer than 4096 bytes once resolved, showing only its start", () => {
+    const longest = `${W}/${"d".repeat(4096 - W.length - 1)}`;
+    expect(resolveVirtualPath(longest)).toBe(longest);
+    const over = refusal(() => resolveVirtualPath(`${longest}x`));
+    expect(over.code).toBe("path_outside_sandbox");
+    expect(over.message).toContain("longer than the 4096 bytes");
+    expect(over.message.length).toBeLessThan(600);
+    // Bytes, not characters: 2,000 euro signs (three bytes each) are 6,000 bytes.
+    expect(refusal(() => resolveVirtualPath("€".repeat(2000))).message).toContain("4096 bytes");
+    // What resolves short is fine, however long it was written.
+    expect(resolveVirtualPath(`${"./".repeat(5000)}a.txt`)).toBe(`${W}/a.txt`);
+  });
+
   it("resolves absolute and relative paths against the workspace or a cwd", () => {
     expect(resolveVirtualPath(`${W}/a/./b/../c.txt`)).toBe(`${W}/a/c.txt`);
     expect(resolveVirtualPath("notes.md")).toBe(`${W}/notes.md`);

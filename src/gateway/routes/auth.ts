@@ -6,6 +6,7 @@ import { authErrorResponse } from "../auth/errors.ts";
 import { ACCESS_TOKEN_COOKIE, CSRF_COOKIE, authenticatedUser } from "../auth/context.ts";
 import type { SessionService } from "../auth/layer.ts";
 import { LOGIN_PATH, LOGOUT_PATH, ME_PATH, directHost, isLoopbackHostHeader, isSecureRequest } from "../auth/request.ts";
+import { JsonBodyError, readJsonBody } from "../request-limits.ts";
 import type { GatewayEnv } from "../types.ts";
 
 /*
@@ -45,7 +46,7 @@ async function readLoginBody(c: Context<GatewayEnv>): Promise<unknown> {
     }
     return body;
   }
-  return c.req.json();
+  return readJsonBody(c);
 }
 
 interface CookiePolicy {
@@ -74,7 +75,8 @@ export function registerAuthRoutes(app: Hono<GatewayEnv>, deps: AuthRouteDeps): 
     let raw: unknown;
     try {
       raw = await readLoginBody(c);
-    } catch {
+    } catch (error) {
+      if (error instanceof JsonBodyError && error.code === "json_too_deep") return c.json({ detail: error.message, code: error.code }, 422);
       return c.json({ detail: "The login body is not valid JSON or form data; send { username, password }." }, 422);
     }
     const parsed = v.safeParse(LoginBodySchema, raw);

@@ -5,6 +5,7 @@ import { RunManager } from "../../runtime/runs/manager.ts";
 import { parseLastEventId, type StreamBridge } from "../../runtime/runs/stream-bridge.ts";
 import { RUN_STATUSES, RunOperationError, type RunRecord, type RunStatus } from "../../runtime/runs/types.ts";
 import { parseRunBody, THREAD_ID_PATTERN, type ParsedRunBody } from "../run-request.ts";
+import { readJsonBody } from "../request-limits.ts";
 import { runLocationHeaders, sseResponse } from "../sse.ts";
 import { ASSISTANT_ID_ALIASES, listAssistants, resolveAssistantId } from "./assistants.ts";
 import type { GatewayDeps, GatewayRunHooks } from "../app.ts";
@@ -32,11 +33,13 @@ export interface RunRouteDeps {
 
 type C = Context<GatewayEnv>;
 
+const RUN_BODY_EXAMPLE = '{"input": {"messages": [...]}}';
+
 export function registerRunRoutes(app: Hono<GatewayEnv>, deps: RunRouteDeps): void {
   const { runs, guard } = deps;
 
   const parseBody = async (c: C): Promise<ParsedRunBody> => {
-    const parsed = parseRunBody(await readJson(c), deps.maxRecursionLimit === undefined ? {} : { maxRecursionLimit: deps.maxRecursionLimit });
+    const parsed = parseRunBody((await readJsonBody(c, RUN_BODY_EXAMPLE)) ?? {}, deps.maxRecursionLimit === undefined ? {} : { maxRecursionLimit: deps.maxRecursionLimit });
     const assistantId = parsed.request.assistantId;
     if (deps.resolveAssistant && deps.resolveAssistant(assistantId) === undefined) {
       // As LangGraph Platform: a run for an assistant that does not exist is a 404, and starts nothing.
@@ -267,24 +270,22 @@ async function threadFor(c: C, guard: RouteGuard, permission: "runs:create" | "r
   return threadId;
 }
 
+/** Run ids are the gateway's own (UUIDs); they also name storage keys, so the alphabet is closed. */
+const RUN_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+
 function runIdOf(c: C): string {
-  return c.req.param("run_id") ?? "";
+  const runId = c.req.param("run_id") ?? "";
+  if (!RUN_ID_PATTERN.test(runId)) {
+    const shown = JSON.stringify(runId.length > 80 ? `${runId.slice(0, 80)}…` : runId);
+    throw new RunOperationError(422, "invalid_run_id", `run_id ${shown} is not a run id: use the run_id a run was created with (1 to 64 letters, digits, "_" or "-").`);
+  }
+  return runId;
 }
 
 async function existingRun(runs: RunManager<GatewayUser>, threadId: string, runId: string): Promise<RunRecord> {
   const row = await runs.get(threadId, runId);
   if (!row) throw new RunOperationError(404, "run_not_found", `Run ${runId} not found`);
   return row;
-}
-
-async function readJson(c: C): Promise<unknown> {
-  const text = await c.req.text();
-  if (text.trim() === "") return {};
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new RunOperationError(422, "invalid_json", "The request body is not valid JSON; send a JSON object such as {\"input\": {\"messages\": [...]}}.");
-  }
 }
 
 function cancelAction(c: C): "interrupt" | "rollback" | undefined {

@@ -9,7 +9,7 @@ function issues(input: unknown): Array<[string, string]> {
 }
 
 describe("the gateway: section", () => {
-  it("defaults to loopback on 2026, auth disabled, 7-day sessions and the upload limits", () => {
+  it("defaults to loopback on 2026, auth disabled, 7-day sessions, the upload limits and the request limits", () => {
     expect(GATEWAY_DEFAULTS).toEqual({
       host: "127.0.0.1",
       port: 2026,
@@ -24,7 +24,22 @@ describe("the gateway: section", () => {
         internal_token_env: "DEER_FLOW_INTERNAL_AUTH_TOKEN",
       },
       uploads: { max_files: 10, max_file_bytes: 50 * 1024 * 1024, max_total_bytes: 100 * 1024 * 1024 },
+      limits: {
+        max_path_bytes: 4096,
+        max_path_segments: 64,
+        max_path_segment_bytes: 1024,
+        max_unauthenticated_body_bytes: 16 * 1024,
+        max_run_body_bytes: 4 * 1024 * 1024,
+        max_body_bytes: 1024 * 1024,
+        max_json_depth: 64,
+      },
     });
+  });
+
+  it("a request limit must be a whole number of 1 or more, and an unknown one is refused", () => {
+    expect(issues({ limits: { max_json_depth: 0 } })).toEqual([["limits.max_json_depth", "expected a number >= 1, got 0"]]);
+    expect(issues({ limits: { max_body_bytes: 1.5 } })).toEqual([["limits.max_body_bytes", "expected a whole number, got 1.5"]]);
+    expect(issues({ limits: { max_body_size: 10 } }).map(([path]) => path)).toEqual(["limits.max_body_size"]);
   });
 
   it("a mode needs its credentials configured", () => {
