@@ -39,7 +39,9 @@ export function registerRunRoutes(app: Hono<GatewayEnv>, deps: RunRouteDeps): vo
   const { runs, guard } = deps;
 
   const parseBody = async (c: C): Promise<ParsedRunBody> => {
-    const parsed = parseRunBody((await readJsonBody(c, RUN_BODY_EXAMPLE)) ?? {}, deps.maxRecursionLimit === undefined ? {} : { maxRecursionLimit: deps.maxRecursionLimit });
+    // An empty body is `{}`; a `null` one is not, and parseRunBody refuses it like any non-object.
+    const body = await readJsonBody(c, RUN_BODY_EXAMPLE);
+    const parsed = parseRunBody(body === undefined ? {} : body, deps.maxRecursionLimit === undefined ? {} : { maxRecursionLimit: deps.maxRecursionLimit });
     const assistantId = parsed.request.assistantId;
     if (deps.resolveAssistant && deps.resolveAssistant(assistantId) === undefined) {
       // As LangGraph Platform: a run for an assistant that does not exist is a 404, and starts nothing.
