@@ -30,6 +30,8 @@
  * - start_rss: RSS after the server started, served `warmup` runs and sat idle `--idle-seconds`.
  * - idle_rss (per burst): RSS at the end of the idle time after the burst; idle_rss_min the lowest
  *   sample in it; heap_used the probe's heap at that moment.
+ * - probe_rss (per burst): RSS as the probe read it, right after idle_rss (after the collection
+ *   with --gc).
  * - back_within_s: after the last burst, the seconds until RSS first came within margin_mb of
  *   start_rss (null: not within --final-idle-seconds).
  * - fails (exit 1) when a run fails, when RSS grows from burst to burst (the last 5 bursts' idle
@@ -324,6 +326,7 @@ async function main(): Promise<void> {
         idle_rss_mb: mb(settled.last),
         idle_rss_min_mb: mb(settled.min),
         heap_used_mb: mb(probe.heap_used),
+        probe_rss_mb: mb(probe.rss),
         heap_total_mb: mb(probe.heap_total),
         external_mb: mb(probe.external),
         back_within_margin_s: back,
