@@ -7,25 +7,42 @@ import { runInNewContext } from "node:vm";
  * (bench/soak.ts: 227 MB at the start, 653 MB 60 s after three bursts of 200 runs, heap 335 MB of
  * which a collection leaves about 60). Node exposes no collection without --expose-gc at startup;
  * setting the flag later exposes `gc` to contexts created afterwards, so one new context fetches
- * it once. Two passes: the first frees the garbage, the second compacts the pages the survivors
- * left sparse, so the heap's committed size (and the RSS) shrinks too, not only what it uses (one
- * pass: heap 88 of 248 MB committed and RSS 370 MB 20 s after a burst; a burst's survivors are
- * scattered over every page it grew).
+ * it once.
+ *
+ * A plain full collection frees the garbage but keeps the heap committed: a burst's survivors (the
+ * replay windows, caches) sit scattered over every page it grew, so 20 s after a burst the heap
+ * used 88 of 265 MB committed and RSS stayed at 410 MB, even after a second pass. So this one
+ * collection compacts every page (--compact-on-every-full-gc for its duration only), and the
+ * emptied pages go back to the system.
  */
 
 let collect: (() => void) | null | undefined;
 
-/** Two full collections now (the ReclaimMemory port); a no-op if this Node refuses the flag. */
+function flag(value: string): boolean {
+  try {
+    setFlagsFromString(value);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A full, compacting collection now (the ReclaimMemory port); a no-op if this Node refuses the flag. */
 export function reclaimNodeMemory(): void {
   if (collect === undefined) {
     try {
-      setFlagsFromString("--expose-gc");
+      flag("--expose-gc");
       const found: unknown = runInNewContext("typeof gc === 'function' ? gc : undefined");
       collect = typeof found === "function" ? (found as () => void) : null;
     } catch {
       collect = null;
     }
   }
-  collect?.();
-  collect?.();
+  if (!collect) return;
+  const compacting = flag("--compact-on-every-full-gc");
+  try {
+    collect();
+  } finally {
+    if (compacting) flag("--no-compact-on-every-full-gc");
+  }
 }
