@@ -25,12 +25,12 @@ const LGAPI_MARKER = join(LGAPI_DIR, "node_modules", "@langchain", "langgraph-ap
 const g = globalThis as any;
 
 /** This process's environment (Node and Bun: process.env; Deno: Deno.env). */
-function currentEnv(): Record<string, string> {
+export function currentEnv(): Record<string, string> {
   if (g.Deno?.env?.toObject) return g.Deno.env.toObject();
   return { ...(g.process?.env ?? {}) };
 }
 
-function forwardLines(stream: NodeJS.ReadableStream | null, prefix: string): void {
+export function forwardLines(stream: NodeJS.ReadableStream | null, prefix: string): void {
   if (stream === null) return;
   createInterface({ input: stream }).on("line", (line) => console.error(`${prefix}${line}`));
 }

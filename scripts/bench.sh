@@ -7,6 +7,8 @@
 # other runs still happen. Progress of each run goes to stderr.
 # Knobs (environment): BENCH_SAMPLES, BENCH_BLOCK_MS, BENCH_WARMUP_MS, BENCH_RUNTIMES="node deno bun",
 # BENCH_NAMES="chain-overhead tool-side extensions delegation gateway uploads crash-journal gateway-limits" (which benches); each bench documents its own extra knobs.
+# bench/soak.ts (memory over 10 bursts of 200 streamed runs, about 10-20 min per runtime) runs only when named:
+# BENCH_NAMES=soak; under each runtime it soaks that runtime's serve CLI.
 # bench/gateway.ts installs its baseline server's separate npm folder on first use
 # (npm ci --prefix bench/lgapi); if that fails it prints {"skipped":"lgapi",...} and measures the rest.
 set -u

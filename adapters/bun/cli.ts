@@ -5,6 +5,7 @@ import { createCliHost } from "../shared/cli-host.ts";
 import { processTerminal } from "../shared/process-terminal.ts";
 import { serveBun } from "./serve.ts";
 import { createBunEnv } from "./env.ts";
+import { reclaimBunMemory } from "./memory.ts";
 import { createBunProcessRunner } from "./process-runner.ts";
 
 const code = await main(
@@ -13,6 +14,7 @@ const code = await main(
     env: createBunEnv(),
     runner: createBunProcessRunner(),
     serve: serveBun,
+    reclaimMemory: reclaimBunMemory,
   }),
 );
 process.exit(code);

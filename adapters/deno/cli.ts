@@ -4,6 +4,7 @@ import { main } from "../../src/cli/main.ts";
 import { createCliHost } from "../shared/cli-host.ts";
 import { serveDeno } from "./serve.ts";
 import { createDenoEnv } from "./env.ts";
+import { reclaimV8Memory } from "../shared/v8-memory.ts";
 import { createDenoProcessRunner } from "./process-runner.ts";
 
 declare const Deno: {
@@ -52,6 +53,7 @@ const code = await main(
       };
     },
     serve: serveDeno,
+    reclaimMemory: reclaimV8Memory,
   }),
 );
 Deno.exit(code);

@@ -6,6 +6,7 @@ import { createCliHost } from "../shared/cli-host.ts";
 import { processTerminal } from "../shared/process-terminal.ts";
 import { serveNode } from "./serve.ts";
 import { createNodeEnv } from "./env.ts";
+import { reclaimV8Memory } from "../shared/v8-memory.ts";
 import { createNodeProcessRunner } from "./process-runner.ts";
 
 const code = await main(
@@ -14,6 +15,7 @@ const code = await main(
     env: createNodeEnv(),
     runner: createNodeProcessRunner(),
     serve: serveNode,
+    reclaimMemory: reclaimV8Memory,
   }),
 );
 // Let buffered output drain, then leave even if a library kept a timer alive.

@@ -5,7 +5,7 @@ import { dirname, resolve } from "node:path";
 import type { CliHost, CliOutput } from "../../src/cli/host.ts";
 import { systemClock } from "../../src/core/clock.ts";
 import type { ServeFetch } from "../../src/ports/http-server.ts";
-import type { Env, ProcessRunner } from "../../src/ports/runtime-ports.ts";
+import type { Env, ProcessRunner, ReclaimMemory } from "../../src/ports/runtime-ports.ts";
 import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
 import { createLocalSandboxProvider } from "./local-sandbox.ts";
 import { createFsDriver } from "./fs-key-value.ts";
@@ -22,6 +22,7 @@ export interface RuntimeBits {
   readonly stderr: CliOutput;
   readonly onInterrupt: (handler: () => void) => () => void;
   readonly serve: ServeFetch;
+  readonly reclaimMemory?: ReclaimMemory;
 }
 
 /** One line of standard input (node:readline works on Node, Deno and Bun); undefined at its end. */
@@ -53,6 +54,7 @@ export function createCliHost(bits: RuntimeBits): CliHost {
     stderr: bits.stderr,
     onInterrupt: bits.onInterrupt,
     serve: bits.serve,
+    ...(bits.reclaimMemory ? { reclaimMemory: bits.reclaimMemory } : {}),
     createModuleLoader: (baseDir) => createModuleLoader({ baseDir }),
     mcpStdio: createMcpStdioTransportFactory(),
     dirname,

@@ -3,7 +3,7 @@ import type { ManagerHost } from "../ports/extension-manager.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import type { ModuleLoader } from "../ports/module-loader.ts";
 import type { McpStdioTransportFactory } from "../ports/mcp-transport.ts";
-import type { Clock, Env } from "../ports/runtime-ports.ts";
+import type { Clock, Env, ReclaimMemory } from "../ports/runtime-ports.ts";
 import type { SandboxProvider } from "../ports/sandbox.ts";
 import type { ServeFetch } from "../ports/http-server.ts";
 
@@ -34,6 +34,8 @@ export interface CliHost {
   onInterrupt(handler: () => void): () => void;
   /** Serves a fetch handler on this runtime's HTTP server (`deerflow-edge serve`). */
   readonly serve: ServeFetch;
+  /** Asks this runtime to collect garbage once the served runs went quiet; absent where it reclaims idle memory by itself. */
+  readonly reclaimMemory?: ReclaimMemory;
   /** Files, npm and the cross-process lock for `deerflow-edge extension`; absent where the runtime cannot run npm. */
   createExtensionManagerHost?(): ManagerHost;
   /** One line from standard input without its line end; undefined at end of input (or with no input). */

@@ -57,6 +57,7 @@ export async function serveCommand(host: CliHost, options: ServeCommandOptions):
       extraTools: mcp?.tools ?? [],
       configuredMiddlewares,
       listening: { host: hostname },
+      ...(host.reclaimMemory ? { runs: { reclaimMemory: host.reclaimMemory } } : {}),
       onDiagnostic: reportDiagnostic,
       logger: {
         info: (message) => host.stderr.write(`${message}\n`),

@@ -3,6 +3,7 @@ import { availableModelNames } from "../../config/index.ts";
 import { newId } from "../../core/ids.ts";
 import { RunManager } from "../../runtime/runs/manager.ts";
 import { parseLastEventId, type StreamBridge } from "../../runtime/runs/stream-bridge.ts";
+import type { ReclaimMemory } from "../../ports/runtime-ports.ts";
 import { RUN_STATUSES, RunOperationError, type RunRecord, type RunStatus } from "../../runtime/runs/types.ts";
 import { parseRunBody, THREAD_ID_PATTERN, type ParsedRunBody } from "../run-request.ts";
 import { readJsonBody } from "../request-limits.ts";
@@ -198,6 +199,8 @@ export interface RunsPartOptions {
   readonly maxRecursionLimit?: number;
   /** The lifecycle hooks' shared budget per pass (default 3 s). */
   readonly notifyBudgetMs?: number;
+  /** Asked for once the runs went quiet (the serving runtime's collector; see RunManager). */
+  readonly reclaimMemory?: ReclaimMemory;
 }
 
 /**
@@ -220,6 +223,7 @@ export async function registerRunsPart(
     clock: deps.clock,
     ...(options.bridge ? { bridge: options.bridge } : {}),
     ...(options.notifyBudgetMs === undefined ? {} : { notifyBudgetMs: options.notifyBudgetMs }),
+    ...(options.reclaimMemory ? { reclaimMemory: options.reclaimMemory } : {}),
     modelNames: () => availableModelNames(deps.config),
     onDiagnostic: deps.reportDiagnostic,
   });

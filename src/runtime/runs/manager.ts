@@ -4,8 +4,9 @@ import { errorMessage } from "../../core/errors.ts";
 import { newId } from "../../core/ids.ts";
 import { EMPTY_EXTENSIONS, type LoadedExtensions } from "../../extensions/registry.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
-import type { Clock } from "../../ports/runtime-ports.ts";
+import type { Clock, ReclaimMemory } from "../../ports/runtime-ports.ts";
 import { readThreadValues } from "./checkpoints.ts";
+import { IdleReclaimer } from "./reclaim.ts";
 import { RunJournal, type JournalPage } from "./journal.ts";
 import { RunStore, type RunListQuery } from "./run-store.ts";
 import { MemoryStreamBridge, type StreamBridge, type StreamFrame } from "./stream-bridge.ts";
@@ -38,6 +39,11 @@ export interface RunManagerOptions<U extends RunPrincipal> {
   /** The lifecycle hooks' shared budget per pass (default 3 s). */
   readonly notifyBudgetMs?: number;
   readonly storePrefix?: string;
+  /**
+   * Asked for once the runs went quiet (the last active run finished, or the default bridge dropped
+   * its last replay window): see {@link IdleReclaimer}. Absent: nothing is asked.
+   */
+  readonly reclaimMemory?: ReclaimMemory;
 }
 
 export interface CancelOptions {
@@ -84,13 +90,19 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
   readonly #reserved = new Set<string>();
   #lastStamp = 0;
   #closing = false;
+  readonly #reclaimer: IdleReclaimer | undefined;
 
   constructor(options: RunManagerOptions<U>) {
     this.#options = options;
     this.clock = options.clock ?? systemClock;
     this.extensions = options.extensions ?? EMPTY_EXTENSIONS;
     this.store = new RunStore(options.storage, options.storePrefix ? { prefix: options.storePrefix } : {});
-    this.bridge = options.bridge ?? new MemoryStreamBridge({ clock: this.clock });
+    const reclaimer = options.reclaimMemory ? new IdleReclaimer(this.clock, options.reclaimMemory) : undefined;
+    this.#reclaimer = reclaimer;
+    // A closed replay window is memory given back too: the frames of a burst's runs go 60 s after it.
+    this.bridge =
+      options.bridge ??
+      new MemoryStreamBridge({ clock: this.clock, ...(reclaimer ? { onDrained: () => this.#active.size === 0 && reclaimer.idle() } : {}) });
     this.journal = new RunJournal(options.storage, { clock: this.clock });
   }
 
@@ -169,6 +181,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
         .catch((cause: unknown) => this.#report("error", `run ${row.run_id}`, `worker crashed: ${errorMessage(cause)}`))
         .finally(() => this.#forget(run));
       this.#active.set(row.run_id, run);
+      this.#reclaimer?.busy();
       this.#byThread.set(threadId, [...(this.#byThread.get(threadId) ?? []), row.run_id]);
       return row;
     });
@@ -287,6 +300,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
    */
   async shutdown(timeoutMs = 5000): Promise<ShutdownReport> {
     this.#closing = true;
+    this.#reclaimer?.close();
     const runs = [...this.#active.values()];
     for (const run of runs) if (!run.settled) this.#abort(run, "interrupt");
     const deadline = new AbortController();
@@ -320,6 +334,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     const rest = (this.#byThread.get(run.row.thread_id) ?? []).filter((id) => id !== runId);
     if (rest.length > 0) this.#byThread.set(run.row.thread_id, rest);
     else this.#byThread.delete(run.row.thread_id);
+    if (this.#active.size === 0) this.#reclaimer?.idle();
   }
 
   #checkModel(request: RunRequest): void {

@@ -57,6 +57,8 @@ export interface MemoryStreamBridgeOptions {
   readonly retain?: number;
   /** How long a finished run's log stays readable. Default 60 s. */
   readonly releaseAfterMs?: number;
+  /** Told when a release left no run's log held (the memory of the last replay window is free). */
+  readonly onDrained?: () => void;
 }
 
 interface RunLog {
@@ -96,6 +98,7 @@ export class MemoryStreamBridge implements StreamBridge {
   readonly #clock: Clock;
   readonly #retain: number;
   readonly #releaseAfterMs: number;
+  readonly #onDrained: (() => void) | undefined;
   readonly #logs = new Map<string, RunLog>();
   readonly #releases = new AbortController();
   readonly #pendingReleases: Array<{ readonly due: number; readonly runId: string; readonly log: RunLog }> = [];
@@ -105,6 +108,7 @@ export class MemoryStreamBridge implements StreamBridge {
     this.#clock = options.clock ?? systemClock;
     this.#retain = Math.max(1, Math.floor(options.retain ?? 256));
     this.#releaseAfterMs = options.releaseAfterMs ?? 60_000;
+    this.#onDrained = options.onDrained;
   }
 
   open(runId: string): void {
@@ -152,6 +156,7 @@ export class MemoryStreamBridge implements StreamBridge {
     this.#logs.delete(runId);
     log.released = true;
     wake(log);
+    if (this.#logs.size === 0) this.#onDrained?.();
   }
 
   async #sweep(): Promise<void> {
