@@ -15,6 +15,7 @@ type SnapshotEntry =
   | { path: string; type: "directory" }
   | { path: string; type: "file"; text: string }
   | { path: string; type: "file"; base64: string }
+  | { path: string; type: "file"; bytes: Uint8Array }
   | { path: string; type: "symlink"; target: string };
 
 export interface VirtualSnapshot {
@@ -79,7 +80,12 @@ export function memoryBackend(fs: InMemoryFs): FileBackend {
 
 const utf8Strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
-export async function takeSnapshot(fs: InMemoryFs): Promise<VirtualSnapshot> {
+/**
+ * The files under the roots. "stored" is the JSON form kept in storage (UTF-8 text as text, other
+ * bytes as base64); "checkpoint" hands every file's bytes over as they are, for a postMessage copy
+ * (no decoding or base64 before every command) that restoreSnapshot also reads.
+ */
+export async function takeSnapshot(fs: InMemoryFs, form: "stored" | "checkpoint" = "stored"): Promise<VirtualSnapshot> {
   const entries: SnapshotEntry[] = [];
   const walk = async (dir: string): Promise<void> => {
     for (const d of await fs.readdirWithFileTypes(dir)) {
@@ -91,6 +97,10 @@ export async function takeSnapshot(fs: InMemoryFs): Promise<VirtualSnapshot> {
         await walk(path);
       } else if (d.isFile) {
         const bytes = await fs.readFileBuffer(path);
+        if (form === "checkpoint") {
+          entries.push({ path, type: "file", bytes });
+          continue;
+        }
         let text: string | undefined;
         try {
           text = utf8Strict.decode(bytes);
@@ -132,6 +142,7 @@ export async function restoreSnapshot(value: unknown, key: string): Promise<InMe
       await fs.mkdir(posixDirname(entry.path), { recursive: true });
       if ("text" in entry && typeof entry.text === "string") await fs.writeFile(entry.path, entry.text, "utf8");
       else if ("base64" in entry && typeof entry.base64 === "string") await fs.writeFile(entry.path, base64ToBytes(entry.base64));
+      else if ("bytes" in entry && entry.bytes instanceof Uint8Array) await fs.writeFile(entry.path, entry.bytes.slice());
     } else if (entry.type === "symlink" && typeof entry.target === "string") {
       await fs.mkdir(posixDirname(entry.path), { recursive: true });
       await fs.symlink(entry.target, entry.path);

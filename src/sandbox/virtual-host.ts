@@ -77,7 +77,7 @@ export function serveVirtualSandboxHost(channel: SandboxWorkerChannel): void {
       }
       case "exec": {
         const current = opened();
-        channel.postMessage({ id: request.id, checkpoint: await takeSnapshot(current.fs) } satisfies HostReply);
+        channel.postMessage({ id: request.id, checkpoint: await takeSnapshot(current.fs, "checkpoint") } satisfies HostReply);
         const controller = new AbortController();
         running.set(request.id, controller);
         try {

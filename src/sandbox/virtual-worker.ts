@@ -245,10 +245,11 @@ export class WorkerVirtualSandbox extends FileBackedSandbox {
     });
 
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let onAbort: (() => void) | undefined;
     const stopped = new Promise<"timeout" | "aborted">((resolve) => {
       const deadline = timeoutMs + WORKER_STOP_GRACE_MS;
       if (timeoutMs > 0 && deadline <= MAX_TIMER_MS) timer = setTimeout(() => resolve("timeout"), deadline);
-      const onAbort = () => {
+      onAbort = () => {
         connection.notify({ op: "abort", target: id });
         clearTimeout(timer);
         timer = setTimeout(() => resolve("aborted"), WORKER_STOP_GRACE_MS);
@@ -270,12 +271,22 @@ export class WorkerVirtualSandbox extends FileBackedSandbox {
       throw error;
     } finally {
       clearTimeout(timer);
+      if (onAbort) signal?.removeEventListener("abort", onAbort);
     }
   }
 
   /** The thread's files, for the provider to store on release. */
   async snapshot(): Promise<VirtualSnapshot> {
-    return (await (await this.#link.connection).send({ op: "snapshot" }).reply) as VirtualSnapshot;
+    const connection = await this.#link.connection;
+    try {
+      return (await connection.send({ op: "snapshot" }).reply) as VirtualSnapshot;
+    } catch (error) {
+      // Released while a command was stuck: the restarted worker holds the files to save.
+      if (!connection.dead) throw error;
+      const fresh = await this.#link.connection;
+      if (fresh === connection) throw error;
+      return (await fresh.send({ op: "snapshot" }).reply) as VirtualSnapshot;
+    }
   }
 
   /** Lets go of the worker (for another sandbox to use); the sandbox is unusable afterwards. */

@@ -115,3 +115,22 @@ describe(`the virtual sandbox in a worker (${runtime})`, () => {
     expect(await back.readFile("/mnt/user-data/outputs/o.txt")).toBe("saved\n");
   });
 });
+
+describe(`releasing a worker sandbox while a command is stuck (${runtime})`, () => {
+  it("saves the files as they were before the stuck command once its timeout restarts the worker", async () => {
+    const storage = createMemoryKeyValue();
+    const provider = createVirtualSandboxProvider({ storage, workers: await runtimeSandboxWorkers(), defaultTimeoutMs: 300 });
+    try {
+      const sb = await provider.acquire(ALICE);
+      await sb.writeFile("kept.txt", "before\n");
+      const stuck = sb.exec(`echo changed > kept.txt; ${RUNAWAY_LOOP}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      await provider.release(sb.id);
+      expect(await stuck).toMatchObject({ exitCode: 124 });
+      const back = await provider.acquire(ALICE);
+      expect(await back.readFile("kept.txt")).toBe("before\n");
+    } finally {
+      await provider.close();
+    }
+  });
+});
