@@ -12,6 +12,11 @@ import { RUNAWAY_LOOP, runtime, runtimeSandboxWorkers } from "./sandbox-workers.
 const ALICE: SandboxScope = { userId: "alice", threadId: "thread-1" };
 /** For commands after a restart: a fresh worker loads each command's module on first use, which can take a while. */
 const UNHURRIED = { timeoutMs: 30_000 };
+/**
+ * The runaway commands' constructs once, so that nothing is left to load when they run: a module
+ * load is a turn of the worker's event loop, where it could answer a call meant to wait behind the loop.
+ */
+const WARM_UP = "echo warm > warm.txt; i=0; while false; do i=$((i+1)); done";
 
 /** Counts timer turns the caller's event loop gets while `work` is pending. */
 function tickWhile<T>(work: Promise<T>): { ticks(): number; settled(): boolean; done: Promise<T> } {
@@ -61,6 +66,7 @@ describe(`the virtual sandbox in a worker (${runtime})`, () => {
   it("a stopped command leaves the files as they were before it; a call waiting behind it is refused, naming why", async () => {
     const sb = await provider.acquire(ALICE);
     await sb.writeFile("kept.txt", "before\n");
+    await sb.exec(WARM_UP, UNHURRIED);
     const run = tickWhile(sb.exec(`echo partial > half.txt; echo changed > kept.txt; ${RUNAWAY_LOOP}`, { timeoutMs: 300 }));
     await until(() => run.ticks() >= 10, "10 timer turns");
     const behind = sb.readFile("kept.txt");
@@ -123,8 +129,9 @@ describe(`releasing a worker sandbox while a command is stuck (${runtime})`, () 
     try {
       const sb = await provider.acquire(ALICE);
       await sb.writeFile("kept.txt", "before\n");
+      await sb.exec(WARM_UP, UNHURRIED);
       const stuck = sb.exec(`echo changed > kept.txt; ${RUNAWAY_LOOP}`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await new Promise((resolve) => setTimeout(resolve, 100));
       await provider.release(sb.id);
       expect(await stuck).toMatchObject({ exitCode: 124 });
       const back = await provider.acquire(ALICE);
