@@ -263,7 +263,10 @@ export class WorkerVirtualSandbox extends FileBackedSandbox {
         signal?.throwIfAborted();
         return outcome.value as ExecResult;
       }
-      this.#restart(connection, timeoutMs);
+      this.#restart(
+        connection,
+        outcome === "aborted" ? "a cancelled command did not stop" : `a command ran past its timeout of ${timeoutMs} ms`,
+      );
       if (outcome === "aborted") signal?.throwIfAborted();
       return timedOutResult("", "", timeoutMs);
     } catch (error) {
@@ -300,14 +303,13 @@ export class WorkerVirtualSandbox extends FileBackedSandbox {
    * Terminates the worker stuck in a command and starts a fresh one from the files as they were
    * before that command. Calls still waiting on the old worker fail, naming why.
    */
-  #restart(stuck: HostConnection, timeoutMs: number): void {
+  #restart(stuck: HostConnection, why: string): void {
     // Two commands stuck in one worker: the first to give up restarts it, the second finds it dead.
     if (stuck.dead) return;
     stuck.fail(
       new SandboxError(
         "sandbox_unavailable",
-        `The sandbox was restarted because a command ran past its timeout of ${timeoutMs} ms; ` +
-          `its files are back as they were before that command. Run this call again.`,
+        `The sandbox was restarted because ${why}; its files are back as they were before that command. Run this call again.`,
       ),
     );
     const { workers, key, defenseInDepth } = this.#options;
