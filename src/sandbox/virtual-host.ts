@@ -1,6 +1,7 @@
 import type { Bash, InMemoryFs } from "just-bash";
 import { SandboxError } from "../ports/sandbox.ts";
 import type { SandboxWorkerChannel } from "../ports/sandbox-worker.ts";
+import { SandboxFileOps } from "./file-ops.ts";
 import type { FileBackend } from "./file-ops.ts";
 import { createShell, memoryBackend, resolveDefenseInDepth, restoreSnapshot, runShell, takeSnapshot } from "./memory-fs.ts";
 import type { VirtualSnapshot } from "./memory-fs.ts";
@@ -26,6 +27,7 @@ export type RemoteFileCall = (typeof REMOTE_FILE_CALLS)[number];
 
 export type HostRequest =
   | { id: number; op: "open"; snapshot: unknown; key: string; defenseInDepth: boolean | undefined }
+  /** `cwd` as the caller named it: resolved and checked here, saving the round trips. */
   | { id: number; op: "exec"; command: string; cwd: string; timeoutMs: number }
   | { id: number; op: "abort"; target: number }
   | { id: number; op: "file"; call: RemoteFileCall; args: unknown[] }
@@ -77,11 +79,12 @@ export function serveVirtualSandboxHost(channel: SandboxWorkerChannel): void {
       }
       case "exec": {
         const current = opened();
+        const { virtual: cwd } = await new SandboxFileOps(current.backend).workingDirectory(request.cwd);
         channel.postMessage({ id: request.id, checkpoint: await takeSnapshot(current.fs, "checkpoint") } satisfies HostReply);
         const controller = new AbortController();
         running.set(request.id, controller);
         try {
-          return await runShell(current.bash, request.command, { cwd: request.cwd, timeoutMs: request.timeoutMs, signal: controller.signal });
+          return await runShell(current.bash, request.command, { cwd, timeoutMs: request.timeoutMs, signal: controller.signal });
         } finally {
           running.delete(request.id);
         }

@@ -1,4 +1,4 @@
-import { SandboxError } from "../ports/sandbox.ts";
+import { SandboxError, VIRTUAL_DIRS } from "../ports/sandbox.ts";
 import type { ExecOptions, ExecResult, SandboxScope } from "../ports/sandbox.ts";
 import type { SandboxWorker, SandboxWorkerPort } from "../ports/sandbox-worker.ts";
 import { FileBackedSandbox } from "./file-ops.ts";
@@ -235,7 +235,7 @@ export class WorkerVirtualSandbox extends FileBackedSandbox {
 
   async exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
     this.assertLive();
-    const { virtual: cwd } = await this.workingDirectory(options.cwd);
+    const cwd = options.cwd ?? VIRTUAL_DIRS.workspace;
     const signal = options.signal;
     signal?.throwIfAborted();
     const timeoutMs = options.timeoutMs ?? this.#options.defaultTimeoutMs;
