@@ -54,7 +54,7 @@ describe(`the virtual sandbox in a worker (${runtime})`, () => {
   it("timers keep firing while a runaway loop runs, and the default timeout stops it naming the limit", async () => {
     const sb = await provider.acquire(ALICE);
     const run = tickWhile(sb.exec(RUNAWAY_LOOP));
-    await until(() => run.ticks() >= 20, "20 timer turns");
+    await until(() => run.ticks() >= 5, "5 timer turns");
     // The loop is still in flight: its timer turns came while it ran, not after.
     expect(run.settled()).toBe(false);
     const result = await run.done;
@@ -68,7 +68,7 @@ describe(`the virtual sandbox in a worker (${runtime})`, () => {
     await sb.writeFile("kept.txt", "before\n");
     await sb.exec(WARM_UP, UNHURRIED);
     const run = tickWhile(sb.exec(`echo partial > half.txt; echo changed > kept.txt; ${RUNAWAY_LOOP}`, { timeoutMs: 300 }));
-    await until(() => run.ticks() >= 10, "10 timer turns");
+    await until(() => run.ticks() >= 5, "5 timer turns");
     const behind = sb.readFile("kept.txt");
     const refused = await behind.then(
       () => undefined,
@@ -90,7 +90,7 @@ describe(`the virtual sandbox in a worker (${runtime})`, () => {
     const scopes = [1, 2, 3, 4].map((n) => ({ userId: `user-${n}`, threadId: "thread-1" }));
     const sandboxes = await Promise.all(scopes.map((scope) => provider.acquire(scope)));
     const runs = tickWhile(Promise.all(sandboxes.map((sb) => sb.exec(RUNAWAY_LOOP))));
-    await until(() => runs.ticks() >= 20, "20 timer turns");
+    await until(() => runs.ticks() >= 5, "5 timer turns");
     expect(runs.settled()).toBe(false);
     const results: ExecResult[] = await runs.done;
     for (const result of results) expect(result).toMatchObject({ exitCode: 124 });
@@ -102,7 +102,7 @@ describe(`the virtual sandbox in a worker (${runtime})`, () => {
     const controller = new AbortController();
     const reason = new Error("user cancelled");
     const run = tickWhile(sb.exec(RUNAWAY_LOOP, { signal: controller.signal, timeoutMs: 60_000 }));
-    await until(() => run.ticks() >= 10, "10 timer turns");
+    await until(() => run.ticks() >= 5, "5 timer turns");
     controller.abort(reason);
     await expect(run.done).rejects.toBe(reason);
     expect((await sb.exec("echo back", UNHURRIED)).stdout).toBe("back\n");
