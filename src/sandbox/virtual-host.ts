@@ -1,0 +1,90 @@
+import type { Bash, InMemoryFs } from "just-bash";
+import { SandboxError } from "../ports/sandbox.ts";
+import type { ExecResult } from "../ports/sandbox.ts";
+import type { SandboxWorkerChannel } from "../ports/sandbox-worker.ts";
+import { createShell, diffSnapshots, resolveDefenseInDepth, restoreSnapshot, runShell, takeSnapshot } from "./memory-fs.ts";
+import type { FileChanges, VirtualSnapshot } from "./memory-fs.ts";
+
+// The worker half of the virtual sandbox (src/sandbox/virtual-worker.ts holds the other half): it
+// runs one command at a time over a copy of the thread's files it is sent with the command, and
+// answers with the command's result and what it changed. The thread's files themselves stay on
+// the gateway's thread.
+
+export type HostRequest =
+  | {
+      id: number;
+      op: "exec";
+      command: string;
+      /** Already resolved and checked by the sender. */
+      cwd: string;
+      timeoutMs: number;
+      defenseInDepth: boolean | undefined;
+      /** The thread's files under the roots as the command starts (a "copy" snapshot). */
+      files: VirtualSnapshot;
+      /** First command for this sandbox: start from a new file system (nothing of an earlier sandbox's outside the roots). */
+      fresh: boolean;
+    }
+  | { id: number; op: "abort"; target: number };
+
+export interface ExecAnswer {
+  result: ExecResult;
+  changes: FileChanges;
+}
+
+/** How an error crosses the channel: SandboxErrors keep their code. */
+export interface WireError {
+  sandboxCode?: SandboxError["code"];
+  message: string;
+}
+
+export type HostReply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: WireError };
+
+/** Posted once, when the host listens: earlier messages could be lost on a Web Worker. */
+export const HOST_READY = { ready: true } as const;
+
+function toWire(error: unknown): WireError {
+  if (error instanceof SandboxError) return { sandboxCode: error.code, message: error.message };
+  return { message: String((error as Error)?.message ?? error) };
+}
+
+/** Serves one sandbox at a time over `channel` until the worker is terminated. */
+export function serveVirtualSandboxHost(channel: SandboxWorkerChannel): void {
+  /**
+   * The file system and shell of the sandbox this worker serves: kept from one command to the
+   * next (so what a command leaves outside the roots, /tmp say, is there for the next, as on the
+   * gateway's thread), the roots replaced by each command's copy.
+   */
+  let current: { fs: InMemoryFs; bash: Bash; defense: boolean } | undefined;
+  const running = new Map<number, AbortController>();
+
+  async function exec(request: Extract<HostRequest, { op: "exec" }>): Promise<ExecAnswer> {
+    const defense = await resolveDefenseInDepth(request.defenseInDepth);
+    if (request.fresh || !current || current.defense !== defense) {
+      const fs = await restoreSnapshot(request.files, "(the command's copy)");
+      current = { fs, bash: createShell(fs, defense), defense };
+    } else {
+      await restoreSnapshot(request.files, "(the command's copy)", current.fs, true);
+    }
+    const controller = new AbortController();
+    running.set(request.id, controller);
+    try {
+      const result = await runShell(current.bash, request.command, { cwd: request.cwd, timeoutMs: request.timeoutMs, signal: controller.signal });
+      return { result, changes: diffSnapshots(request.files, await takeSnapshot(current.fs, "copy")) };
+    } finally {
+      running.delete(request.id);
+    }
+  }
+
+  channel.onMessage((message) => {
+    const request = message as HostRequest;
+    if (request.op === "abort") {
+      running.get(request.target)?.abort();
+      return;
+    }
+    void exec(request).then(
+      (value) => channel.postMessage({ id: request.id, ok: true, value } satisfies HostReply),
+      (error: unknown) => channel.postMessage({ id: request.id, ok: false, error: toWire(error) } satisfies HostReply),
+    );
+  });
+  channel.postMessage(HOST_READY);
+}
