@@ -193,7 +193,7 @@ describe(`worker commands and the thread's files, uploads included (${runtime})`
       expect(await sb.readFile("copy.txt")).toBe("from the user\nmore\n");
 
       await provider.release(sb.id);
-      expect((await provider.uploads!.list(ALICE))?.map((entry) => entry.name).sort()).toEqual(["late.txt", "made.txt"]);
+      expect((await provider.uploads!.list!(ALICE))?.map((entry) => entry.name).sort()).toEqual(["late.txt", "made.txt"]);
       const back = await provider.acquire(ALICE);
       expect(await back.readFile("/mnt/user-data/uploads/made.txt")).toBe("made\n");
       expect(await back.exists("/mnt/user-data/uploads/given.txt")).toBe(false);
