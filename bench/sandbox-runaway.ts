@@ -12,13 +12,15 @@
  *    in another process would see. Reported: probes, p50, p99 and max latency (ms), and how long
  *    the loops ran (ms).
  * 2. echo: the cost of a normal command, `sb.exec("echo hi")`, in both modes, in calibrated blocks
- *    interleaved per sample (bench/harness.ts runSamples); reported per command (µs, median over
- *    samples) and the ratio worker / in-process of the same run.
+ *    interleaved per sample (bench/harness.ts runSamples), in an empty thread and in one holding
+ *    BENCH_ECHO_FILES (default 100) files of BENCH_ECHO_FILE_KB (default 10) KiB: a worker command
+ *    carries a copy of the thread's files to the worker and their changes back. Reported per
+ *    command (µs, median over samples) and the ratios worker / in-process of the same run.
  *
  * Run: npx tsx bench/sandbox-runaway.ts | npx deno run -A --unstable-no-legacy-abort
  * bench/sandbox-runaway.ts | npx bun bench/sandbox-runaway.ts. Env knobs: BENCH_SAMPLES (default
  * 9), BENCH_BLOCK_MS (default 100), BENCH_WARMUP_MS (default 300), BENCH_PROBE_MS,
- * BENCH_RUNAWAY_TIMEOUT_MS. About a minute per runtime.
+ * BENCH_RUNAWAY_TIMEOUT_MS, BENCH_ECHO_FILES, BENCH_ECHO_FILE_KB. About a minute per runtime.
  *
  * Output: one JSON line per measured configuration on stdout, then one summary line.
  */
@@ -57,6 +59,9 @@ const PROBE_MS = envNumber("BENCH_PROBE_MS", 100);
 const IDLE_MS = 2_000;
 const RUNAWAY_TIMEOUT_MS = envNumber("BENCH_RUNAWAY_TIMEOUT_MS", 2_000);
 const RUNAWAY = "i=0; while true; do i=$((i+1)); done";
+/** The files in the second echo thread: what a worker command copies there and back. */
+const ECHO_FILES = envNumber("BENCH_ECHO_FILES", 100);
+const ECHO_FILE_KB = envNumber("BENCH_ECHO_FILE_KB", 10);
 type Mode = "in-process" | "worker";
 type LatencyMode = Mode | "idle";
 
@@ -161,41 +166,64 @@ async function main(): Promise<void> {
       }
     }
 
-    const echoers: Record<Mode, Sandbox> = {
-      "in-process": (await acquireAll(providers["in-process"], 1, "echo"))[0]!,
-      worker: (await acquireAll(providers.worker, 1, "echo"))[0]!,
+    // Each worker command carries a copy of the thread's files there and their changes back: an
+    // empty thread, and one holding ECHO_FILES files of ECHO_FILE_KB KiB in its workspace.
+    const echoers: Record<string, Sandbox> = {};
+    const filler = new TextEncoder().encode("x".repeat(ECHO_FILE_KB * 1024));
+    for (const mode of ["in-process", "worker"] as const) {
+      for (const files of [0, ECHO_FILES]) {
+        const sb = (await acquireAll(providers[mode], 1, `echo-${files}`))[0]!;
+        for (let i = 0; i < files; i++) await sb.writeFileBytes(`data/f${i}.txt`, filler);
+        echoers[`${mode}:${files}`] = sb;
+      }
+    }
+    const configs = (["in-process", "worker"] as const).flatMap((mode) => [0, ECHO_FILES].map((files) => ({ mode, files, units: 1, perOpUs: [] as number[] })));
+    type EchoConfig = (typeof configs)[number];
+    const runEcho = async (config: EchoConfig, n: number) => {
+      const sb = echoers[`${config.mode}:${config.files}`]!;
+      for (let i = 0; i < n; i++) await sb.exec("echo hi");
     };
-    const configs = (["in-process", "worker"] as const).map((mode) => ({ mode, units: 1, perOpUs: [] as number[] }));
-    const runEcho = async (mode: Mode, n: number) => {
-      for (let i = 0; i < n; i++) await echoers[mode].exec("echo hi");
-    };
-    const timeEcho = async (mode: Mode, n: number) => {
+    const timeEcho = async (config: EchoConfig, n: number) => {
       const t0 = performance.now();
-      await runEcho(mode, n);
+      await runEcho(config, n);
       return performance.now() - t0;
     };
     for (const config of configs) {
-      config.units = await calibrateBlock({ warmupMs: WARMUP_MS, blockMs: BLOCK_MS, run: (n) => runEcho(config.mode, n), time: (n) => timeEcho(config.mode, n) });
+      config.units = await calibrateBlock({ warmupMs: WARMUP_MS, blockMs: BLOCK_MS, run: (n) => runEcho(config, n), time: (n) => timeEcho(config, n) });
     }
     log(`echo: ${SAMPLES} samples`);
-    await runSamples(groupBy(configs, () => "echo"), SAMPLES, async (config) => {
+    await runSamples(groupBy(configs, (config) => `echo-${config.files}`), SAMPLES, async (config) => {
       collectGarbage("minor");
-      config.perOpUs.push(((await timeEcho(config.mode, config.units)) / config.units) * 1000);
+      config.perOpUs.push(((await timeEcho(config, config.units)) / config.units) * 1000);
     }, { beforeGroup: () => collectGarbage() });
     const medians: Record<string, number> = {};
     for (const config of configs) {
-      medians[config.mode] = median(config.perOpUs);
-      emit({ bench: BENCH, part: "echo", runtime, version, mode: config.mode, units_per_block: config.units, samples: SAMPLES, per_command_us: round3(medians[config.mode]!), load_average: loadAverage() });
+      const key = `${config.mode}:${config.files}`;
+      medians[key] = median(config.perOpUs);
+      emit({
+        bench: BENCH,
+        part: "echo",
+        runtime,
+        version,
+        mode: config.mode,
+        files: config.files,
+        file_kib: config.files === 0 ? 0 : ECHO_FILE_KB,
+        units_per_block: config.units,
+        samples: SAMPLES,
+        per_command_us: round3(medians[key]!),
+        load_average: loadAverage(),
+      });
     }
     emit({
       bench: BENCH,
       summary: true,
       runtime,
       version,
-      echo_ratio_worker_over_in_process: round3(medians.worker! / medians["in-process"]!),
+      echo_ratio_worker_over_in_process: round3(medians["worker:0"]! / medians["in-process:0"]!),
+      [`echo_ratio_worker_over_in_process_${ECHO_FILES}_files`]: round3(medians[`worker:${ECHO_FILES}`]! / medians[`in-process:${ECHO_FILES}`]!),
       definitions: {
         "ok-latency": "GET /api/ok latency from the moment the probe was due, while the loops run",
-        echo: "one sandbox exec of `echo hi`, median per-command time over samples",
+        echo: "one sandbox exec of `echo hi`, median per-command time over samples, in an empty thread and in one with `files` files of `file_kib` KiB",
       },
     });
   } finally {
