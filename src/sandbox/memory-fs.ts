@@ -128,15 +128,19 @@ export function isSnapshot(value: unknown): value is VirtualSnapshot {
   return !!v && typeof v === "object" && v.format === "deerflow-edge.virtual-sandbox" && v.version === 1 && Array.isArray(v.entries);
 }
 
-/** Writes one entry (a checked, in-root path) into `fs`, its parent folders first. */
-async function writeEntry(fs: InMemoryFs, entry: SnapshotEntry): Promise<void> {
+/**
+ * Writes one entry (a checked, in-root path) into `fs`, its parent folders first. With `adopt`,
+ * a file given as bytes keeps that very buffer as its content (the caller owns the snapshot and
+ * lets go of it), so that diffSnapshots knows a file nobody rewrote without comparing its bytes.
+ */
+async function writeEntry(fs: InMemoryFs, entry: SnapshotEntry, adopt = false): Promise<void> {
   if (entry.type === "directory") {
     await fs.mkdir(entry.path, { recursive: true });
   } else if (entry.type === "file") {
     await fs.mkdir(posixDirname(entry.path), { recursive: true });
     if ("text" in entry && typeof entry.text === "string") await fs.writeFile(entry.path, entry.text, "utf8");
     else if ("base64" in entry && typeof entry.base64 === "string") await fs.writeFile(entry.path, base64ToBytes(entry.base64));
-    else if ("bytes" in entry && entry.bytes instanceof Uint8Array) await fs.writeFile(entry.path, entry.bytes.slice());
+    else if ("bytes" in entry && entry.bytes instanceof Uint8Array) await fs.writeFile(entry.path, adopt ? entry.bytes : entry.bytes.slice());
   } else if (entry.type === "symlink" && typeof entry.target === "string") {
     await fs.mkdir(posixDirname(entry.path), { recursive: true });
     await fs.symlink(entry.target, entry.path);
@@ -148,17 +152,19 @@ function acceptablePath(path: unknown): path is string {
   return typeof path === "string" && normalizePosixPath(path) === path && isInsideVirtualRoots(path);
 }
 
-/**
- * Fills `fs` (a fresh InMemoryFs unless given) with the roots and the snapshot's files; with
- * `replace`, what was under the roots before is dropped first (what is outside them stays).
- */
-export async function restoreSnapshot<F extends InMemoryFs = InMemoryFs>(
-  value: unknown,
-  key: string,
-  fs: F = new InMemoryFs() as F,
-  replace = false,
-): Promise<F> {
-  if (replace) for (const root of ROOTS) await fs.rm(root, { recursive: true, force: true });
+export interface RestoreOptions<F extends InMemoryFs> {
+  /** The file system to fill; a new InMemoryFs by default. */
+  into?: F;
+  /** Drop what is under the roots first (what is outside them stays). */
+  replace?: boolean;
+  /** Files given as bytes keep the snapshot's own buffers (see writeEntry). */
+  adopt?: boolean;
+}
+
+/** Fills a file system with the roots and the snapshot's files. */
+export async function restoreSnapshot<F extends InMemoryFs = InMemoryFs>(value: unknown, key: string, options: RestoreOptions<F> = {}): Promise<F> {
+  const fs = options.into ?? (new InMemoryFs() as F);
+  if (options.replace) for (const root of ROOTS) await fs.rm(root, { recursive: true, force: true });
   for (const root of ROOTS) await fs.mkdir(root, { recursive: true });
   if (value === null || value === undefined) return fs;
   if (!isSnapshot(value)) {
@@ -169,7 +175,7 @@ export async function restoreSnapshot<F extends InMemoryFs = InMemoryFs>(
     );
   }
   for (const entry of value.entries) {
-    if (acceptablePath(entry?.path)) await writeEntry(fs, entry);
+    if (acceptablePath(entry?.path)) await writeEntry(fs, entry, options.adopt);
   }
   return fs;
 }
@@ -189,7 +195,8 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
 function sameEntry(a: SnapshotEntry, b: SnapshotEntry): boolean {
   if (a.type !== b.type) return false;
   if (a.type === "symlink" && b.type === "symlink") return a.target === b.target;
-  if ("bytes" in a && "bytes" in b) return sameBytes(a.bytes, b.bytes);
+  // The same buffer: restored with `adopt` and never rewritten.
+  if ("bytes" in a && "bytes" in b) return a.bytes === b.bytes || sameBytes(a.bytes, b.bytes);
   return a.type === "directory";
 }
 

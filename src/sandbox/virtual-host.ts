@@ -19,8 +19,12 @@ export type HostRequest =
       cwd: string;
       timeoutMs: number;
       defenseInDepth: boolean | undefined;
-      /** The thread's files under the roots as the command starts (a "copy" snapshot). */
-      files: VirtualSnapshot;
+      /**
+       * The thread's files under the roots as the command starts (a "copy" snapshot); undefined
+       * when they are what the previous command left here (the sender applied its changes and
+       * nothing else changed since).
+       */
+      files: VirtualSnapshot | undefined;
       /** First command for this sandbox: start from a new file system (nothing of an earlier sandbox's outside the roots). */
       fresh: boolean;
     }
@@ -54,22 +58,35 @@ export function serveVirtualSandboxHost(channel: SandboxWorkerChannel): void {
    * next (so what a command leaves outside the roots, /tmp say, is there for the next, as on the
    * gateway's thread), the roots replaced by each command's copy.
    */
-  let current: { fs: InMemoryFs; bash: Bash; defense: boolean } | undefined;
+  let current: { fs: InMemoryFs; bash: Bash; defense: boolean; files: VirtualSnapshot } | undefined;
   const running = new Map<number, AbortController>();
 
   async function exec(request: Extract<HostRequest, { op: "exec" }>): Promise<ExecAnswer> {
     const defense = await resolveDefenseInDepth(request.defenseInDepth);
-    if (request.fresh || !current || current.defense !== defense) {
-      const fs = await restoreSnapshot(request.files, "(the command's copy)");
-      current = { fs, bash: createShell(fs, defense), defense };
+    const { files } = request;
+    // The copy is this worker's own (structured-cloned): its buffers become the files, so the diff
+    // afterwards recognises an untouched file by its buffer instead of comparing bytes.
+    if (files === undefined) {
+      if (request.fresh || !current || current.defense !== defense) {
+        throw new SandboxError("sandbox_unavailable", "The sandbox's worker was sent a command without the thread's files. Run it again.");
+      }
+    } else if (request.fresh || !current || current.defense !== defense) {
+      const fs = await restoreSnapshot(files, "(the command's copy)", { adopt: true });
+      current = { fs, bash: createShell(fs, defense), defense, files };
     } else {
-      await restoreSnapshot(request.files, "(the command's copy)", current.fs, true);
+      await restoreSnapshot(files, "(the command's copy)", { into: current.fs, replace: true, adopt: true });
+      current.files = files;
     }
+    const sandbox = current;
     const controller = new AbortController();
     running.set(request.id, controller);
     try {
-      const result = await runShell(current.bash, request.command, { cwd: request.cwd, timeoutMs: request.timeoutMs, signal: controller.signal });
-      return { result, changes: diffSnapshots(request.files, await takeSnapshot(current.fs, "copy")) };
+      const result = await runShell(sandbox.bash, request.command, { cwd: request.cwd, timeoutMs: request.timeoutMs, signal: controller.signal });
+      const after = await takeSnapshot(sandbox.fs, "copy");
+      const changes = diffSnapshots(sandbox.files, after);
+      // What the next command starts from when it comes without a copy.
+      sandbox.files = after;
+      return { result, changes };
     } finally {
       running.delete(request.id);
     }

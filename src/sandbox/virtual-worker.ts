@@ -201,13 +201,19 @@ export class WorkerShell {
   #connection: HostConnection | undefined;
   /** Whether the current connection's worker has run a command for this sandbox yet. */
   #started = false;
+  /**
+   * The files' generation the worker's copy matches (its last command's changes applied here and
+   * nothing else changed since), or undefined: then the next command sends a copy again.
+   */
+  #inSync: number | undefined;
   /** The command before this one: commands run one after another, each over the files the last left. */
   #turn: Promise<void> = Promise.resolve();
   #disposed: Error | undefined;
 
   constructor(
     private readonly workers: WorkerSupply,
-    private readonly fs: InMemoryFs,
+    /** The sandbox's files; `generation` goes up with every change to them. */
+    private readonly fs: InMemoryFs & { readonly generation: number },
     private readonly defenseInDepth: boolean | undefined,
   ) {}
 
@@ -231,14 +237,18 @@ export class WorkerShell {
     const { signal, timeoutMs } = options;
     signal?.throwIfAborted();
     if (this.#disposed) throw this.#disposed;
-    const files = await takeSnapshot(this.fs, "copy");
     if (!this.#connection || this.#connection.dead) {
       this.#connection = new HostConnection(this.workers.take());
       this.#started = false;
+      this.#inSync = undefined;
     }
     const connection = this.#connection;
     const fresh = !this.#started;
     this.#started = true;
+    const generation = this.fs.generation;
+    // The worker keeps the files its last command left: a copy goes only when they moved on here.
+    const files = !fresh && this.#inSync === generation ? undefined : await takeSnapshot(this.fs, "copy");
+    this.#inSync = undefined;
     const { id, reply } = connection.send({ op: "exec", command, cwd: options.cwd, timeoutMs, defenseInDepth: this.defenseInDepth, files, fresh });
 
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -258,7 +268,10 @@ export class WorkerShell {
       const outcome = await Promise.race([reply.then((value) => ({ value: value as ExecAnswer })), stopped]);
       if (typeof outcome === "object") {
         signal?.throwIfAborted();
+        // A file call while the command ran changed files the worker's copy lacks.
+        const untouchedMeanwhile = this.fs.generation === generation;
         await applyChanges(this.fs, outcome.value.changes);
+        if (untouchedMeanwhile && this.#connection === connection && !connection.dead) this.#inSync = this.fs.generation;
         return outcome.value.result;
       }
       // Nothing of the stopped command is applied: the files stay as they were before it.

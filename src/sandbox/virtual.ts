@@ -65,9 +65,12 @@ class TrackedFs extends InMemoryFs {
   wholeFolderTouched = false;
   /** True once anything changed since the last save. */
   changed = false;
+  /** Goes up with every change (a worker's copy of the files is current while it has not moved). */
+  generation = 0;
 
   note(path: string): void {
     this.changed = true;
+    this.generation++;
     const normalized = normalizePosixPath(path.startsWith("/") ? path : `/${path}`);
     const name = uploadNameOf(normalized);
     if (name !== undefined) this.touched.add(name);
@@ -109,18 +112,25 @@ class TrackedFs extends InMemoryFs {
   }
   override mkdir(...args: Parameters<InMemoryFs["mkdir"]>): Promise<void> {
     this.changed = true;
+    this.generation++;
     return super.mkdir(...args);
   }
   override chmod(...args: Parameters<InMemoryFs["chmod"]>): Promise<void> {
     this.changed = true;
+    this.generation++;
     return super.chmod(...args);
+  }
+  /** An upload shown in the sandbox: not a change to save (the store has it), but one a worker's copy lacks. */
+  override writeFileLazy(...args: Parameters<InMemoryFs["writeFileLazy"]>): void {
+    this.generation++;
+    super.writeFileLazy(...args);
   }
 }
 
 /** A stored snapshot back in a TrackedFs. Written through the tracker: an upload in a snapshot from
  * before the upload store is thereby marked touched, and moves to the store at the next release. */
 function restoreTracked(value: unknown, key: string): Promise<TrackedFs> {
-  return restoreSnapshot(value, key, new TrackedFs());
+  return restoreSnapshot(value, key, { into: new TrackedFs() });
 }
 
 /** Where a sandbox's commands run: just-bash on the caller's thread, or a worker. */

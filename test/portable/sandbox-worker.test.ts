@@ -192,6 +192,14 @@ describe(`worker commands and the thread's files, uploads included (${runtime})`
       expect(await sb.exists("/mnt/user-data/uploads/given.txt")).toBe(false);
       expect(await sb.readFile("copy.txt")).toBe("from the user\nmore\n");
 
+      // Commands one after another, with file calls between some of them: each sees the latest files.
+      await sb.exec("echo 1 > seq.txt", UNHURRIED);
+      expect((await sb.exec("cat seq.txt; echo 2 >> seq.txt", UNHURRIED)).stdout).toBe("1\n");
+      await sb.writeFile("seq.txt", "3\n");
+      expect((await sb.exec("cat seq.txt", UNHURRIED)).stdout).toBe("3\n");
+      await sb.remove("seq.txt");
+      expect((await sb.exec("test -e seq.txt || echo gone", UNHURRIED)).stdout).toBe("gone\n");
+
       await provider.release(sb.id);
       expect((await provider.uploads!.list!(ALICE))?.map((entry) => entry.name).sort()).toEqual(["late.txt", "made.txt"]);
       const back = await provider.acquire(ALICE);
