@@ -13,9 +13,10 @@
  *    the loops ran (ms).
  * 2. echo: the cost of a normal command, `sb.exec("echo hi")`, in both modes, in calibrated blocks
  *    interleaved per sample (bench/harness.ts runSamples), in an empty thread and in one holding
- *    BENCH_ECHO_FILES (default 100) files of BENCH_ECHO_FILE_KB (default 10) KiB: a worker command
- *    carries a copy of the thread's files to the worker and their changes back. Reported per
- *    command (µs, median over samples) and the ratios worker / in-process of the same run.
+ *    BENCH_ECHO_FILES (default 100) files of BENCH_ECHO_FILE_KB (default 10) KiB, and in that one
+ *    with a file API write before each command: a worker command carries a copy of the thread's
+ *    files to the worker when they changed since its last command, and their changes back.
+ *    Reported per command (µs, median over samples) and the ratios worker / in-process of the run.
  *
  * Run: npx tsx bench/sandbox-runaway.ts | npx deno run -A --unstable-no-legacy-abort
  * bench/sandbox-runaway.ts | npx bun bench/sandbox-runaway.ts. Env knobs: BENCH_SAMPLES (default
@@ -166,22 +167,33 @@ async function main(): Promise<void> {
       }
     }
 
-    // Each worker command carries a copy of the thread's files there and their changes back: an
-    // empty thread, and one holding ECHO_FILES files of ECHO_FILE_KB KiB in its workspace.
+    // A worker command carries a copy of the thread's files there when they changed since its last
+    // command, and their changes back: an empty thread, one holding ECHO_FILES files of ECHO_FILE_KB
+    // KiB in its workspace, and that one with a file written through the file API before each
+    // command (so every command carries the copy; the write is timed in both modes).
+    const variants = [
+      { files: 0, writeFirst: false },
+      { files: ECHO_FILES, writeFirst: false },
+      { files: ECHO_FILES, writeFirst: true },
+    ];
+    const nameOf = (v: { files: number; writeFirst: boolean }) => `${v.files}${v.writeFirst ? "-after-write" : ""}`;
     const echoers: Record<string, Sandbox> = {};
     const filler = new TextEncoder().encode("x".repeat(ECHO_FILE_KB * 1024));
     for (const mode of ["in-process", "worker"] as const) {
-      for (const files of [0, ECHO_FILES]) {
-        const sb = (await acquireAll(providers[mode], 1, `echo-${files}`))[0]!;
-        for (let i = 0; i < files; i++) await sb.writeFileBytes(`data/f${i}.txt`, filler);
-        echoers[`${mode}:${files}`] = sb;
+      for (const variant of variants) {
+        const sb = (await acquireAll(providers[mode], 1, `echo-${nameOf(variant)}`))[0]!;
+        for (let i = 0; i < variant.files; i++) await sb.writeFileBytes(`data/f${i}.txt`, filler);
+        echoers[`${mode}:${nameOf(variant)}`] = sb;
       }
     }
-    const configs = (["in-process", "worker"] as const).flatMap((mode) => [0, ECHO_FILES].map((files) => ({ mode, files, units: 1, perOpUs: [] as number[] })));
+    const configs = (["in-process", "worker"] as const).flatMap((mode) => variants.map((variant) => ({ mode, ...variant, units: 1, perOpUs: [] as number[] })));
     type EchoConfig = (typeof configs)[number];
     const runEcho = async (config: EchoConfig, n: number) => {
-      const sb = echoers[`${config.mode}:${config.files}`]!;
-      for (let i = 0; i < n; i++) await sb.exec("echo hi");
+      const sb = echoers[`${config.mode}:${nameOf(config)}`]!;
+      for (let i = 0; i < n; i++) {
+        if (config.writeFirst) await sb.writeFile("note.txt", String(i));
+        await sb.exec("echo hi");
+      }
     };
     const timeEcho = async (config: EchoConfig, n: number) => {
       const t0 = performance.now();
@@ -192,13 +204,13 @@ async function main(): Promise<void> {
       config.units = await calibrateBlock({ warmupMs: WARMUP_MS, blockMs: BLOCK_MS, run: (n) => runEcho(config, n), time: (n) => timeEcho(config, n) });
     }
     log(`echo: ${SAMPLES} samples`);
-    await runSamples(groupBy(configs, (config) => `echo-${config.files}`), SAMPLES, async (config) => {
+    await runSamples(groupBy(configs, (config) => `echo-${nameOf(config)}`), SAMPLES, async (config) => {
       collectGarbage("minor");
       config.perOpUs.push(((await timeEcho(config, config.units)) / config.units) * 1000);
     }, { beforeGroup: () => collectGarbage() });
     const medians: Record<string, number> = {};
     for (const config of configs) {
-      const key = `${config.mode}:${config.files}`;
+      const key = `${config.mode}:${nameOf(config)}`;
       medians[key] = median(config.perOpUs);
       emit({
         bench: BENCH,
@@ -208,6 +220,7 @@ async function main(): Promise<void> {
         mode: config.mode,
         files: config.files,
         file_kib: config.files === 0 ? 0 : ECHO_FILE_KB,
+        file_write_before_each: config.writeFirst,
         units_per_block: config.units,
         samples: SAMPLES,
         per_command_us: round3(medians[key]!),
@@ -221,9 +234,14 @@ async function main(): Promise<void> {
       version,
       echo_ratio_worker_over_in_process: round3(medians["worker:0"]! / medians["in-process:0"]!),
       [`echo_ratio_worker_over_in_process_${ECHO_FILES}_files`]: round3(medians[`worker:${ECHO_FILES}`]! / medians[`in-process:${ECHO_FILES}`]!),
+      [`echo_ratio_worker_over_in_process_${ECHO_FILES}_files_after_write`]: round3(
+        medians[`worker:${ECHO_FILES}-after-write`]! / medians[`in-process:${ECHO_FILES}-after-write`]!,
+      ),
       definitions: {
         "ok-latency": "GET /api/ok latency from the moment the probe was due, while the loops run",
-        echo: "one sandbox exec of `echo hi`, median per-command time over samples, in an empty thread and in one with `files` files of `file_kib` KiB",
+        echo:
+          "one sandbox exec of `echo hi`, median per-command time over samples, in an empty thread and in one with `files` files of `file_kib` KiB; " +
+          "with file_write_before_each a file API write precedes each command (timed in both modes), so a worker command always carries the copy",
       },
     });
   } finally {
