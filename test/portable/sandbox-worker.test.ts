@@ -214,3 +214,31 @@ describe(`worker commands and the thread's files, uploads included (${runtime})`
     }
   });
 });
+
+describe(`a worker command's changes, mirrored exactly (${runtime})`, () => {
+  it("folders replaced by files and files by folders, moved trees, links and removals come back as the command left them", async () => {
+    const provider = createVirtualSandboxProvider({ storage: createMemoryKeyValue(), workers: await runtimeSandboxWorkers() });
+    const LIST = "find /mnt/user-data | sort; for f in $(find /mnt/user-data -type f | sort); do echo \"$f=$(cat $f)\"; done; for l in $(find /mnt/user-data -type l | sort); do echo \"$l->$(readlink $l)\"; done";
+    try {
+      const sb = await provider.acquire(ALICE);
+      await sb.writeFile("tree/a/one.txt", "1");
+      await sb.writeFile("tree/b.txt", "b");
+      await sb.writeFile("gone/x.txt", "x");
+      await sb.writeFile("was-file", "f");
+      const inWorker = await sb.exec(
+        `rm -r gone; mv tree moved; rm was-file; mkdir -p was-file/inner; echo in > was-file/inner/y.txt; rm -r moved/a; echo now-a-file > moved/a; ln -s /mnt/user-data/workspace/moved/b.txt /mnt/user-data/outputs/link; echo same > /mnt/user-data/outputs/o.txt; ${LIST}`,
+        UNHURRIED,
+      );
+      expect(inWorker.exitCode).toBe(0);
+      // A file call moves the files on, so the next command runs over the caller's copy of them.
+      await sb.writeFile("/mnt/user-data/outputs/o.txt", "same\n");
+      const fromCaller = await sb.exec(LIST, UNHURRIED);
+      expect(fromCaller.stdout).toBe(inWorker.stdout);
+      expect(await sb.readFile("moved/a")).toBe("now-a-file\n");
+      expect(await sb.readFile("/mnt/user-data/outputs/link")).toBe("b");
+      expect(await sb.exists("gone")).toBe(false);
+    } finally {
+      await provider.close();
+    }
+  });
+});
