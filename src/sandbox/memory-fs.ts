@@ -101,7 +101,10 @@ export async function takeSnapshot(fs: InMemoryFs, form: "stored" | "copy" = "st
         await walk(path);
       } else if (d.isFile) {
         if (form === "copy") {
-          entries.push({ path, type: "file", bytes: await fs.readFileBuffer(path) });
+          // An upload whose stored bytes are gone cannot be read here either: the command goes
+          // without it rather than not at all (a read in the sandbox says ENOENT the same way).
+          const bytes = await fs.readFileBuffer(path).catch(() => undefined);
+          if (bytes) entries.push({ path, type: "file", bytes });
           continue;
         }
         // The upload store keeps these; a stored snapshot holding them too would copy every upload.

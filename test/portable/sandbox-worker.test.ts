@@ -242,3 +242,26 @@ describe(`a worker command's changes, mirrored exactly (${runtime})`, () => {
     }
   });
 });
+
+describe(`an upload whose stored bytes are gone (${runtime})`, () => {
+  it("does not stop the thread's commands in a worker: they run without it, and reading it says it is not there", async () => {
+    const storage = createMemoryKeyValue();
+    const provider = createVirtualSandboxProvider({ storage, workers: await runtimeSandboxWorkers() });
+    try {
+      const batch = await provider.uploads!.begin(ALICE);
+      const file = await batch.file("lost.txt");
+      await file.write(new TextEncoder().encode("soon gone"));
+      await file.close();
+      await batch.commit();
+      const sb = await provider.acquire(ALICE);
+      // The upload's records vanish from storage (another process forgot them, a disk lost them).
+      for (const key of await storage.getKeys("")) if (key.includes(":data")) await storage.removeItem(key);
+      expect((await sb.exec("echo still > w.txt; cat w.txt", UNHURRIED)).stdout).toBe("still\n");
+      const refused = await sb.readFile("/mnt/user-data/uploads/lost.txt").then(() => undefined, (error: unknown) => error as SandboxError);
+      expect(refused).toBeInstanceOf(SandboxError);
+      expect(refused?.code).toBe("not_found");
+    } finally {
+      await provider.close();
+    }
+  });
+});
