@@ -2,6 +2,7 @@
 import "../shared/als.ts";
 import { main } from "../../src/cli/main.ts";
 import { createCliHost } from "../shared/cli-host.ts";
+import { createWebSandboxWorkers } from "../shared/web-sandbox-worker.ts";
 import { processTerminal } from "../shared/process-terminal.ts";
 import { serveBun } from "./serve.ts";
 import { createBunEnv } from "./env.ts";
@@ -13,6 +14,7 @@ const code = await main(
     ...processTerminal(),
     env: createBunEnv(),
     runner: createBunProcessRunner(),
+    sandboxWorkers: createWebSandboxWorkers(),
     serve: serveBun,
     reclaimMemory: reclaimBunMemory,
   }),

@@ -11,3 +11,4 @@ export { createModuleLoader } from "../shared/module-loader.ts";
 export { createMcpStdioTransportFactory } from "../shared/mcp-stdio.ts";
 export { createFsDriver } from "../shared/fs-key-value.ts";
 export { serveBun } from "./serve.ts";
+export { createWebSandboxWorkers } from "../shared/web-sandbox-worker.ts";

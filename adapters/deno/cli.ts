@@ -2,6 +2,7 @@
 import "../shared/als.ts";
 import { main } from "../../src/cli/main.ts";
 import { createCliHost } from "../shared/cli-host.ts";
+import { createWebSandboxWorkers } from "../shared/web-sandbox-worker.ts";
 import { serveDeno } from "./serve.ts";
 import { createDenoEnv } from "./env.ts";
 import { reclaimV8Memory } from "../shared/v8-memory.ts";
@@ -42,6 +43,7 @@ const code = await main(
     argv: Deno.args,
     env: createDenoEnv(),
     runner: createDenoProcessRunner(),
+    sandboxWorkers: createWebSandboxWorkers(),
     stdout: writer(Deno.stdout),
     stderr: writer(Deno.stderr),
     onInterrupt(handler) {

@@ -3,6 +3,7 @@
 import "../shared/als.ts";
 import { main } from "../../src/cli/main.ts";
 import { createCliHost } from "../shared/cli-host.ts";
+import { createNodeSandboxWorkers } from "./sandbox-worker.ts";
 import { processTerminal } from "../shared/process-terminal.ts";
 import { serveNode } from "./serve.ts";
 import { createNodeEnv } from "./env.ts";
@@ -14,6 +15,7 @@ const code = await main(
     ...processTerminal(),
     env: createNodeEnv(),
     runner: createNodeProcessRunner(),
+    sandboxWorkers: createNodeSandboxWorkers(),
     serve: serveNode,
     reclaimMemory: reclaimV8Memory,
   }),

@@ -6,6 +6,7 @@ import type { CliHost, CliOutput } from "../../src/cli/host.ts";
 import { systemClock } from "../../src/core/clock.ts";
 import type { ServeFetch } from "../../src/ports/http-server.ts";
 import type { Env, ProcessRunner, ReclaimMemory } from "../../src/ports/runtime-ports.ts";
+import type { SandboxWorkerPort } from "../../src/ports/sandbox-worker.ts";
 import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
 import { createLocalSandboxProvider } from "./local-sandbox.ts";
 import { createFsDriver } from "./fs-key-value.ts";
@@ -23,6 +24,8 @@ export interface RuntimeBits {
   readonly onInterrupt: (handler: () => void) => () => void;
   readonly serve: ServeFetch;
   readonly reclaimMemory?: ReclaimMemory;
+  /** Where the virtual sandbox runs its commands, off the thread that serves requests. */
+  readonly sandboxWorkers: SandboxWorkerPort;
 }
 
 /** One line of standard input (node:readline works on Node, Deno and Bun); undefined at its end. */
@@ -74,10 +77,11 @@ export function createCliHost(bits: RuntimeBits): CliHost {
       return storage;
     },
     createSandboxProvider(config, storage) {
+      const defaultTimeoutMs = config.sandbox.command_timeout_ms;
       if (config.sandbox.use === "local") {
-        return createLocalSandboxProvider({ rootDir: resolve(config.storage.base), runner: bits.runner });
+        return createLocalSandboxProvider({ rootDir: resolve(config.storage.base), runner: bits.runner, defaultTimeoutMs });
       }
-      return createVirtualSandboxProvider({ storage });
+      return createVirtualSandboxProvider({ storage, defaultTimeoutMs, workers: bits.sandboxWorkers });
     },
   };
 }

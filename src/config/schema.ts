@@ -7,6 +7,10 @@ export const DEFAULT_BASE_URL = "https://api.openai.com/v1";
 export const DEFAULT_MODEL_TIMEOUT_MS = 120_000;
 export const DEFAULT_RECURSION_LIMIT = 100;
 export const DEFAULT_STORAGE_BASE = ".deer-flow";
+/** How long one sandbox command may run before it is stopped. */
+export const DEFAULT_SANDBOX_COMMAND_TIMEOUT_MS = 30_000;
+/** The longest delay a timer takes on every runtime (2^31 - 1 ms, about 24.8 days). */
+const MAX_TIMER_MS = 2_147_483_647;
 
 export const MODEL_NAME_PATTERN = /^[A-Za-z0-9_.-]+$/;
 const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -114,6 +118,14 @@ export const ModelConfigSchema = mapping({
 export const SandboxConfigSchema = mapping({
   /** virtual: in-process, no host access (default). local: host processes, opt-in. */
   use: v.optional(v.picklist(["virtual", "local"]), "virtual"),
+  /** Wall-clock limit of one command (bash tool); past it the command is stopped, exit code 124. */
+  command_timeout_ms: v.optional(
+    v.pipe(
+      positiveInteger,
+      v.maxValue(MAX_TIMER_MS, (issue) => `expected a number <= ${MAX_TIMER_MS} (about 24.8 days), got ${issue.received}`),
+    ),
+    DEFAULT_SANDBOX_COMMAND_TIMEOUT_MS,
+  ),
 });
 
 export const StorageConfigSchema = mapping({

@@ -218,7 +218,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   const threads = options.threads ?? new KeyValueThreadStore({ storage, clock });
   const guard = createRouteGuard(threads);
   const ownSandbox = options.sandbox === undefined;
-  const sandbox = options.sandbox ?? createVirtualSandboxProvider({ storage });
+  const sandbox = options.sandbox ?? createVirtualSandboxProvider({ storage, defaultTimeoutMs: config.sandbox.command_timeout_ms });
   const defaultFactory: LeadAgentFactory | undefined = options.agentFactory
     ? undefined
     : createLeadAgentFactory({

@@ -179,7 +179,7 @@ export async function createDeerFlowClient(options: DeerFlowClientOptions = {}):
   const ownStorage = options.storage === undefined;
   const storage = options.storage ?? createMemoryKeyValue();
   const ownSandbox = options.sandbox === undefined;
-  const sandbox = options.sandbox ?? createVirtualSandboxProvider({ storage });
+  const sandbox = options.sandbox ?? createVirtualSandboxProvider({ storage, defaultTimeoutMs: config.sandbox.command_timeout_ms });
   const checkpointer = trackCheckpointWrites(options.checkpointer ?? new KeyValueCheckpointSaver({ storage }));
   const threads = options.threads ?? new KeyValueThreadStore({ storage, clock });
   const report = (diagnostic: RunDiagnostic) => options.onDiagnostic?.(diagnostic);

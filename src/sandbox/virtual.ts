@@ -1,15 +1,27 @@
-import { Bash, InMemoryFs } from "just-bash";
-import { base64ToBytes, bytesToBase64 } from "../core/base64.ts";
-import { isInsideVirtualRoots, normalizePosixPath } from "../core/path.ts";
+import { InMemoryFs } from "just-bash";
+import type { Bash } from "just-bash";
+import { normalizePosixPath } from "../core/path.ts";
 import type { KeyValue } from "../ports/key-value.ts";
-import { SandboxError, VIRTUAL_DIRS, VIRTUAL_ROOT } from "../ports/sandbox.ts";
+import { SandboxError } from "../ports/sandbox.ts";
 import type { ExecOptions, ExecResult, SandboxProvider, SandboxScope, SandboxUploads, UploadBatch } from "../ports/sandbox.ts";
+import type { SandboxWorkerPort } from "../ports/sandbox-worker.ts";
 import { createMemoryKeyValue } from "../storage/key-value.ts";
 import { FileBackedSandbox } from "./file-ops.ts";
-import type { BackendKind, FileBackend } from "./file-ops.ts";
-import { assertValidScope, SandboxRegistry, scopeKey, timedOutResult } from "./scope.ts";
+import {
+  createShell,
+  isSnapshot,
+  memoryBackend,
+  resolveDefenseInDepth,
+  restoreSnapshot,
+  runShell,
+  takeSnapshot,
+  UPLOADS,
+  uploadNameOf,
+} from "./memory-fs.ts";
+import { assertValidScope, SandboxRegistry, scopeKey } from "./scope.ts";
 import { UploadStore } from "./upload-store.ts";
 import type { StagedUpload } from "./upload-store.ts";
+import { WorkerShell, WorkerSupply } from "./virtual-worker.ts";
 
 export interface VirtualSandboxProviderOptions {
   /**
@@ -26,83 +38,20 @@ export interface VirtualSandboxProviderOptions {
   defenseInDepth?: boolean;
   /** Timeout for exec calls that pass none. Default 600 000 ms, DeerFlow's bash default. */
   defaultTimeoutMs?: number;
+  /**
+   * Runs each command in a worker thread over a copy of the thread's files, so that no command
+   * holds the caller's event loop and a command past its timeout is stopped even if it never
+   * yields (nothing of it is applied: the thread's files stay as they were before it). The files,
+   * uploads and saves stay on the caller's thread as without it. Without it commands run on the
+   * caller's thread: a loop that never waits holds it until just-bash's command limit stops it.
+   */
+  workers?: SandboxWorkerPort;
 }
 
 export const VIRTUAL_DEFAULT_TIMEOUT_MS = 600_000;
-const MAX_TIMER_MS = 2_147_483_647;
-const ROOTS = Object.values(VIRTUAL_DIRS);
-
 /** Storage key of a thread's files. Scope ids are restricted to [A-Za-z0-9_-], so keys cannot collide. */
 export function virtualSandboxStorageKey(scope: SandboxScope): string {
   return `sandbox:virtual:${scope.userId}:${scope.threadId}`;
-}
-
-type SnapshotEntry =
-  | { path: string; type: "directory" }
-  | { path: string; type: "file"; text: string }
-  | { path: string; type: "file"; base64: string }
-  | { path: string; type: "symlink"; target: string };
-
-interface VirtualSnapshot {
-  format: "deerflow-edge.virtual-sandbox";
-  version: 1;
-  entries: SnapshotEntry[];
-}
-
-function posixDirname(path: string): string {
-  const i = path.lastIndexOf("/");
-  return i <= 0 ? "/" : path.slice(0, i);
-}
-
-function kindOf(st: { isFile: boolean; isDirectory: boolean; isSymbolicLink: boolean }): BackendKind {
-  if (st.isSymbolicLink) return "symlink";
-  if (st.isDirectory) return "directory";
-  return st.isFile ? "file" : "other";
-}
-
-function memoryBackend(fs: InMemoryFs): FileBackend {
-  return {
-    toBackend: (virtualPath) => virtualPath,
-    containsReal: (real) => real === VIRTUAL_ROOT || isInsideVirtualRoots(real),
-    dirname: posixDirname,
-    join: (dir, name) => (dir === "/" ? `/${name}` : `${dir}/${name}`),
-    realpath: (p) => fs.realpath(p),
-    lstat: async (p) => {
-      const st = await fs.lstat(p);
-      return { kind: kindOf(st), size: st.size };
-    },
-    stat: async (p) => {
-      const st = await fs.stat(p);
-      return { kind: kindOf(st), size: st.size };
-    },
-    readdir: async (p) =>
-      (await fs.readdirWithFileTypes(p)).map((d) => ({
-        name: d.name,
-        kind: kindOf({ isFile: d.isFile, isDirectory: d.isDirectory, isSymbolicLink: d.isSymbolicLink }),
-      })),
-    readText: (p) => fs.readFile(p, "utf8"),
-    // InMemoryFs hands out its own buffer; a caller writing into it would change the file.
-    readBytes: async (p) => (await fs.readFileBuffer(p)).slice(),
-    writeText: (p, content) => fs.writeFile(p, content, "utf8"),
-    appendText: (p, content) => fs.appendFile(p, content, "utf8"),
-    // InMemoryFs keeps the caller's buffer as the file; a caller reusing it would change the file.
-    writeBytes: (p, bytes) => fs.writeFile(p, bytes.slice()),
-    unlink: (p) => fs.rm(p),
-    mkdirp: (p) => fs.mkdir(p, { recursive: true }),
-    // InMemoryFs errors carry no `code`; their message starts with it ("ENOENT: no such file ...").
-    errorCode: (error) => {
-      const code = (error as { code?: unknown })?.code;
-      if (typeof code === "string") return code;
-      return /^(E[A-Z]+)\b/.exec(String((error as Error)?.message ?? ""))?.[1];
-    },
-  };
-}
-
-const UPLOADS = VIRTUAL_DIRS.uploads;
-
-/** The name of a file directly in the uploads folder (what the upload store keeps), else undefined. */
-function uploadNameOf(path: string): string | undefined {
-  return posixDirname(path) === UPLOADS ? path.slice(UPLOADS.length + 1) : undefined;
 }
 
 /**
@@ -116,9 +65,12 @@ class TrackedFs extends InMemoryFs {
   wholeFolderTouched = false;
   /** True once anything changed since the last save. */
   changed = false;
+  /** Goes up with every change (a worker's copy of the files is current while it has not moved). */
+  generation = 0;
 
   note(path: string): void {
     this.changed = true;
+    this.generation++;
     const normalized = normalizePosixPath(path.startsWith("/") ? path : `/${path}`);
     const name = uploadNameOf(normalized);
     if (name !== undefined) this.touched.add(name);
@@ -160,99 +112,32 @@ class TrackedFs extends InMemoryFs {
   }
   override mkdir(...args: Parameters<InMemoryFs["mkdir"]>): Promise<void> {
     this.changed = true;
+    this.generation++;
     return super.mkdir(...args);
   }
   override chmod(...args: Parameters<InMemoryFs["chmod"]>): Promise<void> {
     this.changed = true;
+    this.generation++;
     return super.chmod(...args);
   }
-}
-
-const utf8Strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
-
-async function takeSnapshot(fs: InMemoryFs): Promise<VirtualSnapshot> {
-  const entries: SnapshotEntry[] = [];
-  const walk = async (dir: string): Promise<void> => {
-    for (const d of await fs.readdirWithFileTypes(dir)) {
-      const path = `${dir}/${d.name}`;
-      if (d.isSymbolicLink) {
-        entries.push({ path, type: "symlink", target: await fs.readlink(path) });
-      } else if (d.isDirectory) {
-        entries.push({ path, type: "directory" });
-        await walk(path);
-      } else if (d.isFile) {
-        // The upload store keeps these; a snapshot holding them too would copy every upload.
-        if (uploadNameOf(path) !== undefined) continue;
-        const bytes = await fs.readFileBuffer(path);
-        let text: string | undefined;
-        try {
-          text = utf8Strict.decode(bytes);
-        } catch {
-          text = undefined;
-        }
-        entries.push(text === undefined ? { path, type: "file", base64: bytesToBase64(bytes) } : { path, type: "file", text });
-      }
-    }
-  };
-  for (const root of ROOTS) {
-    if (await fs.exists(root)) await walk(root);
+  /** An upload shown in the sandbox: not a change to save (the store has it), but one a worker's copy lacks. */
+  override writeFileLazy(...args: Parameters<InMemoryFs["writeFileLazy"]>): void {
+    this.generation++;
+    super.writeFileLazy(...args);
   }
-  return { format: "deerflow-edge.virtual-sandbox", version: 1, entries };
 }
 
-function isSnapshot(value: unknown): value is VirtualSnapshot {
-  const v = value as Partial<VirtualSnapshot> | null;
-  return !!v && typeof v === "object" && v.format === "deerflow-edge.virtual-sandbox" && v.version === 1 && Array.isArray(v.entries);
+/** A stored snapshot back in a TrackedFs. Written through the tracker: an upload in a snapshot from
+ * before the upload store is thereby marked touched, and moves to the store at the next release. */
+function restoreTracked(value: unknown, key: string): Promise<TrackedFs> {
+  return restoreSnapshot(value, key, { into: new TrackedFs() });
 }
 
-async function restoreSnapshot(value: unknown, key: string): Promise<TrackedFs> {
-  const fs = new TrackedFs();
-  for (const root of ROOTS) await fs.mkdir(root, { recursive: true });
-  if (value === null || value === undefined) return fs;
-  if (!isSnapshot(value)) {
-    throw new SandboxError(
-      "sandbox_unavailable",
-      `Stored sandbox files under key "${key}" are not in a format this version understands. ` +
-        `Move that key aside (or delete it to start the thread with empty folders) and acquire again.`,
-    );
-  }
-  for (const entry of value.entries) {
-    // Stored data is input like any other: only in-root, already-normalized paths are written back.
-    if (typeof entry?.path !== "string" || normalizePosixPath(entry.path) !== entry.path || !isInsideVirtualRoots(entry.path)) continue;
-    if (entry.type === "directory") {
-      await fs.mkdir(entry.path, { recursive: true });
-    } else if (entry.type === "file") {
-      await fs.mkdir(posixDirname(entry.path), { recursive: true });
-      // Written through the tracker: an upload in a snapshot from before the upload store is thereby
-      // marked touched, and moves to the store at the next release.
-      if ("text" in entry && typeof entry.text === "string") await fs.writeFile(entry.path, entry.text, "utf8");
-      else if ("base64" in entry && typeof entry.base64 === "string") await fs.writeFile(entry.path, base64ToBytes(entry.base64));
-    } else if (entry.type === "symlink" && typeof entry.target === "string") {
-      await fs.mkdir(posixDirname(entry.path), { recursive: true });
-      await fs.symlink(entry.target, entry.path);
-    }
-  }
-  return fs;
-}
-
-let defenseInDepthSupport: Promise<boolean> | undefined;
-
-/** Whether just-bash's defense-in-depth box can start on this runtime; asked once per process. */
-function defenseInDepthSupported(): Promise<boolean> {
-  defenseInDepthSupport ??= new Bash({ fs: new InMemoryFs(), defenseInDepth: true })
-    .exec("true")
-    .then(
-      () => true,
-      (error: unknown) => {
-        if (/DefenseInDepth/.test(String((error as Error)?.message ?? error))) return false;
-        throw error;
-      },
-    );
-  return defenseInDepthSupport;
-}
+/** Where a sandbox's commands run: just-bash on the caller's thread, or a worker. */
+type Interpreter = { kind: "here"; bash: Bash } | { kind: "worker"; shell: WorkerShell };
 
 class VirtualSandbox extends FileBackedSandbox {
-  readonly #bash: Bash;
+  readonly #interpreter: Interpreter;
 
   constructor(
     id: string,
@@ -260,17 +145,12 @@ class VirtualSandbox extends FileBackedSandbox {
     readonly fs: TrackedFs,
     /** Uploads the store held at acquire (or got since): one missing at release was deleted here. */
     readonly knownUploads: Set<string>,
-    defenseInDepth: boolean,
+    interpreter: (fs: TrackedFs) => Interpreter,
     private readonly defaultTimeoutMs: number,
     private readonly save: (sandbox: VirtualSandbox) => Promise<void>,
   ) {
     super(id, scope, memoryBackend(fs));
-    this.#bash = new Bash({
-      fs,
-      cwd: VIRTUAL_DIRS.workspace,
-      env: { HOME: VIRTUAL_DIRS.workspace },
-      defenseInDepth,
-    });
+    this.#interpreter = interpreter(fs);
   }
 
   /** Saves the files to storage now, as release would, when anything changed since the last save. */
@@ -282,34 +162,27 @@ class VirtualSandbox extends FileBackedSandbox {
   async exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
     this.assertLive();
     const { virtual: cwd } = await this.workingDirectory(options.cwd);
-    options.signal?.throwIfAborted();
-    const timeoutMs = options.timeoutMs ?? this.defaultTimeoutMs;
-    const controller = new AbortController();
-    let timedOut = false;
-    const timer =
-      timeoutMs > 0 && timeoutMs <= MAX_TIMER_MS
-        ? setTimeout(() => {
-            timedOut = true;
-            controller.abort();
-          }, timeoutMs)
-        : undefined;
-    const onAbort = () => controller.abort(options.signal?.reason);
-    options.signal?.addEventListener("abort", onAbort, { once: true });
-    try {
-      const result = await this.#bash.exec(command, { cwd, signal: controller.signal });
-      if (timedOut) return timedOutResult(result.stdout, result.stderr, timeoutMs);
-      options.signal?.throwIfAborted();
-      return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode };
-    } finally {
-      if (timer !== undefined) clearTimeout(timer);
-      options.signal?.removeEventListener("abort", onAbort);
+    const run = { cwd, timeoutMs: options.timeoutMs ?? this.defaultTimeoutMs, signal: options.signal };
+    const interpreter = this.#interpreter;
+    return interpreter.kind === "here" ? runShell(interpreter.bash, command, run) : interpreter.shell.exec(command, run);
+  }
+
+  /** Lets go of the worker, if commands run in one: a command still running there is stopped. */
+  dispose(): void {
+    if (this.#interpreter.kind === "worker") {
+      this.#interpreter.shell.dispose(
+        new SandboxError(
+          "sandbox_unavailable",
+          `Sandbox ${this.id} was released while this command ran; its files were saved as they were before it. Acquire the sandbox again.`,
+        ),
+      );
     }
   }
 }
 
 /**
- * The default sandbox: just-bash in process over an in-memory file system per user and thread.
- * Commands see only that file system (no host files, no network, no python/js); the file API
+ * The default sandbox: just-bash over an in-memory file system per user and thread, on the
+ * caller's thread or (with `workers`) in a worker per running command. Commands see only that file system (no host files, no network, no python/js); the file API
  * additionally refuses any path outside /mnt/user-data/{workspace,uploads,outputs}.
  */
 export function createVirtualSandboxProvider(options: VirtualSandboxProviderOptions = {}): SandboxProvider {
@@ -319,19 +192,7 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
   const persisting = new Map<string, Promise<void>>();
   /** Acquired sandboxes by scope, set before open resolves, so an upload commit always finds one. */
   const live = new Map<string, VirtualSandbox>();
-
-  async function useDefenseInDepth(): Promise<boolean> {
-    if (options.defenseInDepth === false) return false;
-    const supported = await defenseInDepthSupported();
-    if (!supported && options.defenseInDepth === true) {
-      throw new SandboxError(
-        "sandbox_unavailable",
-        "just-bash's defense-in-depth layer cannot start on this runtime (it failed to patch Module._resolveFilename). " +
-          "Pass defenseInDepth: false (just-bash still has no host access), or run on Node or on Deno instead.",
-      );
-    }
-    return supported;
-  }
+  const workers = options.workers ? new WorkerSupply(options.workers) : undefined;
 
   /** Makes a stored upload appear in a live sandbox, read from storage only when something reads it. */
   function showUpload(sandbox: VirtualSandbox, name: string, entry: Parameters<UploadStore["read"]>[1]): void {
@@ -363,15 +224,20 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
   async function open(scope: SandboxScope): Promise<VirtualSandbox> {
     const key = virtualSandboxStorageKey(scope);
     await persisting.get(key);
-    const defense = await useDefenseInDepth();
+    // Asked here in worker mode too: a runtime without the box refuses at acquire, not at the first command.
+    const defense = await resolveDefenseInDepth(options.defenseInDepth);
+    const interpreter = (fs: TrackedFs): Interpreter =>
+      workers
+        ? { kind: "worker", shell: new WorkerShell(workers, fs, options.defenseInDepth) }
+        : { kind: "here", bash: createShell(fs, defense) };
     return uploadStore.exclusive(scope, async () => {
-      const fs = await restoreSnapshot(await storage.getItem(key), key);
+      const fs = await restoreTracked(await storage.getItem(key), key);
       const sandbox = new VirtualSandbox(
         `virtual:${scopeKey(scope)}`,
         { userId: scope.userId, threadId: scope.threadId },
         fs,
         new Set(),
-        defense,
+        interpreter,
         defaultTimeoutMs,
         save,
       );
@@ -416,7 +282,11 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
   /** Drops a released sandbox from the live set and saves its files. */
   async function persist(sandbox: VirtualSandbox): Promise<void> {
     if (live.get(scopeKey(sandbox.scope)) === sandbox) live.delete(scopeKey(sandbox.scope));
-    await save(sandbox);
+    try {
+      await save(sandbox);
+    } finally {
+      sandbox.dispose();
+    }
   }
 
   /** Writes the sandbox's files to storage (snapshot and changed uploads), after any earlier save of its scope. */
@@ -508,6 +378,7 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
     },
     async forget(scope) {
       const sandbox = await registry.forget(scope);
+      sandbox?.dispose();
       if (sandbox && live.get(scopeKey(scope)) === sandbox) live.delete(scopeKey(scope));
       const key = virtualSandboxStorageKey(scope);
       // A release still writing this scope would otherwise land after the delete.
@@ -516,6 +387,7 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
       await uploadStore.forget(scope);
     },
     async close() {
+      workers?.close();
       await Promise.all(registry.close().map(persist));
     },
   };

@@ -21,7 +21,7 @@ function yaml(...lines: string[]): string {
 describe("defaults", () => {
   const defaults = {
     models: [],
-    sandbox: { use: "virtual" },
+    sandbox: { use: "virtual", command_timeout_ms: 30000 },
     storage: { driver: "fs", base: ".deer-flow" },
     agent: { recursion_limit: 100 },
   };
@@ -48,7 +48,7 @@ describe("defaults", () => {
         "    model: qwen2.5",
         "    base_url: http://127.0.0.1:11434/v1",
         "    timeout_ms: 5000",
-        "sandbox: { use: local }",
+        "sandbox: { use: local, command_timeout_ms: 5000 }",
         "storage: { driver: memory }",
         "agent: { system_prompt: Be brief., recursion_limit: 25 }",
       ),
@@ -65,7 +65,7 @@ describe("defaults", () => {
       extra_headers: { "X-Title": "deerflow-edge" },
     });
     expect(config.models[1]).toMatchObject({ base_url: "http://127.0.0.1:11434/v1", timeout_ms: 5000 });
-    expect(config.sandbox).toEqual({ use: "local" });
+    expect(config.sandbox).toEqual({ use: "local", command_timeout_ms: 5000 });
     expect(config.storage).toEqual({ driver: "memory", base: ".deer-flow" });
     expect(config.agent).toEqual({ system_prompt: "Be brief.", recursion_limit: 25 });
     expect(config.default_model).toBe("gpt");
@@ -169,6 +169,9 @@ describe("wrong values", () => {
       [yaml("models:", '  - { name: a, use: openai-compatible, model: "" }'), 'models[0].model: expected a non-empty string, got ""'],
       ["storage: { driver: s3 }\n", 'storage.driver: expected "memory" | "fs", got "s3"'],
       ["sandbox: { use: docker }\n", 'sandbox.use: expected "virtual" | "local", got "docker"'],
+      ["sandbox: { command_timeout_ms: 0 }\n", "sandbox.command_timeout_ms: expected a number >= 1, got 0"],
+      ["sandbox: { command_timeout_ms: 2.5 }\n", "sandbox.command_timeout_ms: expected a whole number, got 2.5"],
+      ["sandbox: { command_timeout_ms: 2147483648 }\n", "sandbox.command_timeout_ms: expected a number <= 2147483647 (about 24.8 days), got 2147483648"],
       ["agent: { recursion_limit: -1 }\n", "agent.recursion_limit: expected a number >= 1, got -1"],
       ["default_model: 7\n", "default_model: expected string, got 7"],
     ];

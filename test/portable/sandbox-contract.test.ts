@@ -15,6 +15,7 @@ import { SandboxError, VIRTUAL_DIRS } from "../../src/ports/sandbox.ts";
 import type { Sandbox, SandboxProvider, SandboxScope } from "../../src/ports/sandbox.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
+import { runtimeSandboxWorkers } from "./sandbox-workers.ts";
 
 const W = VIRTUAL_DIRS.workspace;
 const ALICE: SandboxScope = { userId: "alice", threadId: "thread-1" };
@@ -549,10 +550,11 @@ function sandboxContract(name: string, makeHarness: () => Promise<Harness>, opts
 
 // --- virtual ---------------------------------------------------------------------------------
 
-function virtualHarness(storage?: () => KeyValue): () => Promise<Harness> {
+function virtualHarness(storage?: () => KeyValue, inWorker = false): () => Promise<Harness> {
   return async () => {
     const kv = storage?.();
-    const make = () => createVirtualSandboxProvider(kv ? { storage: kv } : {});
+    const workers = inWorker ? await runtimeSandboxWorkers() : undefined;
+    const make = () => createVirtualSandboxProvider({ ...(kv ? { storage: kv } : {}), ...(workers ? { workers } : {}) });
     const run = async (sb: Sandbox, command: string) => {
       const r = await sb.exec(command);
       if (r.exitCode !== 0) throw new Error(`${command}: ${r.stderr}`);
@@ -572,7 +574,7 @@ function virtualHarness(storage?: () => KeyValue): () => Promise<Harness> {
         await run(sb, `ln -s ${VIRTUAL_DIRS.outputs} ${W}/${name}`);
       },
       async plantBytes(sb, virtualPath, bytes) {
-        // The in-memory file system behind the sandbox: the file API itself only writes text.
+        // The in-memory file system behind the sandbox (on the caller's thread in worker mode too): the file API itself only writes text.
         await (sb as unknown as { fs: InMemoryFs }).fs.writeFile(virtualPath, bytes);
       },
       // In-memory file system: the whole tree outside the roots (commands may write there, the file API may not).
@@ -585,6 +587,7 @@ function virtualHarness(storage?: () => KeyValue): () => Promise<Harness> {
 
 sandboxContract("virtual, in memory", virtualHarness(), { kind: "virtual" });
 sandboxContract("virtual, memory KeyValue", virtualHarness(createMemoryKeyValue), { kind: "virtual" });
+sandboxContract("virtual in a worker, memory KeyValue", virtualHarness(createMemoryKeyValue, true), { kind: "virtual" });
 
 describe(`virtual sandbox with fs storage (${runtime})`, () => {
   let dir: string;
