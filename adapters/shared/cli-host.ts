@@ -12,7 +12,7 @@ import { createFsDriver } from "./fs-key-value.ts";
 import { createExtensionManagerHost } from "./extension-manager-host.ts";
 import { createModuleLoader } from "./module-loader.ts";
 import { createMcpStdioTransportFactory } from "./mcp-stdio.ts";
-import { createKeyValue } from "./storage.ts";
+import { createKeyValue, type RuntimeKeyValues } from "./storage.ts";
 
 export interface RuntimeBits {
   readonly argv: readonly string[];
@@ -23,6 +23,8 @@ export interface RuntimeBits {
   readonly onInterrupt: (handler: () => void) => () => void;
   readonly serve: ServeFetch;
   readonly reclaimMemory?: ReclaimMemory;
+  /** Drivers only this runtime has (Deno KV on Deno). */
+  readonly keyValues?: RuntimeKeyValues;
 }
 
 /** One line of standard input (node:readline works on Node, Deno and Bun); undefined at its end. */
@@ -69,7 +71,14 @@ export function createCliHost(bits: RuntimeBits): CliHost {
       }
     },
     createStorage(config, options) {
-      const storage = createKeyValue(config.driver === "fs" ? { driver: "fs", base: resolve(config.base) } : { driver: "memory" });
+      const storage = createKeyValue(
+        config.driver === "fs"
+          ? { driver: "fs", base: resolve(config.base) }
+          : config.driver === "deno-kv"
+            ? { driver: "deno-kv", path: config.path === undefined ? undefined : resolve(config.path) }
+            : { driver: "memory" },
+        bits.keyValues,
+      );
       if (options?.skillsDir) storage.mount("skills", createFsDriver(resolve(options.skillsDir), { readOnly: true }));
       return storage;
     },

@@ -117,8 +117,11 @@ export const SandboxConfigSchema = mapping({
 });
 
 export const StorageConfigSchema = mapping({
-  driver: v.optional(v.picklist(["memory", "fs"]), "fs"),
+  /** fs: files under base (default). memory: gone at exit. deno-kv: Deno KV (Deno only). */
+  driver: v.optional(v.picklist(["memory", "fs", "deno-kv"]), "fs"),
   base: v.optional(nonEmptyString, DEFAULT_STORAGE_BASE),
+  /** deno-kv only: a local Deno KV file (Deno.openKv(path)); Deno's default database when absent. */
+  path: v.optional(nonEmptyString),
 });
 
 export const AgentConfigSchema = mapping({
