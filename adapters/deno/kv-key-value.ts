@@ -65,6 +65,8 @@ export interface DenoKvOptions {
   kv?: DenoKvLike | Promise<DenoKvLike>;
   /** Key prefix inside the database, so several stores can share one. */
   prefix?: readonly string[];
+  /** A generation unreferenced for this long belongs to a write that died; swept on open (default 15 min). */
+  staleGenerationMs?: number;
 }
 
 /** A KeyValue on Deno KV: values of any size, each replaced atomically (see createDenoKvDriver). */
@@ -104,7 +106,7 @@ export function createDenoKvDriver(options: DenoKvOptions = {}): Driver {
     const now = Date.now();
     for await (const marker of kv.list({ prefix: [...prefix, "p"] })) {
       const at = (marker.value as { at?: unknown } | null)?.at;
-      if (typeof at === "number" && now - at < STALE_GENERATION_MS) continue;
+      if (typeof at === "number" && now - at < (options.staleGenerationMs ?? STALE_GENERATION_MS)) continue;
       const g = marker.key[marker.key.length - 1] as string;
       await dropGeneration(kv, g);
     }
