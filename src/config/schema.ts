@@ -116,13 +116,19 @@ export const SandboxConfigSchema = mapping({
   use: v.optional(v.picklist(["virtual", "local"]), "virtual"),
 });
 
-export const StorageConfigSchema = mapping({
-  /** fs: files under base (default). memory: gone at exit. deno-kv: Deno KV (Deno only). */
-  driver: v.optional(v.picklist(["memory", "fs", "deno-kv"]), "fs"),
-  base: v.optional(nonEmptyString, DEFAULT_STORAGE_BASE),
-  /** deno-kv only: a local Deno KV file (Deno.openKv(path)); Deno's default database when absent. */
-  path: v.optional(nonEmptyString),
-});
+export const StorageConfigSchema = v.pipe(
+  mapping({
+    /** fs: files under base (default). memory: gone at exit. deno-kv: Deno KV (Deno only). */
+    driver: v.optional(v.picklist(["memory", "fs", "deno-kv"]), "fs"),
+    base: v.optional(nonEmptyString, DEFAULT_STORAGE_BASE),
+    /** deno-kv only: a local Deno KV file (Deno.openKv(path)); Deno's default database when absent. */
+    path: v.optional(nonEmptyString),
+  }),
+  v.forward(
+    v.check((storage) => storage.path === undefined || storage.driver === "deno-kv", 'only read by driver "deno-kv"; remove it, or set driver: deno-kv'),
+    ["path"],
+  ),
+);
 
 export const AgentConfigSchema = mapping({
   system_prompt: v.optional(v.string()),

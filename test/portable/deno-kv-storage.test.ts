@@ -188,5 +188,6 @@ describe(`the storage config names deno-kv (${runtime})`, () => {
     expect(bad.success).toBe(false);
     expect(JSON.stringify(bad.issues)).toMatch(/deno-kv/);
     expect(v.safeParse(StorageConfigSchema, { driver: "deno-kv", path: "" }).success).toBe(false);
+    expect(v.safeParse(StorageConfigSchema, { driver: "fs", path: "data/deerflow.kv" }).success).toBe(false);
   });
 });
