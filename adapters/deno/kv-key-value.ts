@@ -1,4 +1,4 @@
-import { createStorage, type Driver } from "unstorage";
+import { createStorage, type Driver, type StorageValue } from "unstorage";
 import { DeerflowError } from "../../src/core/errors.ts";
 import { DENO_KV_NEEDS_DENO, StorageConfigError } from "../shared/storage.ts";
 import type { KeyValue } from "../../src/ports/key-value.ts";
@@ -264,6 +264,22 @@ export function createDenoKvDriver(options: DenoKvOptions = {}): Driver {
     },
     async getItemRaw(key) {
       return readHeadAndValue(await kvOf(), segments(key));
+    },
+    // Five keys a round trip (a head and an inline value each: getMany's 10 keys); a chunked value
+    // is then read on its own, as getItem reads it.
+    async getItems(items) {
+      const kv = await kvOf();
+      const out: { key: string; value: StorageValue }[] = [];
+      for (let i = 0; i < items.length; i += 5) {
+        const group = items.slice(i, i + 5).map((item) => ({ key: item.key, segs: segments(item.key) }));
+        const entries = await kv.getMany(group.flatMap(({ segs }) => [K(segs), V(segs)]));
+        for (const [n, { key, segs }] of group.entries()) {
+          const meta = entries[2 * n]!.value as Head | null;
+          const value = meta === null ? null : meta.n === 0 ? (entries[2 * n + 1]!.value ?? null) : await readHeadAndValue(kv, segs);
+          out.push({ key, value: value as StorageValue });
+        }
+      }
+      return out;
     },
     setItem: (key, value) => write(key, value),
     setItemRaw: (key, value) => write(key, value),

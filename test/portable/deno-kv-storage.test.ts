@@ -84,6 +84,14 @@ if (runtime === "deno") {
       expect((await again.getKeys("uploads")).length).toBe(sizes.length);
       expect((await again.getKeys("threads:t1")).sort()).toEqual(["threads:t1:message", "threads:t1:small"]);
       expect(await again.hasItem("uploads:t1:1048576")).toBe(true);
+      // getItems reads five keys a round trip, inline and chunked values alike, absent ones as null.
+      const keys = ["threads:t1:small", "missing", "threads:t1:message", ...Array.from({ length: 9 }, (_, n) => `threads:t1:absent-${n}`), "threads:t1:small"];
+      const items = await again.getItems(keys);
+      expect(items.map((item) => item.key)).toEqual(keys);
+      expect(items[0]!.value).toEqual({ n: 1 });
+      expect(items[1]!.value).toBeNull();
+      expect((items[2]!.value as { content: string }).content === text).toBe(true);
+      expect(items.at(-1)!.value).toEqual({ n: 1 });
       await again.dispose();
     });
 
