@@ -8,7 +8,7 @@ import { serveDeno } from "./serve.ts";
 import { createDenoEnv } from "./env.ts";
 import { reclaimV8Memory } from "../shared/v8-memory.ts";
 import { createDenoProcessRunner } from "./process-runner.ts";
-import { createDenoKvKeyValue } from "./kv-key-value.ts";
+import { assertDenoMayWrite, createDenoKvKeyValue } from "./kv-key-value.ts";
 
 declare const Deno: {
   args: string[];
@@ -57,7 +57,7 @@ const code = await main(
     },
     serve: serveDeno,
     reclaimMemory: reclaimV8Memory,
-    keyValues: { denoKv: createDenoKvKeyValue },
+    keyValues: { denoKv: createDenoKvKeyValue, assertFsWritable: assertDenoMayWrite },
   }),
 );
 Deno.exit(code);

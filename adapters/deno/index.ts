@@ -4,7 +4,7 @@ import "../shared/als.ts";
 import "./langsmith-profile.ts";
 import { createKeyValue as createSharedKeyValue, type KeyValueConfig } from "../shared/storage.ts";
 import type { KeyValue } from "../../src/ports/key-value.ts";
-import { createDenoKvKeyValue } from "./kv-key-value.ts";
+import { assertDenoMayWrite, createDenoKvKeyValue } from "./kv-key-value.ts";
 
 export { createDenoEnv } from "./env.ts";
 export { createDenoProcessRunner } from "./process-runner.ts";
@@ -14,7 +14,7 @@ export { createDenoKvKeyValue, createDenoKvDriver, DENO_KV_LIMITS, type DenoKvLi
 
 /** The KeyValue a config names, Deno KV included (`{ driver: "deno-kv", path? }`). */
 export function createKeyValue(config: KeyValueConfig): KeyValue {
-  return createSharedKeyValue(config, { denoKv: createDenoKvKeyValue });
+  return createSharedKeyValue(config, { denoKv: createDenoKvKeyValue, assertFsWritable: assertDenoMayWrite });
 }
 export { createLocalSandboxProvider } from "../shared/local-sandbox.ts";
 export { createCliHost } from "../shared/cli-host.ts";

@@ -333,7 +333,31 @@ function encodeValue(value: unknown): { t: "s" | "b"; size: number; inline?: unk
   return { t: "b", size: bytes.length, bytes };
 }
 
-declare const Deno: { openKv?: (path?: string) => Promise<DenoKvLike> } | undefined;
+declare const Deno:
+  | {
+      openKv?: (path?: string) => Promise<DenoKvLike>;
+      permissions: { querySync(descriptor: { name: "write"; path: string }): { state: string } };
+    }
+  | undefined;
+
+/**
+ * The fs store under a Deno that may not write there (Deno Deploy's permission set has no
+ * --allow-write) would fail its first write: refused at start instead, naming the ways out.
+ */
+export function assertDenoMayWrite(base: string): void {
+  if (typeof Deno === "undefined") return;
+  let state = "granted";
+  try {
+    state = Deno.permissions.querySync({ name: "write", path: base }).state;
+  } catch {
+    // A Deno without the permissions API: let the write itself decide.
+  }
+  if (state !== "granted") {
+    throw new StorageConfigError(
+      `storage.driver "fs" writes under ${base}, which this Deno may not write: grant --allow-write (or --allow-write=${base}), or set storage.driver to "deno-kv" (with --unstable-kv) or "memory".`,
+    );
+  }
+}
 
 /** Deno.openKv, or the one sentence saying what is missing. */
 export function openDenoKv(path?: string): Promise<DenoKvLike> {

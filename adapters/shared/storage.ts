@@ -8,6 +8,8 @@ export type KeyValueConfig = { driver: "memory" } | { driver: "fs"; base: string
 /** The drivers only some runtimes have: Deno's adapter passes its Deno KV store. */
 export interface RuntimeKeyValues {
   readonly denoKv?: (options: { path?: string | undefined }) => KeyValue;
+  /** Checks, before anything starts, that this process may write under an fs store's base (Deno's permissions). */
+  readonly assertFsWritable?: (base: string) => void;
 }
 
 /** The one sentence `storage.driver: deno-kv` gets where there is no Deno. */
@@ -22,6 +24,7 @@ export function createKeyValue(config: KeyValueConfig, runtime: RuntimeKeyValues
       if (typeof config.base !== "string" || config.base === "") {
         throw new StorageConfigError(`The fs storage driver needs a "base" directory, for example { driver: "fs", base: ".deer-flow/storage" }.`);
       }
+      runtime.assertFsWritable?.(config.base);
       return createFsKeyValue(config.base);
     case "deno-kv":
       if (!runtime.denoKv) throw new StorageConfigError(DENO_KV_NEEDS_DENO);

@@ -91,6 +91,19 @@ if (runtime === "deno") {
       }
     }, 120_000);
 
+    it("the fs default without write permission is refused at start with one sentence naming the ways out", async () => {
+      const fsWorkspace = await cliWorkspace({}, {}, { denoFlags: DENO_DEPLOY_FLAGS });
+      try {
+        const { code, out } = await runCli(["serve", "--port", "0", "--host", "127.0.0.1", "--config", fsWorkspace.configPath], { cwd: fsWorkspace.dir, denoFlags: DENO_DEPLOY_FLAGS });
+        expect(code).not.toBe(0);
+        expect(out).toContain('storage.driver "fs" writes under');
+        expect(out).toMatch(/set storage\.driver to "deno-kv" \(with --unstable-kv\) or "memory"/);
+        expect(out).not.toMatch(/deerflow-edge gateway ·/);
+      } finally {
+        await fsWorkspace.dispose();
+      }
+    }, 60_000);
+
     it("run: one task to its end in the terminal", async () => {
       const { code, out } = await runCli(["run", "--config", workspace.configPath, "add 2 and 3"], { cwd: workspace.dir, denoFlags: DENO_DEPLOY_FLAGS });
       expect(out).not.toMatch(/Requires (sys|write|run) access/);
