@@ -75,7 +75,8 @@ export function createCliHost(bits: RuntimeBits): CliHost {
         config.driver === "fs"
           ? { driver: "fs", base: resolve(config.base) }
           : config.driver === "deno-kv"
-            ? { driver: "deno-kv", path: config.path === undefined ? undefined : resolve(config.path) }
+            ? // A file against the working folder; a KV Connect URL or ":memory:" as written.
+              { driver: "deno-kv", path: config.path === undefined || /^([a-z][a-z0-9+.-]*:\/\/|:memory:$)/i.test(config.path) ? config.path : resolve(config.path) }
             : { driver: "memory" },
         bits.keyValues,
       );
