@@ -2,8 +2,10 @@
 // Deploy grants (--allow-net --allow-env --allow-read, plus --unstable-kv), no --allow-sys,
 // --allow-write or --allow-run: a streamed run with tools and `run` over memory storage, then a
 // 1 MB upload, an 80 KB message and a thread of 200 checkpoints over a local Deno KV file, each
-// read back after the process was killed and started again. On Node and Bun: the same config is
-// refused with one sentence saying it needs Deno, and nothing listens.
+// read back after the process was killed and started again; Deno's default KV (no path, no write
+// permission at all, as on Deno Deploy) keeps a thread across a restart; the fs default without
+// write permission is refused at start. On Node and Bun: the deno-kv config is refused with one
+// sentence saying it needs Deno, and nothing listens.
 import { spawn } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -179,6 +181,36 @@ if (runtime === "deno") {
         await restarted.kill();
       }
     }, 240_000);
+
+    it("Deno's default KV (no path, as on Deno Deploy) under exactly Deploy's flags keeps a thread across a restart", async () => {
+      // DENO_DIR in a temp folder: Deno keeps its default database there (location_data), not in the user's.
+      const denoDir = await mkdtemp(join(tmpdir(), "deerflow-deno-dir-"));
+      const deploy = await cliWorkspace({ storage: { driver: "deno-kv" } }, { DENO_DIR: denoDir }, { denoFlags: DENO_DEPLOY_FLAGS });
+      try {
+        const server = await deploy.start();
+        let threadId: string;
+        let before: Message[];
+        try {
+          threadId = await newThread(server);
+          const frames = await streamedRun(server, threadId, "Write a note about budgets.");
+          expect(frames.at(-1), server.output()).toMatchObject({ event: "end" });
+          before = finalMessages(frames);
+          expect(before.filter((m) => m.type === "tool").length).toBeGreaterThanOrEqual(2);
+        } finally {
+          await server.kill();
+        }
+        const restarted = await deploy.start();
+        try {
+          const state = (await (await fetch(`${restarted.url}/api/threads/${threadId}/state`)).json()) as { values: { messages: Message[] } };
+          expect(state.values.messages.map((m) => [m.type, m.content])).toEqual(before.map((m) => [m.type, m.content]));
+        } finally {
+          await restarted.kill();
+        }
+      } finally {
+        await deploy.dispose();
+        await rm(denoDir, { recursive: true, force: true });
+      }
+    }, 120_000);
   });
 } else {
   describe(`storage.driver deno-kv on ${runtime}`, () => {
