@@ -1,10 +1,14 @@
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
 
 // The official checkpoint conformance suite (@langchain/langgraph-checkpoint-validation) calls
 // vitest globals, so it gets its own config; the main suite keeps explicit imports.
+// CHECKPOINT_STORE=deno-kv (under deno run --unstable-kv) runs it over Deno KV instead of memory and fs.
+const denoKv = process.env.CHECKPOINT_STORE === "deno-kv";
+
 export default defineConfig({
   test: {
-    include: ["test/checkpoint/**/*.test.ts"],
+    include: denoKv ? ["test/checkpoint/deno-kv.test.ts"] : ["test/checkpoint/**/*.test.ts"],
+    exclude: denoKv ? configDefaults.exclude : [...configDefaults.exclude, "test/checkpoint/deno-kv.test.ts"],
     globals: true,
     pool: "forks",
     setupFiles: ["./test/setup.ts"],

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # npm test: type-check, the whole vitest suite on Node (plus the official LangGraph checkpoint
-# conformance suite against our KeyValue checkpointer), then test/portable/ inside Deno and Bun.
+# conformance suite against our KeyValue checkpointer over memory and fs, and inside Deno over Deno
+# KV), then test/portable/ inside Deno and Bun.
 # Prints "<runtime>: N passed, N failed" per runtime and a closing "N passed, N failed" line summed
 # over the runtimes; exits non-zero if the type check or any runtime failed.
 set -u
@@ -23,11 +24,12 @@ run() {
 }
 run node vitest run
 run checkpoint vitest run -c vitest.checkpoint.config.ts
-run deno deno run -A --unstable-no-legacy-abort node_modules/vitest/vitest.mjs run test/portable
+run checkpoint-deno-kv env CHECKPOINT_STORE=deno-kv deno run -A --unstable-kv --unstable-no-legacy-abort node_modules/vitest/vitest.mjs run -c vitest.checkpoint.config.ts
+run deno deno run -A --unstable-kv --unstable-no-legacy-abort node_modules/vitest/vitest.mjs run test/portable
 run bun bun --bun vitest run test/portable
 
 tp=0; tf=0
-for rt in node checkpoint deno bun; do
+for rt in node checkpoint checkpoint-deno-kv deno bun; do
   line=$(node -e '
     const fs = require("fs");
     try {

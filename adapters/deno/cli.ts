@@ -1,5 +1,7 @@
 // AsyncLocalStorage first: LangGraph's interrupt() reads its config from it (toolchain P3).
 import "../shared/als.ts";
+// Before any run: langsmith's profile lookup must not need --allow-sys=homedir.
+import "./langsmith-profile.ts";
 import { main } from "../../src/cli/main.ts";
 import { createCliHost } from "../shared/cli-host.ts";
 import { createWebSandboxWorkers } from "../shared/web-sandbox-worker.ts";
@@ -7,6 +9,7 @@ import { serveDeno } from "./serve.ts";
 import { createDenoEnv } from "./env.ts";
 import { reclaimV8Memory } from "../shared/v8-memory.ts";
 import { createDenoProcessRunner } from "./process-runner.ts";
+import { assertDenoMayWrite, createDenoKvKeyValue } from "./kv-key-value.ts";
 
 declare const Deno: {
   args: string[];
@@ -56,6 +59,7 @@ const code = await main(
     },
     serve: serveDeno,
     reclaimMemory: reclaimV8Memory,
+    keyValues: { denoKv: createDenoKvKeyValue, assertFsWritable: assertDenoMayWrite },
   }),
 );
 Deno.exit(code);

@@ -1,3 +1,5 @@
+// Any Deno server of this gateway: langsmith's profile lookup must not need --allow-sys=homedir.
+import "./langsmith-profile.ts";
 import type { ServeFetch } from "../../src/ports/http-server.ts";
 import { serverUrl } from "../shared/server-url.ts";
 

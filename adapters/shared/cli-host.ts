@@ -13,7 +13,7 @@ import { createFsDriver } from "./fs-key-value.ts";
 import { createExtensionManagerHost } from "./extension-manager-host.ts";
 import { createModuleLoader } from "./module-loader.ts";
 import { createMcpStdioTransportFactory } from "./mcp-stdio.ts";
-import { createKeyValue } from "./storage.ts";
+import { createKeyValue, type RuntimeKeyValues } from "./storage.ts";
 
 export interface RuntimeBits {
   readonly argv: readonly string[];
@@ -26,6 +26,8 @@ export interface RuntimeBits {
   readonly reclaimMemory?: ReclaimMemory;
   /** Where the virtual sandbox runs its commands, off the thread that serves requests. */
   readonly sandboxWorkers: SandboxWorkerPort;
+  /** Drivers only this runtime has (Deno KV on Deno). */
+  readonly keyValues?: RuntimeKeyValues;
 }
 
 /** One line of standard input (node:readline works on Node, Deno and Bun); undefined at its end. */
@@ -72,7 +74,15 @@ export function createCliHost(bits: RuntimeBits): CliHost {
       }
     },
     createStorage(config, options) {
-      const storage = createKeyValue(config.driver === "fs" ? { driver: "fs", base: resolve(config.base) } : { driver: "memory" });
+      const storage = createKeyValue(
+        config.driver === "fs"
+          ? { driver: "fs", base: resolve(config.base) }
+          : config.driver === "deno-kv"
+            ? // A file against the working folder; a KV Connect URL or ":memory:" as written.
+              { driver: "deno-kv", path: config.path === undefined || /^([a-z][a-z0-9+.-]*:\/\/|:memory:$)/i.test(config.path) ? config.path : resolve(config.path) }
+            : { driver: "memory" },
+        bits.keyValues,
+      );
       if (options?.skillsDir) storage.mount("skills", createFsDriver(resolve(options.skillsDir), { readOnly: true }));
       return storage;
     },

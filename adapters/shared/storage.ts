@@ -3,10 +3,20 @@ import type { KeyValue } from "../../src/ports/key-value.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import { createFsKeyValue } from "./fs-key-value.ts";
 
-export type KeyValueConfig = { driver: "memory" } | { driver: "fs"; base: string };
+export type KeyValueConfig = { driver: "memory" } | { driver: "fs"; base: string } | { driver: "deno-kv"; path?: string | undefined };
+
+/** The drivers only some runtimes have: Deno's adapter passes its Deno KV store. */
+export interface RuntimeKeyValues {
+  readonly denoKv?: (options: { path?: string | undefined }) => KeyValue;
+  /** Checks, before anything starts, that this process may write under an fs store's base (Deno's permissions). */
+  readonly assertFsWritable?: (base: string) => void;
+}
+
+/** The one sentence `storage.driver: deno-kv` gets where there is no Deno. */
+export const DENO_KV_NEEDS_DENO = `storage.driver "deno-kv" needs Deno (deno run --unstable-kv adapters/deno/cli.ts ...); on Node and Bun use "fs" or "memory".`;
 
 /** The KeyValue a config names. */
-export function createKeyValue(config: KeyValueConfig): KeyValue {
+export function createKeyValue(config: KeyValueConfig, runtime: RuntimeKeyValues = {}): KeyValue {
   switch (config.driver) {
     case "memory":
       return createMemoryKeyValue();
@@ -14,10 +24,14 @@ export function createKeyValue(config: KeyValueConfig): KeyValue {
       if (typeof config.base !== "string" || config.base === "") {
         throw new StorageConfigError(`The fs storage driver needs a "base" directory, for example { driver: "fs", base: ".deer-flow/storage" }.`);
       }
+      runtime.assertFsWritable?.(config.base);
       return createFsKeyValue(config.base);
+    case "deno-kv":
+      if (!runtime.denoKv) throw new StorageConfigError(DENO_KV_NEEDS_DENO);
+      return runtime.denoKv({ path: config.path });
     default: {
       const driver = (config as { driver?: unknown }).driver;
-      throw new StorageConfigError(`Unknown storage driver ${JSON.stringify(driver)}. Use "memory" or "fs".`);
+      throw new StorageConfigError(`Unknown storage driver ${JSON.stringify(driver)}. Use "memory", "fs" or (on Deno) "deno-kv".`);
     }
   }
 }

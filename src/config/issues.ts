@@ -36,7 +36,8 @@ function structural(schema: SchemaNode | undefined): SchemaNode | undefined {
       node = node.wrapped;
       continue;
     }
-    const inner = node.pipe?.slice(1).findLast((item) => item.kind === "schema");
+    // The last schema of a pipe decides the shape; a pipe that only adds checks to one has it first.
+    const inner = node.pipe?.findLast((item) => item.kind === "schema");
     if (inner !== undefined && inner !== node) {
       node = inner;
       continue;

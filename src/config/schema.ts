@@ -128,10 +128,19 @@ export const SandboxConfigSchema = mapping({
   ),
 });
 
-export const StorageConfigSchema = mapping({
-  driver: v.optional(v.picklist(["memory", "fs"]), "fs"),
-  base: v.optional(nonEmptyString, DEFAULT_STORAGE_BASE),
-});
+export const StorageConfigSchema = v.pipe(
+  mapping({
+    /** fs: files under base (default). memory: gone at exit. deno-kv: Deno KV (Deno only). */
+    driver: v.optional(v.picklist(["memory", "fs", "deno-kv"]), "fs"),
+    base: v.optional(nonEmptyString, DEFAULT_STORAGE_BASE),
+    /** deno-kv only: a local Deno KV file, ":memory:" or a KV Connect URL (Deno.openKv(path)); Deno's default database when absent. */
+    path: v.optional(nonEmptyString),
+  }),
+  v.forward(
+    v.check((storage) => storage.path === undefined || storage.driver === "deno-kv", 'only read by driver "deno-kv"; remove it, or set driver: deno-kv'),
+    ["path"],
+  ),
+);
 
 export const AgentConfigSchema = mapping({
   system_prompt: v.optional(v.string()),

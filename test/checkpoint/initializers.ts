@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createFsKeyValue } from "../../adapters/shared/fs-key-value.ts";
+import { createDenoKvKeyValue } from "../../adapters/deno/kv-key-value.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import type { CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
 import { KeyValueCheckpointSaver } from "../../src/runtime/kv-checkpointer.ts";
@@ -33,6 +34,25 @@ export const fsInitializer: CheckpointSaverTestInitializer<KeyValueCheckpointSav
   afterAll: () => {
     if (fsRoot) rmSync(fsRoot, { recursive: true, force: true });
     fsRoot = undefined;
+  },
+};
+
+let denoKvRoot: string | undefined;
+let denoKvCount = 0;
+
+/** Deno only (CHECKPOINT_STORE=deno-kv, see vitest.checkpoint.config.ts): each saver on its own local KV file. */
+export const denoKvInitializer: CheckpointSaverTestInitializer<KeyValueCheckpointSaver> = {
+  checkpointerName: "KeyValueCheckpointSaver (deno-kv KeyValue)",
+  createCheckpointer: () => {
+    denoKvRoot ??= mkdtempSync(join(tmpdir(), "deerflow-deno-kv-checkpointer-"));
+    return new KeyValueCheckpointSaver({ storage: createDenoKvKeyValue({ path: join(denoKvRoot, `${++denoKvCount}.kv`) }) });
+  },
+  destroyCheckpointer: async (saver) => {
+    await saver.storage.dispose();
+  },
+  afterAll: () => {
+    if (denoKvRoot) rmSync(denoKvRoot, { recursive: true, force: true });
+    denoKvRoot = undefined;
   },
 };
 

@@ -167,7 +167,7 @@ describe("wrong values", () => {
       [yaml("models:", "  - { name: a, use: demo, timeout_ms: 0 }"), "models[0].timeout_ms: expected a number >= 1, got 0"],
       [yaml("models:", "  - { name: a, use: demo, max_tokens: 1.5 }"), "models[0].max_tokens: expected a whole number, got 1.5"],
       [yaml("models:", '  - { name: a, use: openai-compatible, model: "" }'), 'models[0].model: expected a non-empty string, got ""'],
-      ["storage: { driver: s3 }\n", 'storage.driver: expected "memory" | "fs", got "s3"'],
+      ["storage: { driver: s3 }\n", 'storage.driver: expected "memory" | "fs" | "deno-kv", got "s3"'],
       ["sandbox: { use: docker }\n", 'sandbox.use: expected "virtual" | "local", got "docker"'],
       ["sandbox: { command_timeout_ms: 0 }\n", "sandbox.command_timeout_ms: expected a number >= 1, got 0"],
       ["sandbox: { command_timeout_ms: 2.5 }\n", "sandbox.command_timeout_ms: expected a whole number, got 2.5"],
@@ -202,8 +202,11 @@ describe("unknown keys", () => {
   });
 
   it("fails inside a section", () => {
-    expect(failure("storage: { driver: fs, path: /tmp }\n").message).toBe(
-      "config.yaml: storage.path: unknown key; expected one of: driver, base",
+    expect(failure("storage: { driver: fs, dir: /tmp }\n").message).toBe(
+      "config.yaml: storage.dir: unknown key; expected one of: driver, base, path",
+    );
+    expect(failure("storage: { driver: fs, path: /tmp/deerflow.kv }\n").message).toBe(
+      'config.yaml: storage.path: only read by driver "deno-kv"; remove it, or set driver: deno-kv',
     );
     expect(failure("agent: { recursion: 5 }\n").message).toBe(
       "config.yaml: agent.recursion: unknown key; expected one of: system_prompt, recursion_limit",

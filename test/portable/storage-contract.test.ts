@@ -1,8 +1,11 @@
-// The KeyValue drivers every runtime uses: memory in tests, fs as the embedded default.
+// The KeyValue drivers every runtime uses: memory in tests, fs as the embedded default, and on
+// Deno (--unstable-kv) Deno KV over a local file (off Deno, test/portable/deno-kv-storage.test.ts
+// checks that it is refused).
 import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createDenoKvKeyValue } from "../../adapters/deno/kv-key-value.ts";
 import { createFsKeyValue } from "../../adapters/shared/fs-key-value.ts";
 import { createKeyValue, StorageConfigError } from "../../adapters/shared/storage.ts";
 import type { KeyValue } from "../../src/ports/key-value.ts";
@@ -64,6 +67,10 @@ storageContract("memory", () => createMemoryKeyValue());
 storageContract("fs", (dir) => createFsKeyValue(dir));
 storageContract("createKeyValue memory", () => createKeyValue({ driver: "memory" }));
 storageContract("createKeyValue fs", (dir) => createKeyValue({ driver: "fs", base: dir }));
+if (runtime === "deno") {
+  storageContract("deno-kv", (dir) => createDenoKvKeyValue({ path: join(dir, "store.kv") }));
+  storageContract("createKeyValue deno-kv", (dir) => createKeyValue({ driver: "deno-kv", path: join(dir, "store.kv") }, { denoKv: createDenoKvKeyValue }));
+}
 
 describe(`fs KeyValue on disk (${runtime})`, () => {
   let dir: string;

@@ -15,19 +15,29 @@ export function currentRuntime(): CliRuntime {
   return g.Deno ? "deno" : g.Bun ? "bun" : "node";
 }
 
-/** The command that runs `<runtime>'s CLI serve`, with the executable of the runtime running now. */
-function serveCommand(runtime: CliRuntime): { command: string; args: string[] } {
+/** README's Deno command: its permissions, not -A. */
+export const DENO_CLI_FLAGS = ["--allow-read", "--allow-write", "--allow-env", "--allow-net", "--unstable-no-legacy-abort"] as const;
+
+/** What Deno Deploy grants (plus Deno KV): no --allow-sys, --allow-write or --allow-run. */
+export const DENO_DEPLOY_FLAGS = ["--allow-net", "--allow-env", "--allow-read", "--unstable-kv"] as const;
+
+export interface CliOptions {
+  /** Deno's permission flags for its CLI (default DENO_CLI_FLAGS). */
+  readonly denoFlags?: readonly string[];
+}
+
+/** The command that runs `<runtime>'s CLI <command>`, with the executable of the runtime running now. */
+export function cliCommand(runtime: CliRuntime, options: CliOptions = {}, command = "serve"): { command: string; args: string[] } {
   const g = globalThis as { Deno?: { execPath(): string } };
   if (runtime === "deno") {
-    // README's Deno command: its permissions, not -A.
-    const flags = ["--allow-read", "--allow-write", "--allow-env", "--allow-net", "--allow-sys=homedir", "--unstable-no-legacy-abort"];
-    return { command: g.Deno!.execPath(), args: ["run", "--config", join(root, "deno.json"), ...flags, join(root, "adapters/deno/cli.ts"), "serve"] };
+    const flags = options.denoFlags ?? DENO_CLI_FLAGS;
+    return { command: g.Deno!.execPath(), args: ["run", "--config", join(root, "deno.json"), ...flags, join(root, "adapters/deno/cli.ts"), command] };
   }
-  if (runtime === "bun") return { command: process.execPath, args: [join(root, "adapters/bun/cli.ts"), "serve"] };
+  if (runtime === "bun") return { command: process.execPath, args: [join(root, "adapters/bun/cli.ts"), command] };
   // tsx's loader in this process rather than the tsx command, which would run the server in a
   // grandchild: a SIGKILL must reach the server itself, and its RSS be the server's.
   const loader = pathToFileURL(join(root, "node_modules/tsx/dist/loader.mjs")).href;
-  return { command: process.execPath, args: ["--import", loader, join(root, "adapters/node/cli.ts"), "serve"] };
+  return { command: process.execPath, args: ["--import", loader, join(root, "adapters/node/cli.ts"), command] };
 }
 
 export interface CliServer {
@@ -47,7 +57,7 @@ export interface CliWorkspace {
 }
 
 /** A temp folder with a config (storage under it, plus `config`) to start the CLI against, again and again. */
-export async function cliWorkspace(config: Record<string, unknown> = {}, env: Record<string, string> = {}): Promise<CliWorkspace> {
+export async function cliWorkspace(config: Record<string, unknown> = {}, env: Record<string, string> = {}, options: CliOptions = {}): Promise<CliWorkspace> {
   const dir = await mkdtemp(join(tmpdir(), "deerflow-cli-"));
   const configPath = join(dir, "config.yaml");
   // JSON is YAML.
@@ -57,7 +67,7 @@ export async function cliWorkspace(config: Record<string, unknown> = {}, env: Re
     dir,
     configPath,
     async start() {
-      const server = await startCli(currentRuntime(), configPath, env);
+      const server = await startCli(currentRuntime(), configPath, env, options);
       running.add(server);
       return server;
     },
@@ -68,8 +78,8 @@ export async function cliWorkspace(config: Record<string, unknown> = {}, env: Re
   };
 }
 
-async function startCli(runtime: CliRuntime, configPath: string, env: Record<string, string>): Promise<CliServer> {
-  const { command, args } = serveCommand(runtime);
+async function startCli(runtime: CliRuntime, configPath: string, env: Record<string, string>, options: CliOptions): Promise<CliServer> {
+  const { command, args } = cliCommand(runtime, options);
   const child = spawn(command, [...args, "--port", "0", "--host", "127.0.0.1", "--config", configPath], {
     cwd: dirname(configPath),
     env: { ...process.env, ...env, NO_COLOR: "1" },
