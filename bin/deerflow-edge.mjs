@@ -4,6 +4,10 @@
 // falls back to the TypeScript through tsx's loader (Node 20 cannot strip types itself).
 // On Deno or Bun run adapters/<runtime>/cli.ts (or dist/adapters/<runtime>/cli.js) directly.
 import { existsSync } from "node:fs";
+import module from "node:module";
+
+// Node 22.1+ keeps compiled code between starts (most of a start is compiling modules); Node 20 has no such cache.
+module.enableCompileCache?.();
 
 const built = new URL("../dist/adapters/node/cli.js", import.meta.url);
 if (existsSync(built)) {
