@@ -2,8 +2,9 @@
  * cli-start: time from launching `deerflow-edge serve --port 0` to its first `/api/ok` answer,
  * from source (Node: tsx transpiling at start, what `npm start` runs; Deno and Bun: the .ts
  * entries) against the built package (dist/, what `npm pack` ships: `node bin/deerflow-edge.mjs`,
- * `deno run dist/adapters/deno/cli.js`, `bun dist/adapters/bun/cli.js`), for the runtime this runs
- * under. Builds dist/ first (`npm run build`) so the numbers are of the current source. Goal:
+ * which runs the one-file bundle dist/bin/deerflow-edge.mjs; `deno run dist/adapters/deno/cli.js`,
+ * `bun dist/adapters/bun/cli.js`), for the runtime this runs under. On Node also "compiled": tsc's
+ * dist/adapters/node/cli.js without the bundle. Builds dist/ first (`npm run build`) so the numbers are of the current source. Goal:
  * under 1 s on Node from the build. Knobs: BENCH_SAMPLES (default 7 launches per variant,
  * interleaved). Memory storage in a temp folder, the demo model; one JSON line per variant.
  */
@@ -21,7 +22,7 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const g = globalThis as { Deno?: { execPath(): string }; process?: { execPath: string } };
 
 interface Variant {
-  readonly name: "source" | "built";
+  readonly name: "source" | "built" | "compiled";
   readonly command: string;
   readonly args: readonly string[];
 }
@@ -32,7 +33,9 @@ function variants(runtime: Runtime): Variant[] {
     case "node":
       return [
         { name: "source", command: self, args: ["--import", join(ROOT, "node_modules/tsx/dist/loader.mjs"), join(ROOT, "adapters/node/cli.ts")] },
+        // The bin runs dist/bin/deerflow-edge.mjs, the one-file bundle; "compiled" is tsc's output unbundled.
         { name: "built", command: self, args: [join(ROOT, "bin/deerflow-edge.mjs")] },
+        { name: "compiled", command: self, args: [join(ROOT, "dist/adapters/node/cli.js")] },
       ];
     case "deno": {
       const flags = ["run", "--config", join(ROOT, "deno.json"), "-A", "--unstable-no-legacy-abort"];
@@ -121,7 +124,7 @@ runBench(BENCH, async () => {
         load_avg: loadAverage(),
       });
     }
-    emit({ bench: BENCH, summary: true, runtime, version, source_ms: medians.source, built_ms: medians.built, goal_ms: 1000, built_under_goal: medians.built! < 1000 });
+    emit({ bench: BENCH, summary: true, runtime, version, source_ms: medians.source, built_ms: medians.built, ...(medians.compiled === undefined ? {} : { compiled_ms: medians.compiled }), goal_ms: 1000, built_under_goal: medians.built! < 1000 });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

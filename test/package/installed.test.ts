@@ -2,7 +2,7 @@
 // tarball into fresh projects, and use it from plain JavaScript on node, deno and bun, from the
 // bin, and from TypeScript with `tsc --init`'s strict defaults. Needs the npm registry (or the
 // local npm cache, --prefer-offline) for the tarball's dependencies; bounded to a few minutes.
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -76,6 +76,7 @@ describe("the packed tarball", () => {
     expect(paths).toContain("dist/src/index.js");
     expect(paths).toContain("dist/src/index.d.ts");
     expect(paths).toContain("dist/adapters/node/cli.js");
+    expect(paths).toContain("dist/bin/deerflow-edge.mjs");
     expect(paths).toContain("bin/deerflow-edge.mjs");
     expect(paths.filter((path) => /^(src|adapters|test|bench|examples|scripts)\//.test(path) || /fixtures|\.test\.|\.ts$/.test(path.replace(/\.d\.ts$/, ""))), "unexpected files").toEqual([]);
   });
@@ -96,11 +97,32 @@ describe("the installed package", () => {
     expectDemoTurns(await consumer(bunProject, bin("bun"), []), "bun", "deerflow-edge/bun");
   }, 2 * MINUTE);
 
-  it("runs the bin on plain node from the build, loading a TypeScript module through tsx only when asked", async () => {
-    const demo = await run(join(npmProject, "node_modules", ".bin", "deerflow-edge"), ["demo"], { cwd: npmProject, timeout: MINUTE });
+  it("runs the bin on plain node from the one-file build (demo, and serve answering /api/ok), loading a TypeScript module through tsx only when asked", async () => {
+    const binPath = join(npmProject, "node_modules", ".bin", "deerflow-edge");
+    const demo = await run(binPath, ["demo"], { cwd: npmProject, timeout: MINUTE });
     expect(demo.stdout).toContain("built-in demo model");
-    const cli = await readFile(join(npmProject, "node_modules", "deerflow-edge", "dist", "adapters", "node", "cli.js"), "utf8");
-    expect(cli).not.toMatch(/from "[^"]+\.ts"/);
+    await writeFile(join(npmProject, "config.yaml"), "storage:\n  driver: memory\n");
+    const serve = spawn(binPath, ["serve", "--config", "config.yaml", "--host", "127.0.0.1", "--port", "0"], { cwd: npmProject, stdio: ["ignore", "pipe", "pipe"] });
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        let out = "";
+        serve.stdout!.on("data", (chunk) => {
+          out += String(chunk);
+          const found = /deerflow-edge gateway · (http:\/\/127\.0\.0\.1:\d+)/.exec(out)?.[1];
+          if (found) resolve(found);
+        });
+        serve.once("exit", (code) => reject(new Error(`serve exited (${code}) before listening: ${out}`)));
+      });
+      const ok = await fetch(`${url}/api/ok`);
+      expect(ok.status).toBe(200);
+      expect(await ok.json()).toEqual({ ok: true });
+    } finally {
+      serve.kill("SIGTERM");
+    }
+    for (const file of [["adapters", "node", "cli.js"], ["bin", "deerflow-edge.mjs"]]) {
+      const code = await readFile(join(npmProject, "node_modules", "deerflow-edge", "dist", ...file), "utf8");
+      expect(code, file.join("/")).not.toMatch(/from\s*"\.{1,2}\/[^"]+\.ts"/);
+    }
     // A user's extension written in TypeScript still loads on Node 20, which cannot strip types.
     await writeFile(join(npmProject, "typed.ts"), "export const answer: number = 42;\n");
     const loaded = await run(process.execPath, ["--input-type=module", "-e",
