@@ -128,6 +128,17 @@ describe("the installed package", () => {
     const loaded = await run(process.execPath, ["--input-type=module", "-e",
       'const { createModuleLoader } = await import("deerflow-edge/node"); console.log((await createModuleLoader().load("./typed.ts")).answer);'], { cwd: npmProject, timeout: MINUTE });
     expect(loaded.stdout.trim()).toBe("42");
+    // And through the bundled CLI: a configured extension middleware written in TypeScript runs in the turn.
+    await writeFile(join(npmProject, "audit.ts"), [
+      "interface Seen { messages: unknown[] }",
+      "export function AuditMiddleware(): { name: string; beforeModel: (state: Seen) => undefined } {",
+      "  return { name: \"Audit\", beforeModel: (state: Seen) => { console.error(`audit: ${state.messages.length} messages`); return undefined; } };",
+      "}",
+    ].join("\n"));
+    await writeFile(join(npmProject, "audit.yaml"), 'storage:\n  driver: memory\nextensions:\n  middlewares: ["./audit.ts:AuditMiddleware"]\n');
+    const audited = await run(binPath, ["run", "Write a note", "--config", "audit.yaml"], { cwd: npmProject, timeout: MINUTE });
+    expect(audited.stderr).toContain("audit: 2 messages");
+    expect(audited.stdout).toContain("done");
   }, 2 * MINUTE);
 
   it("type-checks a TypeScript consumer under tsc --init's strict defaults (nodenext), and under bundler resolution", async () => {
