@@ -10,7 +10,37 @@ describe("the package", () => {
     expect(pkg.name).toBe("deerflow-edge");
     expect(pkg.type).toBe("module");
     expect(Object.keys(pkg.bin)).toEqual(["deerflow-edge"]);
-    expect(Object.keys(pkg.exports).sort()).toEqual([".", "./bun", "./deno", "./extension-api", "./node"]);
+    expect(Object.keys(pkg.exports).filter((key) => key !== "./package.json").sort()).toEqual([".", "./bun", "./deno", "./extension-api", "./node"]);
+  });
+
+  it("is publishable: not private, its entries point at the build with types first, and only the build ships", async () => {
+    expect(pkg.private).toBeUndefined();
+    const build = JSON.parse((await readFile(new URL("../tsconfig.build.json", import.meta.url), "utf8")).replace(/^\s*\/\/.*$/gm, ""));
+    const outDir = String(build.compilerOptions.outDir).replace(/^\.\//, "");
+    expect(build.compilerOptions.rewriteRelativeImportExtensions).toBe(true);
+    expect(build.compilerOptions.declaration).toBe(true);
+    const sources: Record<string, string> = {
+      ".": "src/index", "./extension-api": "src/extension-api/index",
+      "./node": "adapters/node/index", "./deno": "adapters/deno/index", "./bun": "adapters/bun/index",
+    };
+    for (const [entry, source] of Object.entries(sources)) {
+      const conditions = pkg.exports[entry];
+      // "types" must come before "default": resolvers take the first condition that matches.
+      expect(Object.keys(conditions), entry).toEqual(["types", "default"]);
+      expect(conditions.types, entry).toBe(`./${outDir}/${source}.d.ts`);
+      expect(conditions.default, entry).toBe(`./${outDir}/${source}.js`);
+    }
+    expect(pkg.files).toContain(`${outDir}/`);
+    expect(pkg.files).toContain("bin/");
+    for (const kept of ["src", "adapters", "test", "bench", "examples"]) {
+      expect(pkg.files.some((file: string) => file.startsWith(kept)), kept).toBe(false);
+    }
+    expect(pkg.scripts.prepack).toMatch(/build/);
+    expect(pkg.scripts.build).toContain("tsconfig.build.json");
+    // A source checkout keeps running the TypeScript directly (see README "Using it as a package").
+    expect(pkg.scripts.start).toBe("tsx adapters/node/cli.ts serve");
+    const gitignore = await readFile(new URL("../.gitignore", import.meta.url), "utf8");
+    expect(gitignore.split("\n")).toContain(`${outDir}/`);
   });
 
   it("pins every dependency to an exact version", () => {

@@ -1,4 +1,5 @@
-// deerflow-edge/bun: installs AsyncLocalStorage, then offers Bun's port implementations.
+// deerflow-edge/bun: refuses other runtimes, installs AsyncLocalStorage, then offers Bun's port implementations.
+import "./runtime-guard.ts";
 import "../shared/als.ts";
 
 export { createBunEnv } from "./env.ts";

@@ -1,4 +1,5 @@
-// deerflow-edge/deno: installs AsyncLocalStorage, then offers Deno's port implementations.
+// deerflow-edge/deno: refuses other runtimes, installs AsyncLocalStorage, then offers Deno's port implementations.
+import "./runtime-guard.ts";
 import "../shared/als.ts";
 // langsmith's profile lookup must not need --allow-sys=homedir (see the file).
 import "./langsmith-profile.ts";

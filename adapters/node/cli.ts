@@ -1,4 +1,3 @@
-#!/usr/bin/env -S npx tsx
 // AsyncLocalStorage first: LangGraph's interrupt() reads its config from it (toolchain P3).
 import "../shared/als.ts";
 import { main } from "../../src/cli/main.ts";

@@ -1,4 +1,5 @@
-// deerflow-edge/node: installs AsyncLocalStorage, then offers Node's port implementations.
+// deerflow-edge/node: refuses other runtimes, installs AsyncLocalStorage, then offers Node's port implementations.
+import "./runtime-guard.ts";
 import "../shared/als.ts";
 
 export { createNodeEnv } from "./env.ts";

@@ -6,7 +6,9 @@ import { ModuleLoaderError, type ModuleLoader } from "../../src/ports/module-loa
  * The ModuleLoader port on Node (tsx), Deno and Bun: all three resolve node:path/node:url and
  * dynamic import() the same way. Paths become file URLs, so a relative entry means "relative to
  * the operator's config", never "relative to wherever deerflow-edge happens to be installed".
- * TypeScript modules load as-is: Deno and Bun run them natively, Node through tsx.
+ * TypeScript modules load as-is: Deno and Bun run them natively; Node 20 cannot, so the first
+ * `.ts` file Node refuses (ERR_UNKNOWN_FILE_EXTENSION: the built package runs without tsx)
+ * registers tsx's loader and is imported again. Plain-JS configs never pay for tsx.
  */
 
 export interface ModuleLoaderOptions {
@@ -22,6 +24,22 @@ const URL_SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*:/;
 const NOT_FOUND_CODES: ReadonlySet<string> = new Set(["ERR_MODULE_NOT_FOUND", "MODULE_NOT_FOUND", "ERR_UNSUPPORTED_DIR_IMPORT", "ERR_LOAD_URL"]);
 const NOT_FOUND_TEXT = /cannot find (?:module|package)|module not found|not a dependency|failed to load url|does not exist/i;
 const ANSI = /\x1b\[[0-9;]*m/g;
+
+let typeScriptLoader: Promise<unknown> | undefined;
+
+/** import(), plus a one-time tsx registration when Node refuses a TypeScript file. */
+export async function importWithTypeScript(target: string): Promise<unknown> {
+  try {
+    return await import(/* @vite-ignore */ target);
+  } catch (error) {
+    const code = typeof error === "object" && error !== null ? (error as { code?: unknown }).code : undefined;
+    if (code !== "ERR_UNKNOWN_FILE_EXTENSION" || !/^file:.*\.[cm]?tsx?$/i.test(target)) throw error;
+    typeScriptLoader ??= import("tsx/esm/api").then((tsx) => tsx.register());
+    await typeScriptLoader;
+    // Node keeps the failed import under its URL, so the second try needs a URL of its own.
+    return await import(/* @vite-ignore */ `${target}?tsx`);
+  }
+}
 
 function isRelative(specifier: string): boolean {
   return specifier === "." || specifier === ".." || specifier.startsWith("./") || specifier.startsWith("../");
@@ -49,7 +67,7 @@ function isNotFound(error: unknown): boolean {
 
 export function createModuleLoader(options: ModuleLoaderOptions = {}): ModuleLoader {
   const baseDir = resolve(options.baseDir ?? ".");
-  const importModule = options.importModule ?? ((target: string) => import(/* @vite-ignore */ target));
+  const importModule = options.importModule ?? importWithTypeScript;
   return {
     async load(specifier: string): Promise<Record<string, unknown>> {
       if (typeof specifier !== "string" || specifier.trim() === "") {

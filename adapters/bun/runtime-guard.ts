@@ -1,0 +1,4 @@
+// The first import of deerflow-edge/bun: refuse to load on another runtime (see ../shared/runtime-guard.ts).
+import { requireRuntime } from "../shared/runtime-guard.ts";
+
+requireRuntime("bun");
