@@ -133,7 +133,7 @@ export const StorageConfigSchema = v.pipe(
     /** fs: files under base (default). memory: gone at exit. deno-kv: Deno KV (Deno only). */
     driver: v.optional(v.picklist(["memory", "fs", "deno-kv"]), "fs"),
     base: v.optional(nonEmptyString, DEFAULT_STORAGE_BASE),
-    /** deno-kv only: a local Deno KV file, ":memory:" or a KV Connect URL (Deno.openKv(path)); Deno's default database when absent. */
+    /** deno-kv only: a local Deno KV file, ":memory:" or a KV Connect URL (what the runtime's KV open call takes); the runtime's default database when absent. */
     path: v.optional(nonEmptyString),
   }),
   v.forward(
