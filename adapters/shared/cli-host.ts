@@ -3,7 +3,9 @@ import process from "node:process";
 import { createInterface } from "node:readline";
 import { dirname, resolve } from "node:path";
 import type { CliHost, CliOutput } from "../../src/cli/host.ts";
+import type { GatewayHost } from "../../src/cli/serve.ts";
 import { systemClock } from "../../src/core/clock.ts";
+import { DeerflowError } from "../../src/core/errors.ts";
 import type { ServeFetch } from "../../src/ports/http-server.ts";
 import type { Env, ProcessRunner, ReclaimMemory } from "../../src/ports/runtime-ports.ts";
 import type { SandboxWorkerPort } from "../../src/ports/sandbox-worker.ts";
@@ -15,19 +17,26 @@ import { createModuleLoader } from "./module-loader.ts";
 import { createMcpStdioTransportFactory } from "./mcp-stdio.ts";
 import { createKeyValue, type RuntimeKeyValues } from "./storage.ts";
 
-export interface RuntimeBits {
-  readonly argv: readonly string[];
+/** What the gateway needs from a runtime: no terminal input, no server, no signals. */
+export interface GatewayBits {
   readonly env: Env;
-  readonly runner: ProcessRunner;
-  readonly stdout: CliOutput;
   readonly stderr: CliOutput;
-  readonly onInterrupt: (handler: () => void) => () => void;
-  readonly serve: ServeFetch;
+  /** Host processes for `sandbox.use: local`; absent where nothing may be spawned (a Deploy entry). */
+  readonly runner?: ProcessRunner;
   readonly reclaimMemory?: ReclaimMemory;
-  /** Where the virtual sandbox runs its commands, off the thread that serves requests. */
-  readonly sandboxWorkers: SandboxWorkerPort;
+  /** Where the virtual sandbox runs its commands, off the thread that serves requests; absent: on that thread. */
+  readonly sandboxWorkers?: SandboxWorkerPort;
   /** Drivers only this runtime has (Deno KV on Deno). */
   readonly keyValues?: RuntimeKeyValues;
+}
+
+export interface RuntimeBits extends GatewayBits {
+  readonly argv: readonly string[];
+  readonly runner: ProcessRunner;
+  readonly stdout: CliOutput;
+  readonly onInterrupt: (handler: () => void) => () => void;
+  readonly serve: ServeFetch;
+  readonly sandboxWorkers: SandboxWorkerPort;
 }
 
 /** One line of standard input (node:readline works on Node, Deno and Bun); undefined at its end. */
@@ -47,32 +56,18 @@ function readStdinLine(): Promise<string | undefined> {
 }
 
 /**
- * The CLI host every adapter shares: node:fs/promises exists on Node, Deno and Bun, so only
- * argv, env, the process runner, the terminal and Ctrl-C differ per runtime.
+ * The gateway's host, shared by the CLI and the Deploy entries: storage, the sandbox and the module
+ * loader as `serve` uses them. It reads no file (no MCP config: `readFile` finds nothing) and
+ * launches no MCP server; the CLI host adds both.
  */
-export function createCliHost(bits: RuntimeBits): CliHost {
+export function createGatewayHost(bits: GatewayBits): GatewayHost {
   return {
-    argv: bits.argv,
     env: bits.env,
     clock: systemClock,
-    stdout: bits.stdout,
     stderr: bits.stderr,
-    onInterrupt: bits.onInterrupt,
-    serve: bits.serve,
     ...(bits.reclaimMemory ? { reclaimMemory: bits.reclaimMemory } : {}),
     createModuleLoader: (baseDir) => createModuleLoader({ baseDir }),
-    mcpStdio: createMcpStdioTransportFactory(),
-    dirname,
-    createExtensionManagerHost: () => createExtensionManagerHost({ onInterrupt: bits.onInterrupt }),
-    readLine: readStdinLine,
-    async readFile(path) {
-      try {
-        return await readFile(path, "utf8");
-      } catch (error) {
-        if ((error as { code?: string }).code === "ENOENT") return undefined;
-        throw error;
-      }
-    },
+    readFile: async () => undefined,
     createStorage(config, options) {
       const storage = createKeyValue(
         config.driver === "fs"
@@ -89,9 +84,36 @@ export function createCliHost(bits: RuntimeBits): CliHost {
     createSandboxProvider(config, storage) {
       const defaultTimeoutMs = config.sandbox.command_timeout_ms;
       if (config.sandbox.use === "local") {
+        if (!bits.runner) throw new DeerflowError("sandbox_unavailable", 'sandbox.use "local" runs host processes, which this entry cannot start; use the virtual sandbox.');
         return createLocalSandboxProvider({ rootDir: resolve(config.storage.base), runner: bits.runner, defaultTimeoutMs });
       }
-      return createVirtualSandboxProvider({ storage, defaultTimeoutMs, workers: bits.sandboxWorkers });
+      return createVirtualSandboxProvider({ storage, defaultTimeoutMs, ...(bits.sandboxWorkers ? { workers: bits.sandboxWorkers } : {}) });
+    },
+  };
+}
+
+/**
+ * The CLI host every adapter shares: node:fs/promises exists on Node, Deno and Bun, so only
+ * argv, env, the process runner, the terminal and Ctrl-C differ per runtime.
+ */
+export function createCliHost(bits: RuntimeBits): CliHost {
+  return {
+    ...createGatewayHost(bits),
+    argv: bits.argv,
+    stdout: bits.stdout,
+    onInterrupt: bits.onInterrupt,
+    serve: bits.serve,
+    mcpStdio: createMcpStdioTransportFactory(),
+    dirname,
+    createExtensionManagerHost: () => createExtensionManagerHost({ onInterrupt: bits.onInterrupt }),
+    readLine: readStdinLine,
+    async readFile(path) {
+      try {
+        return await readFile(path, "utf8");
+      } catch (error) {
+        if ((error as { code?: string }).code === "ENOENT") return undefined;
+        throw error;
+      }
     },
   };
 }
