@@ -7,7 +7,7 @@
 // the same Deno KV (Deno's default database, no path: what Deploy gives), then both threads' state
 // and history. And the refusals: no auth, a missing model key, a malformed variable, each one line
 // naming the variable, non-zero exit, nothing listening; a request without the key is a 401.
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,7 +15,7 @@ import { Client } from "@langchain/langgraph-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEPLOY_ENV } from "../../../src/cli/deploy-env.ts";
 import { loadFixtures, startReplayServer, type ReplayServer } from "../openai-replay.ts";
-import { currentRuntime, denoDeployCommand, runToExit, startDenoDeploy, type CliServer } from "./cli-server.ts";
+import { currentRuntime, DENO_DEPLOY_FLAGS, denoDeployCommand, runToExit, startDenoDeploy, type CliServer } from "./cli-server.ts";
 
 const runtime = currentRuntime();
 const AGENT_FIXTURES = fileURLToPath(new URL("../../fixtures/openai/agent/", import.meta.url));
@@ -155,6 +155,41 @@ describe(`deploy/deno-deploy.ts under deno serve with Deploy's permissions (driv
     // Nothing was written to the working folder (nor could be: no --allow-write).
     expect(await readdir(cwd)).toEqual([]);
   }, 240_000);
+
+  it("DEERFLOW_KV_PATH: a local KV file, written only where --allow-write names its folder, keeps a thread across a restart", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "deerflow-deploy-kv-"));
+    try {
+      await mkdir(join(dir, "data"));
+      const fileEnv = { ...env, [DEPLOY_ENV.kvPath]: "data/deerflow.kv" };
+      // Deno KV on a file is SQLite: the file and its -wal and -shm files beside it. Without write
+      // access to that folder the entry stops with Deno's own message naming the file.
+      const refused = await runDeployToExit(fileEnv, dir);
+      expect(refused.code).not.toBe(0);
+      expect(refused.out).toMatch(/Requires write access to ".*deerflow\.kv"/);
+      expect(refused.out).not.toMatch(/Listening on/);
+
+      const flags = [...DENO_DEPLOY_FLAGS, `--allow-write=${join(dir, "data")}`];
+      let server = await startDenoDeploy(fileEnv, { cwd: dir, denoFlags: flags });
+      let threadId: string;
+      try {
+        const client = new Client({ apiUrl: `${server.url}/api`, apiKey: GATEWAY_KEY });
+        threadId = (await client.threads.create({ metadata: { kept: "in a file" } })).thread_id;
+      } finally {
+        await server.kill();
+      }
+      server = await startDenoDeploy(fileEnv, { cwd: dir, denoFlags: flags });
+      try {
+        const client = new Client({ apiUrl: `${server.url}/api`, apiKey: GATEWAY_KEY });
+        expect((await client.threads.get(threadId)).metadata).toMatchObject({ kept: "in a file" });
+      } finally {
+        await server.kill();
+      }
+      expect((await readdir(join(dir, "data"))).sort()[0]).toBe("deerflow.kv");
+      expect(await readdir(dir)).toEqual(["data"]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 180_000);
 
   it("refuses to start without auth: exit non-zero, one line naming the variables to set, nothing listening", async () => {
     const { [DEPLOY_ENV.apiKey]: _key, ...noAuth } = env;
