@@ -14,9 +14,10 @@
 import "../adapters/shared/als.ts";
 // Before any run: langsmith's profile lookup must not need --allow-sys=homedir.
 import "../adapters/deno/langsmith-profile.ts";
+import "../adapters/deno/quiet-sandbox-notes.ts";
 import { createDenoEnv } from "../adapters/deno/env.ts";
 import { createDenoKvKeyValue } from "../adapters/deno/kv-key-value.ts";
-import { createGatewayHost } from "../adapters/shared/cli-host.ts";
+import { createGatewayHost } from "../adapters/shared/gateway-host.ts";
 import { reclaimV8Memory } from "../adapters/shared/v8-memory.ts";
 import { createWebSandboxWorkers } from "../adapters/shared/web-sandbox-worker.ts";
 import { deployConfigFromEnv } from "../src/cli/deploy-env.ts";
@@ -25,14 +26,6 @@ import { errorMessage } from "../src/core/errors.ts";
 import type { FetchHandler } from "../src/ports/http-server.ts";
 
 declare const Deno: { exit(code: number): never };
-
-// just-bash's defense-in-depth layer notes, on every command, two process properties Deno does not
-// let it patch; the sandbox still works and has no host access (adapters/deno/cli.ts keeps them out too).
-const debug = console.debug.bind(console);
-console.debug = (...args: unknown[]) => {
-  if (typeof args[0] === "string" && args[0].startsWith("[DefenseInDepthBox] Could not")) return;
-  debug(...args);
-};
 
 const stderr = { write: (text: string) => console.error(text.replace(/\n$/, "")), isTTY: false };
 
