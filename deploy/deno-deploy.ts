@@ -25,7 +25,10 @@ import { openGateway } from "../src/cli/serve.ts";
 import { errorMessage } from "../src/core/errors.ts";
 import type { FetchHandler } from "../src/ports/http-server.ts";
 
-declare const Deno: { exit(code: number): never };
+declare const Deno: {
+  exit(code: number): never;
+  addSignalListener(signal: "SIGINT" | "SIGTERM", handler: () => void): void;
+};
 
 const stderr = { write: (text: string) => console.error(text.replace(/\n$/, "")), isTTY: false };
 
@@ -41,12 +44,33 @@ async function start(): Promise<FetchHandler> {
     keyValues: { denoKv: createDenoKvKeyValue },
   });
   // Not loopback: the gateway itself refuses to serve without auth, whatever the config says.
-  const { gateway } = await openGateway(host, { config, configDir: ".", hostname: "0.0.0.0" });
+  const opened = await openGateway(host, { config, configDir: ".", hostname: "0.0.0.0" });
+  stopOnSignal(opened.close);
   const model = config.models[0];
   console.log(
     `deerflow-edge on Deno Deploy · auth ${config.gateway?.auth.mode} · model ${model ? `${model.model} at ${model.base_url}` : "demo (built-in demo model)"} · storage Deno KV${config.storage.path ? ` ${config.storage.path}` : ""}`,
   );
-  return gateway.fetch;
+  return opened.gateway.fetch;
+}
+
+/**
+ * SIGTERM (a platform replacing the process) or Ctrl-C: runs in flight finish or are saved as
+ * interrupted (5 s), services stop, storage closes, then the process ends.
+ */
+function stopOnSignal(close: () => Promise<void>): void {
+  let stopping = false;
+  const stop = () => {
+    if (stopping) return;
+    stopping = true;
+    console.error("stopping: draining runs, closing storage…");
+    void close().finally(() => Deno.exit(0));
+  };
+  try {
+    Deno.addSignalListener("SIGTERM", stop);
+    Deno.addSignalListener("SIGINT", stop);
+  } catch {
+    // Where signals cannot be listened to, the platform stops the isolate itself.
+  }
 }
 
 let handler: FetchHandler;

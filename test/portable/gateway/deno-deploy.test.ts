@@ -156,6 +156,54 @@ describe(`deploy/deno-deploy.ts under deno serve with Deploy's permissions (driv
     expect(await readdir(cwd)).toEqual([]);
   }, 240_000);
 
+  it("SIGTERM drains: the process itself interrupts and saves the run in flight and exits 0; the restart reads it", async () => {
+    let server = await startDenoDeploy(env, { cwd });
+    let threadId: string, runId: string;
+    try {
+      const client = new Client({ apiUrl: `${server.url}/api`, apiKey: GATEWAY_KEY });
+      threadId = (await client.threads.create()).thread_id;
+      const slowCalls = () => replay.received.filter((r) => r.fixture === "slow-text.json").length;
+      const before = slowCalls();
+      // The recorded slow answer (test/fixtures/openai/slow-text.json) comes 3 s after the request.
+      runId = (await client.runs.create(threadId, "lead_agent", { input: { messages: [{ type: "human", content: "Please take your time with this one." }] } })).run_id;
+      for (let waited = 0; slowCalls() === before; waited += 50) {
+        if (waited > 60_000) throw new Error(`the model was never called:\n${server.output()}`);
+        await new Promise((resolveWait) => setTimeout(resolveWait, 50));
+      }
+      const exited = new Promise<{ code: number | null; signal: string | null }>((resolveExit, reject) => {
+        const timer = setTimeout(() => reject(new Error(`still running 30 s after SIGTERM:\n${server.output()}`)), 30_000);
+        server.child.once("exit", (code, signal) => {
+          clearTimeout(timer);
+          resolveExit({ code, signal });
+        });
+      });
+      server.child.kill("SIGTERM");
+      // Deno's node:child_process reports a child it sent SIGTERM as killed by it (code null) even
+      // when the child handled it and exited 0; Node and Bun report the exit code.
+      expect(await exited, server.output()).toEqual(runtime === "deno" ? { code: null, signal: "SIGTERM" } : { code: 0, signal: null });
+      expect(server.output()).toContain("stopping: draining runs");
+    } finally {
+      await server.kill();
+    }
+    server = await startDenoDeploy(env, { cwd });
+    try {
+      const client = new Client({ apiUrl: `${server.url}/api`, apiKey: GATEWAY_KEY });
+      // The drain interrupted the run and saved it itself: not found orphaned by the next process.
+      const run = await client.runs.get(threadId, runId);
+      const events = (await (await fetch(`${server.url}/api/threads/${threadId}/runs/${runId}/events`, { headers: { "x-api-key": GATEWAY_KEY } })).json()) as {
+        events: Array<{ kind: string; data: { status?: string; reason?: string; error?: unknown } }>;
+      };
+      expect(run.status).toBe("interrupted");
+      const statuses = events.events.filter((e) => e.kind === "status");
+      expect(statuses.map((e) => e.data.status)).toEqual(["pending", "running", "interrupted"]);
+      expect(JSON.stringify(statuses.at(-1)!.data)).not.toMatch(/restart/i);
+      const state = await client.threads.getState<Values>(threadId);
+      expect(state.values.messages.filter((m) => m.type === "human").map(textOf)).toEqual(["Please take your time with this one."]);
+    } finally {
+      await server.kill();
+    }
+  }, 180_000);
+
   it("DEERFLOW_KV_PATH: a local KV file, written only where --allow-write names its folder, keeps a thread across a restart", async () => {
     const dir = await mkdtemp(join(tmpdir(), "deerflow-deploy-kv-"));
     try {
