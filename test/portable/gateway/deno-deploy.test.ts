@@ -28,8 +28,8 @@ type Message = { type: string; content: unknown; name?: string; tool_calls?: Arr
 type Values = { messages: Message[] };
 
 /** `deno serve deploy/deno-deploy.ts` to its end (it should not start): exit code and its output. */
-function runDeployToExit(env: Record<string, string>, cwd: string): Promise<{ code: number | null; out: string }> {
-  const { command, args } = denoDeployCommand();
+function runDeployToExit(env: Record<string, string>, cwd: string, denoFlags?: readonly string[]): Promise<{ code: number | null; out: string }> {
+  const { command, args } = denoDeployCommand(denoFlags ? { denoFlags } : {});
   return runToExit(command, args, { cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } });
 }
 
@@ -249,7 +249,7 @@ describe(`deploy/deno-deploy.ts under deno serve with Deploy's permissions (driv
     expect(out).not.toMatch(/\n\s+at /);
   }, 120_000);
 
-  it("refuses a missing model key and a malformed variable, naming the variable", async () => {
+  it("refuses a missing model key, a malformed variable and a Deno without --unstable-kv, naming what to set", async () => {
     const { [DEPLOY_ENV.modelApiKey]: _key, ...noModelKey } = env;
     const missing = await runDeployToExit(noModelKey, cwd);
     expect(missing.code).not.toBe(0);
@@ -264,6 +264,12 @@ describe(`deploy/deno-deploy.ts under deno serve with Deploy's permissions (driv
     expect(badUrl.code).not.toBe(0);
     expect(badUrl.out).toMatch(/^error: DEERFLOW_MODEL_BASE_URL: expected an http\(s\) URL/m);
     expect(badUrl.out).not.toMatch(/Listening on/);
+
+    // Deno KV is an unstable API: started without it, the entry says which flag (or deno.json key) adds it.
+    const noKv = await runDeployToExit(env, cwd, DENO_DEPLOY_FLAGS.filter((flag) => flag !== "--unstable-kv"));
+    expect(noKv.code).not.toBe(0);
+    expect(noKv.out).toMatch(/^error: storage\.driver "deno-kv" needs Deno KV, .*--unstable-kv .*"unstable": \["kv"\] to deno\.json/m);
+    expect(noKv.out).not.toMatch(/Listening on/);
 
     const badMode = await runDeployToExit({ ...env, [DEPLOY_ENV.authMode]: "disabled" }, cwd);
     expect(badMode.code).not.toBe(0);
