@@ -2,6 +2,7 @@
 import "../shared/als.ts";
 // Before any run: langsmith's profile lookup must not need --allow-sys=homedir.
 import "./langsmith-profile.ts";
+import "./quiet-sandbox-notes.ts";
 import { main } from "../../src/cli/main.ts";
 import { createCliHost } from "../shared/cli-host.ts";
 import { createWebSandboxWorkers } from "../shared/web-sandbox-worker.ts";
@@ -18,15 +19,6 @@ declare const Deno: {
   addSignalListener(signal: "SIGINT" | "SIGTERM", handler: () => void): void;
   removeSignalListener(signal: "SIGINT" | "SIGTERM", handler: () => void): void;
   exit(code: number): never;
-};
-
-// just-bash's defense-in-depth layer reports, on every command, two process properties Deno does
-// not let it patch; the sandbox still works and has no host access, so those two notes stay out
-// of the terminal. Everything else console.debug prints still goes through.
-const debug = console.debug.bind(console);
-console.debug = (...args: unknown[]) => {
-  if (typeof args[0] === "string" && args[0].startsWith("[DefenseInDepthBox] Could not")) return;
-  debug(...args);
 };
 
 const encoder = new TextEncoder();

@@ -241,7 +241,7 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
  * MCP servers from extensions_config.json beside the config (or $DEER_FLOW_EXTENSIONS_CONFIG_PATH).
  * A server that cannot be reached is reported and left out; the run goes on with the others.
  */
-export async function loadMcpServers(host: CliHost, configDir: string): Promise<McpToolset | undefined> {
+export async function loadMcpServers(host: Pick<CliHost, "env" | "readFile" | "mcpStdio" | "stderr">, configDir: string): Promise<McpToolset | undefined> {
   const fileName = host.env.get("DEER_FLOW_EXTENSIONS_CONFIG_PATH") ?? `${configDir}/${EXTENSIONS_CONFIG_FILE_NAME}`;
   const text = await host.readFile(fileName);
   if (text === undefined) return undefined;

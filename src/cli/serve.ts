@@ -23,6 +23,73 @@ export interface ServeCommandOptions {
   readonly onListening?: (server: HttpServerHandle) => void;
 }
 
+/** What assembling the gateway needs from the host: no terminal input, no server, no signals. */
+export type GatewayHost = Pick<CliHost, "env" | "clock" | "stderr" | "readFile" | "mcpStdio" | "createModuleLoader" | "createStorage" | "createSandboxProvider" | "reclaimMemory">;
+
+export interface OpenGatewayOptions {
+  readonly config: LeadConfig;
+  readonly configDir: string;
+  /** Where the server will listen: off loopback the gateway refuses to start without auth. */
+  readonly hostname: string;
+}
+
+export interface OpenedGateway {
+  readonly gateway: Gateway;
+  /** Runs drained, services stopped in reverse, storage closed, MCP servers stopped. */
+  close(): Promise<void>;
+}
+
+/**
+ * The gateway `serve` runs, assembled from a config: what is installed (plugins, MCP servers,
+ * configured middlewares) is loaded, never resolved or installed. A model without its key or a
+ * required plugin that fails stops here, before any port is served. The Deploy entries build
+ * their config from the environment and serve the same gateway.
+ */
+export async function openGateway(host: GatewayHost, options: OpenGatewayOptions): Promise<OpenedGateway> {
+  const { config } = options;
+  const reportDiagnostic = (d: ExtensionDiagnostic) => host.stderr.write(`${d.level}: extension ${d.source}: ${d.message}\n`);
+  let mcp: McpToolset | undefined;
+  try {
+    // A model that cannot authenticate would fail every request that uses it: refuse before
+    // anything loads or any port opens.
+    assertModelApiKeysSet(config, host.env);
+    const moduleLoader = host.createModuleLoader(options.configDir);
+    const configuredMiddlewares = await loadConfiguredMiddlewares(config.extensions.middlewares, moduleLoader);
+    mcp = await loadMcpServers(host, options.configDir);
+    const loaded = await loadExtensions(config.plugins, moduleLoader, { onDiagnostic: reportDiagnostic });
+    const storage = host.createStorage(config.storage, { skillsDir: config.skills?.path });
+    const gateway = await createGateway({
+      config,
+      storage,
+      env: host.env,
+      clock: host.clock,
+      sandbox: host.createSandboxProvider(config, storage),
+      extensions: loaded.extensions,
+      extraTools: mcp?.tools ?? [],
+      configuredMiddlewares,
+      listening: { host: options.hostname },
+      ...(host.reclaimMemory ? { runs: { reclaimMemory: host.reclaimMemory } } : {}),
+      onDiagnostic: reportDiagnostic,
+      logger: {
+        info: (message) => host.stderr.write(`${message}\n`),
+        warn: (message) => host.stderr.write(`warning: ${message}\n`),
+        error: (message) => host.stderr.write(`error: ${message}\n`),
+      },
+    });
+    const opened = mcp;
+    return {
+      gateway,
+      async close() {
+        await gateway.shutdown().catch(() => {});
+        await opened?.close().catch(() => {});
+      },
+    };
+  } catch (error) {
+    await mcp?.close().catch(() => {});
+    throw error;
+  }
+}
+
 /**
  * `deerflow-edge serve`: the gateway on this runtime's HTTP server. Starting loads what is
  * installed (plugins, MCP servers, configured middlewares) and never resolves or installs a
@@ -34,37 +101,11 @@ export async function serveCommand(host: CliHost, options: ServeCommandOptions):
   const gatewayConfig = parseGatewayConfig(config.gateway);
   const hostname = options.host ?? gatewayConfig.host;
   const port = options.port ?? gatewayConfig.port;
-  const reportDiagnostic = (d: ExtensionDiagnostic) => host.stderr.write(`${d.level}: extension ${d.source}: ${d.message}\n`);
-  let mcp: McpToolset | undefined;
-  let gateway: Gateway | undefined;
+  let opened: OpenedGateway | undefined;
   let server: HttpServerHandle | undefined;
   try {
-    // A model that cannot authenticate would fail every request that uses it: refuse before
-    // anything loads or any port opens.
-    assertModelApiKeysSet(config, host.env);
-    const moduleLoader = host.createModuleLoader(options.configDir);
-    const configuredMiddlewares = await loadConfiguredMiddlewares(config.extensions.middlewares, moduleLoader);
-    mcp = await loadMcpServers(host, options.configDir);
-    const loaded = await loadExtensions(config.plugins, moduleLoader, { onDiagnostic: reportDiagnostic });
-    const storage = host.createStorage(config.storage, { skillsDir: config.skills?.path });
-    gateway = await createGateway({
-      config,
-      storage,
-      env: host.env,
-      clock: host.clock,
-      sandbox: host.createSandboxProvider(config, storage),
-      extensions: loaded.extensions,
-      extraTools: mcp?.tools ?? [],
-      configuredMiddlewares,
-      listening: { host: hostname },
-      ...(host.reclaimMemory ? { runs: { reclaimMemory: host.reclaimMemory } } : {}),
-      onDiagnostic: reportDiagnostic,
-      logger: {
-        info: (message) => host.stderr.write(`${message}\n`),
-        warn: (message) => host.stderr.write(`warning: ${message}\n`),
-        error: (message) => host.stderr.write(`error: ${message}\n`),
-      },
-    });
+    opened = await openGateway(host, { config, configDir: options.configDir, hostname });
+    const { gateway } = opened;
     server = await host.serve(gateway.fetch, { hostname, port }).catch((error: unknown) => {
       throw new DeerflowError(
         "serve_failed",
@@ -92,8 +133,9 @@ export async function serveCommand(host: CliHost, options: ServeCommandOptions):
     host.stderr.write(`error: ${errorMessage(error).split("\n")[0]}\n`);
     return 1;
   } finally {
-    await gateway?.shutdown().catch(() => {});
+    // The gateway first (runs drained, storage closed), then the server, then the MCP servers.
+    await opened?.gateway.shutdown().catch(() => {});
     await server?.close().catch(() => {});
-    await mcp?.close().catch(() => {});
+    await opened?.close().catch(() => {});
   }
 }

@@ -80,18 +80,67 @@ export async function cliWorkspace(config: Record<string, unknown> = {}, env: Re
 
 async function startCli(runtime: CliRuntime, configPath: string, env: Record<string, string>, options: CliOptions): Promise<CliServer> {
   const { command, args } = cliCommand(runtime, options);
-  const child = spawn(command, [...args, "--port", "0", "--host", "127.0.0.1", "--config", configPath], {
+  return spawnServer(`${runtime} CLI`, command, [...args, "--port", "0", "--host", "127.0.0.1", "--config", configPath], {
     cwd: dirname(configPath),
-    env: { ...process.env, ...env, NO_COLOR: "1" },
+    env,
+    url: /deerflow-edge gateway · (http:\/\/[^\s]+)/,
+  });
+}
+
+/** The deno binary the project installs (node_modules/.bin/deno), whatever runtime runs the test. */
+export const DENO_BINARY = join(root, "node_modules/.bin/deno");
+
+/** `deno serve` of the Deno Deploy entry, with Deploy's permissions (DENO_DEPLOY_FLAGS) unless told otherwise. */
+export function denoDeployCommand(options: CliOptions = {}): { command: string; args: string[] } {
+  const flags = options.denoFlags ?? DENO_DEPLOY_FLAGS;
+  return { command: DENO_BINARY, args: ["serve", "--config", join(root, "deno.json"), ...flags, "--host", "127.0.0.1", "--port", "0", join(root, "deploy/deno-deploy.ts")] };
+}
+
+/**
+ * deploy/deno-deploy.ts under `deno serve` on a free port, configured by `env` only (plus PATH,
+ * HOME and DENO_DIR from this process; nothing else leaks in), from an empty working folder.
+ */
+export async function startDenoDeploy(env: Record<string, string>, options: CliOptions & { cwd: string }): Promise<CliServer> {
+  const { command, args } = denoDeployCommand(options);
+  const inherited = Object.fromEntries(["PATH", "HOME", "DENO_DIR"].flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]!]])));
+  return spawnServer("deno serve deploy/deno-deploy.ts", command, args, { cwd: options.cwd, env: { ...inherited, ...env }, url: /Listening on (http:\/\/[^\s/]+)/, inheritEnv: false });
+}
+
+/** A command as a child process to its end (killed after 90 s): exit code and everything it printed. */
+export function runToExit(command: string, args: readonly string[], options: { cwd: string; env: Record<string, string | undefined> }): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolveRun, reject) => {
+    const child = spawn(command, args, { cwd: options.cwd, env: { ...options.env, NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    child.stdout!.on("data", (chunk: Buffer) => (out += chunk.toString()));
+    child.stderr!.on("data", (chunk: Buffer) => (out += chunk.toString()));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 90_000);
+    child.once("error", reject);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      resolveRun({ code, out });
+    });
+  });
+}
+
+/** A server process, resolved once its output names the URL it listens on (the pattern's first group). */
+async function spawnServer(
+  what: string,
+  command: string,
+  args: readonly string[],
+  options: { cwd: string; env: Record<string, string>; url: RegExp; inheritEnv?: boolean },
+): Promise<CliServer> {
+  const child = spawn(command, args, {
+    cwd: options.cwd,
+    env: { ...(options.inheritEnv === false ? {} : process.env), ...options.env, NO_COLOR: "1" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
   const exited = new Promise<void>((resolveExit) => child.once("exit", () => resolveExit()));
   const url = await new Promise<string>((resolveUrl, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${runtime} CLI did not print its URL within 60 s:\n${out}`)), 60_000);
+    const timer = setTimeout(() => reject(new Error(`${what} did not print its URL within 60 s:\n${out}`)), 60_000);
     const onData = (chunk: Buffer) => {
       out += chunk.toString();
-      const match = /deerflow-edge gateway · (http:\/\/[^\s]+)/.exec(out);
+      const match = options.url.exec(out);
       if (match) {
         clearTimeout(timer);
         resolveUrl(match[1]!);
@@ -101,7 +150,7 @@ async function startCli(runtime: CliRuntime, configPath: string, env: Record<str
     child.stderr!.on("data", onData);
     child.once("exit", (code) => {
       clearTimeout(timer);
-      reject(new Error(`${runtime} CLI exited (${code}) before listening:\n${out}`));
+      reject(new Error(`${what} exited (${code}) before listening:\n${out}`));
     });
   });
   return {

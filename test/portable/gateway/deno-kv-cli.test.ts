@@ -6,12 +6,11 @@
 // permission at all, as on Deno Deploy) keeps a thread across a restart; the fs default without
 // write permission is refused at start. On Node and Bun: the deno-kv config is refused with one
 // sentence saying it needs Deno, and nothing listens.
-import { spawn } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cliCommand, cliWorkspace, currentRuntime, DENO_DEPLOY_FLAGS, type CliServer, type CliWorkspace } from "./cli-server.ts";
+import { cliCommand, cliWorkspace, currentRuntime, DENO_DEPLOY_FLAGS, runToExit, type CliServer, type CliWorkspace } from "./cli-server.ts";
 import { sseFrames, type SseFrame } from "./runs-harness.ts";
 
 const runtime = currentRuntime();
@@ -51,18 +50,7 @@ const finalMessages = (frames: SseFrame[]): Message[] => (frames.findLast((f) =>
 /** `deerflow-edge <args>` as a child process to its end: exit code and everything it printed. */
 function runCli(args: readonly string[], options: { cwd: string; denoFlags?: readonly string[] }): Promise<{ code: number | null; out: string }> {
   const { command, args: base } = cliCommand(runtime, options.denoFlags ? { denoFlags: options.denoFlags } : {}, args[0]!);
-  return new Promise((resolveRun, reject) => {
-    const child = spawn(command, [...base, ...args.slice(1)], { cwd: options.cwd, env: { ...process.env, NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    child.stdout!.on("data", (chunk: Buffer) => (out += chunk.toString()));
-    child.stderr!.on("data", (chunk: Buffer) => (out += chunk.toString()));
-    const timer = setTimeout(() => child.kill("SIGKILL"), 90_000);
-    child.once("error", reject);
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      resolveRun({ code, out });
-    });
-  });
+  return runToExit(command, [...base, ...args.slice(1)], { cwd: options.cwd, env: process.env });
 }
 
 if (runtime === "deno") {
