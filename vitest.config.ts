@@ -10,6 +10,9 @@ const SELF: Readonly<Record<string, string>> = {
   "/bun": "./adapters/bun/index.ts",
 };
 
+// Under Deno: worker threads, which keep the permissions of `deno run` (see test/deno-threads.ts).
+const deno = "Deno" in globalThis;
+
 export default defineConfig({
   resolve: {
     alias: Object.entries(SELF).map(([entry, file]) => ({
@@ -21,8 +24,8 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // The checkpoint conformance suite needs vitest globals: vitest.checkpoint.config.ts runs it.
     exclude: [...configDefaults.exclude, "test/checkpoint/**"],
-    pool: "forks",
-    setupFiles: ["./test/setup.ts"],
+    pool: deno ? "threads" : "forks",
+    setupFiles: ["./test/setup.ts", ...(deno ? ["./test/deno-threads.ts"] : [])],
     testTimeout: 20_000,
   },
 });
