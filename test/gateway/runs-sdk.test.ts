@@ -12,7 +12,7 @@ import type { RunManager } from "../../src/runtime/runs/manager.ts";
 import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import type { GatewayUser } from "../../src/gateway/types.ts";
-import { deferred, eventually, scriptedAgentFactory, type Deferred } from "../runtime/runs-fixtures.ts";
+import { deferred, eventually, scriptedAgentFactory, type Deferred } from "../portable/runtime/runs-fixtures.ts";
 
 /*
  * The official LangGraph SDK client against the gateway over a real socket on 127.0.0.1: the same

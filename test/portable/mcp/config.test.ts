@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError } from "../../src/config/index.ts";
+import { ConfigError } from "../../../src/config/index.ts";
 import {
   DEFAULT_MCP_SESSION_INIT_TIMEOUT,
   enabledMcpServers,
   parseMcpServersConfig,
   resolveEffectiveMcpRouting,
   resolveEnvPlaceholders,
-} from "../../src/mcp/config.ts";
+} from "../../../src/mcp/config.ts";
 
 const env = (values: Record<string, string>) => ({ get: (name: string) => values[name] });
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { mcpResultText, mcpResultToToolMessage } from "../../src/mcp/result.ts";
-import { normalizeToolResult } from "../../src/middlewares/tool-result-meta.ts";
-import { isMcpTool, mcpToolOrigin, mcpToolRouting } from "../../src/mcp/metadata.ts";
+import { mcpResultText, mcpResultToToolMessage } from "../../../src/mcp/result.ts";
+import { normalizeToolResult } from "../../../src/middlewares/tool-result-meta.ts";
+import { isMcpTool, mcpToolOrigin, mcpToolRouting } from "../../../src/mcp/metadata.ts";
 
 const target = { toolName: "srv_tool", toolCallId: "c1" };
 

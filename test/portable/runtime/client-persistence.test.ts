@@ -4,9 +4,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createFsKeyValue } from "../../adapters/shared/fs-key-value.ts";
-import { createDeerFlowClient, type DeerFlowClientOptions } from "../../src/runtime/client.ts";
-import { KeyValueCheckpointSaver } from "../../src/runtime/kv-checkpointer.ts";
+import { createFsKeyValue } from "../../../adapters/shared/fs-key-value.ts";
+import { createDeerFlowClient, type DeerFlowClientOptions } from "../../../src/runtime/client.ts";
+import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts";
 import { deferred, eventually, scriptedAgentFactory } from "./runs-fixtures.ts";
 
 const dirs: string[] = [];

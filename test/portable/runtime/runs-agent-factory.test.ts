@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { validateLeadConfig } from "../../src/agents/app-config.ts";
-import type { AuthorizationProvider } from "../../src/authz/index.ts";
-import { systemClock } from "../../src/core/clock.ts";
-import { mapEnv } from "../../src/core/env.ts";
-import { createLeadAgentFactory } from "../../src/runtime/agent-factory.ts";
-import { KeyValueCheckpointSaver } from "../../src/runtime/kv-checkpointer.ts";
-import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
-import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
+import { validateLeadConfig } from "../../../src/agents/app-config.ts";
+import type { AuthorizationProvider } from "../../../src/authz/index.ts";
+import { systemClock } from "../../../src/core/clock.ts";
+import { mapEnv } from "../../../src/core/env.ts";
+import { createLeadAgentFactory } from "../../../src/runtime/agent-factory.ts";
+import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts";
+import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 
 /** Lets a principal see `bash` only when its authz attributes put it in the `ops` group. */
 const opsOnlyBash: AuthorizationProvider = {

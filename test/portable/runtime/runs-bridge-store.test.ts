@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/core/clock.ts";
-import { RunStore } from "../../src/runtime/runs/run-store.ts";
-import { MemoryStreamBridge, parseLastEventId, type StreamFrame } from "../../src/runtime/runs/stream-bridge.ts";
-import type { RunRecord } from "../../src/runtime/runs/types.ts";
-import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
+import { ManualClock } from "../../../src/core/clock.ts";
+import { RunStore } from "../../../src/runtime/runs/run-store.ts";
+import { MemoryStreamBridge, parseLastEventId, type StreamFrame } from "../../../src/runtime/runs/stream-bridge.ts";
+import type { RunRecord } from "../../../src/runtime/runs/types.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { collect } from "./runs-fixtures.ts";
 
 function row(threadId: string, runId: string, createdMs: number, status: RunRecord["status"] = "success"): RunRecord {

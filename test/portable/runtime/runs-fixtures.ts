@@ -4,12 +4,12 @@ import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messa
 import { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import type { ChatResult } from "@langchain/core/outputs";
 import { interrupt } from "@langchain/langgraph/web";
-import { systemClock } from "../../src/core/clock.ts";
-import { newId } from "../../src/core/ids.ts";
-import { createAgent } from "../../src/engine/index.ts";
-import type { AgentTool } from "../../src/engine/types.ts";
-import type { Clock } from "../../src/ports/runtime-ports.ts";
-import type { RunAgentFactory, RunPrincipal, RunThreadStatus, RunThreadStore } from "../../src/runtime/runs/types.ts";
+import { systemClock } from "../../../src/core/clock.ts";
+import { newId } from "../../../src/core/ids.ts";
+import { createAgent } from "../../../src/engine/index.ts";
+import type { AgentTool } from "../../../src/engine/types.ts";
+import type { Clock } from "../../../src/ports/runtime-ports.ts";
+import type { RunAgentFactory, RunPrincipal, RunThreadStatus, RunThreadStore } from "../../../src/runtime/runs/types.ts";
 import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 
 export interface Deferred<T = void> {

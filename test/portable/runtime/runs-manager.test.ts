@@ -1,15 +1,15 @@
 import { describe, expect, it } from "vitest";
-import { ManualClock, systemClock } from "../../src/core/clock.ts";
-import type { TaskInfo, TaskLifecycleContributor, TaskOutcome } from "../../src/extension-api/lifecycle.ts";
-import { HostExtensionRegistry, type LoadedExtensions } from "../../src/extensions/registry.ts";
-import type { Clock } from "../../src/ports/runtime-ports.ts";
-import { KeyValueCheckpointSaver } from "../../src/runtime/kv-checkpointer.ts";
-import { RunManager } from "../../src/runtime/runs/manager.ts";
-import { RunStore } from "../../src/runtime/runs/run-store.ts";
-import type { StreamFrame } from "../../src/runtime/runs/stream-bridge.ts";
-import { RunOperationError, runRequest, type RunAgentFactory, type RunRecord, type RunRequest } from "../../src/runtime/runs/types.ts";
-import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
-import type { KeyValue } from "../../src/ports/key-value.ts";
+import { ManualClock, systemClock } from "../../../src/core/clock.ts";
+import type { TaskInfo, TaskLifecycleContributor, TaskOutcome } from "../../../src/extension-api/lifecycle.ts";
+import { HostExtensionRegistry, type LoadedExtensions } from "../../../src/extensions/registry.ts";
+import type { Clock } from "../../../src/ports/runtime-ports.ts";
+import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts";
+import { RunManager } from "../../../src/runtime/runs/manager.ts";
+import { RunStore } from "../../../src/runtime/runs/run-store.ts";
+import type { StreamFrame } from "../../../src/runtime/runs/stream-bridge.ts";
+import { RunOperationError, runRequest, type RunAgentFactory, type RunRecord, type RunRequest } from "../../../src/runtime/runs/types.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
+import type { KeyValue } from "../../../src/ports/key-value.ts";
 import { ALICE, MemoryThreads, collect, deferred, eventually, scriptedAgentFactory, type Deferred } from "./runs-fixtures.ts";
 
 function say(text: string, fields: Partial<RunRequest> = {}): RunRequest {

@@ -1,12 +1,12 @@
 // The runs ask the runtime to reclaim memory once they went quiet (the ReclaimMemory port): V8 under
 // Node never collects while the process idles, so without the ask a burst's garbage stays.
 import { describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/core/clock.ts";
-import { KeyValueCheckpointSaver } from "../../src/runtime/kv-checkpointer.ts";
-import { RunManager } from "../../src/runtime/runs/manager.ts";
-import { IdleReclaimer } from "../../src/runtime/runs/reclaim.ts";
-import { runRequest } from "../../src/runtime/runs/types.ts";
-import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
+import { ManualClock } from "../../../src/core/clock.ts";
+import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts";
+import { RunManager } from "../../../src/runtime/runs/manager.ts";
+import { IdleReclaimer } from "../../../src/runtime/runs/reclaim.ts";
+import { runRequest } from "../../../src/runtime/runs/types.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { ALICE, MemoryThreads, collect, deferred, scriptedAgentFactory } from "./runs-fixtures.ts";
 
 const say = (text: string) => runRequest({ input: { messages: [{ type: "human", content: text }] } });

@@ -1,8 +1,8 @@
 import { emptyCheckpoint } from "@langchain/langgraph-checkpoint";
 import { describe, expect, it } from "vitest";
-import { KeyValueCheckpointSaver } from "../../src/runtime/kv-checkpointer.ts";
-import { allCheckpointWritesSettled, trackCheckpointWrites } from "../../src/runtime/runs/settle.ts";
-import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
+import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts";
+import { allCheckpointWritesSettled, trackCheckpointWrites } from "../../../src/runtime/runs/settle.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 
 /** A tracked saver whose storage writes wait at a gate until the test opens it. */
 function gatedSaver() {

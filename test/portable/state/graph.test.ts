@@ -8,7 +8,7 @@ import {
   emptyThreadState,
   type ThreadState,
   type ThreadStateUpdate,
-} from "../../src/state/thread-state.ts";
+} from "../../../src/state/thread-state.ts";
 
 type Write = [keyof ThreadState, unknown];
 

@@ -23,7 +23,7 @@ import {
   type SkillContextInput,
   type Todo,
   type ViewedImage,
-} from "../../src/state/thread-state.ts";
+} from "../../../src/state/thread-state.ts";
 import { deepFreeze, thrown } from "./helpers.ts";
 
 const human = (id: string, content = id) => new HumanMessage({ id, content });

@@ -1,7 +1,7 @@
 import { AIMessage, HumanMessage } from "@langchain/core/messages";
 import { Overwrite } from "@langchain/langgraph/web";
 import { describe, expect, expectTypeOf, it } from "vitest";
-import * as stateIndex from "../../src/state/index.ts";
+import * as stateIndex from "../../../src/state/index.ts";
 import {
   StateConflictError,
   StateUpdateError,
@@ -11,7 +11,7 @@ import {
   threadStateChannels,
   type ThreadState,
   type ThreadStateUpdate,
-} from "../../src/state/thread-state.ts";
+} from "../../../src/state/thread-state.ts";
 import { deepFreeze, thrown } from "./helpers.ts";
 
 const CHANNELS = [

@@ -2,14 +2,14 @@ import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messa
 import type { ToolCall } from "@langchain/core/messages/tool";
 import { fakeModel } from "@langchain/core/testing";
 import { vi } from "vitest";
-import { GENERAL_PURPOSE_SUBAGENT, type SubagentType } from "../../src/agents/subagent-types.ts";
-import { systemClock } from "../../src/core/clock.ts";
-import { createAgent, type Agent } from "../../src/engine/agent.ts";
-import type { AgentRuntime, AgentTool, ToolOutput } from "../../src/engine/types.ts";
-import type { KeyValue } from "../../src/ports/key-value.ts";
-import { emptyThreadState } from "../../src/state/thread-state.ts";
-import { BATCH_TASK_TOOL_NAME } from "../../src/tools/batch-task.ts";
-import { makeRuntime } from "../middlewares/runtime.ts";
+import { GENERAL_PURPOSE_SUBAGENT, type SubagentType } from "../../../src/agents/subagent-types.ts";
+import { systemClock } from "../../../src/core/clock.ts";
+import { createAgent, type Agent } from "../../../src/engine/agent.ts";
+import type { AgentRuntime, AgentTool, ToolOutput } from "../../../src/engine/types.ts";
+import type { KeyValue } from "../../../src/ports/key-value.ts";
+import { emptyThreadState } from "../../../src/state/thread-state.ts";
+import { BATCH_TASK_TOOL_NAME } from "../../../src/tools/batch-task.ts";
+import { makeRuntime } from "../../middlewares/runtime.ts";
 
 export const GP: SubagentType = { ...GENERAL_PURPOSE_SUBAGENT, maxTurns: 25, timeoutMs: 60_000 };
 export const ITEM_USAGE = { input_tokens: 10, output_tokens: 5, total_tokens: 15 };

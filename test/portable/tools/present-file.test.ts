@@ -3,20 +3,20 @@ import type { ToolCall } from "@langchain/core/messages/tool";
 import { fakeModel } from "@langchain/core/testing";
 import { isCommand, type Command } from "@langchain/langgraph/web";
 import { afterEach, describe, expect, it } from "vitest";
-import { systemClock } from "../../src/core/clock.ts";
-import { createAgent } from "../../src/engine/agent.ts";
-import type { ToolOutput } from "../../src/engine/types.ts";
-import { createToolErrorHandlingMiddleware } from "../../src/middlewares/tool-error-handling.ts";
-import type { SandboxProvider } from "../../src/ports/sandbox.ts";
-import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
-import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
+import { systemClock } from "../../../src/core/clock.ts";
+import { createAgent } from "../../../src/engine/agent.ts";
+import type { ToolOutput } from "../../../src/engine/types.ts";
+import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling.ts";
+import type { SandboxProvider } from "../../../src/ports/sandbox.ts";
+import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
+import { emptyThreadState, type ThreadState } from "../../../src/state/thread-state.ts";
 import {
   PRESENT_FILES_SUCCESS_TEXT,
   PRESENT_FILES_TOOL_NAME,
   createPresentFileTool,
   type PresentFileToolOptions,
-} from "../../src/tools/present-file.ts";
-import { makeRuntime } from "../middlewares/runtime.ts";
+} from "../../../src/tools/present-file.ts";
+import { makeRuntime } from "../../middlewares/runtime.ts";
 
 const OUT = "/mnt/user-data/outputs";
 const providers: SandboxProvider[] = [];

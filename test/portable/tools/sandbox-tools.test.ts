@@ -3,14 +3,14 @@ import type { ToolCall } from "@langchain/core/messages/tool";
 import { fakeModel } from "@langchain/core/testing";
 import { isCommand, type Command } from "@langchain/langgraph/web";
 import { afterEach, describe, expect, it } from "vitest";
-import { systemClock } from "../../src/core/clock.ts";
-import { createAgent } from "../../src/engine/agent.ts";
-import type { AgentRuntime, AgentTool, ToolContext, ToolOutput } from "../../src/engine/types.ts";
-import { createToolErrorHandlingMiddleware } from "../../src/middlewares/tool-error-handling.ts";
-import { TOOL_META_KEY, type ToolResultMeta } from "../../src/middlewares/tool-result-meta.ts";
-import { SandboxError, type SandboxProvider } from "../../src/ports/sandbox.ts";
-import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
-import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
+import { systemClock } from "../../../src/core/clock.ts";
+import { createAgent } from "../../../src/engine/agent.ts";
+import type { AgentRuntime, AgentTool, ToolContext, ToolOutput } from "../../../src/engine/types.ts";
+import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling.ts";
+import { TOOL_META_KEY, type ToolResultMeta } from "../../../src/middlewares/tool-result-meta.ts";
+import { SandboxError, type SandboxProvider } from "../../../src/ports/sandbox.ts";
+import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
+import { emptyThreadState, type ThreadState } from "../../../src/state/thread-state.ts";
 import {
   SANDBOX_ACQUIRED_SCOPE_KEY,
   SandboxAuthorizationError,
@@ -21,8 +21,8 @@ import {
   globPathMatches,
   isIgnoredSearchName,
   type SandboxAuthorizer,
-} from "../../src/tools/sandbox-tools.ts";
-import { makeRuntime } from "../middlewares/runtime.ts";
+} from "../../../src/tools/sandbox-tools.ts";
+import { makeRuntime } from "../../middlewares/runtime.ts";
 
 const providers: SandboxProvider[] = [];
 

@@ -2,8 +2,8 @@ import { ToolMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import { Command } from "@langchain/langgraph/web";
 import { describe, expect, it } from "vitest";
-import type { AgentTool, ToolContext } from "../../src/engine/types.ts";
-import { MCP_TOOL_METADATA_KEY, MCP_TOOL_ROUTING_METADATA_KEY } from "../../src/mcp/metadata.ts";
+import type { AgentTool, ToolContext } from "../../../src/engine/types.ts";
+import { MCP_TOOL_METADATA_KEY, MCP_TOOL_ROUTING_METADATA_KEY } from "../../../src/mcp/metadata.ts";
 import {
   DeferredToolCatalog,
   TOOL_SEARCH_MAX_RESULTS,
@@ -15,9 +15,9 @@ import {
   mcpRoutingHintsPromptSection,
   pythonJsonDumps,
   toOpenAIFunction,
-} from "../../src/tools/tool-search.ts";
-import { emptyThreadState } from "../../src/state/thread-state.ts";
-import { makeRuntime } from "../middlewares/runtime.ts";
+} from "../../../src/tools/tool-search.ts";
+import { emptyThreadState } from "../../../src/state/thread-state.ts";
+import { makeRuntime } from "../../middlewares/runtime.ts";
 
 function tool(name: string, description = "A searchable deferred tool.", extra: Partial<AgentTool> = {}): AgentTool {
   return {

@@ -4,10 +4,10 @@ import { AIMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import { fakeModel } from "@langchain/core/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ManualClock, systemClock } from "../../src/core/clock.ts";
-import { createAgent } from "../../src/engine/agent.ts";
-import type { AgentTool, ToolContext } from "../../src/engine/types.ts";
-import { emptyThreadState } from "../../src/state/thread-state.ts";
+import { ManualClock, systemClock } from "../../../src/core/clock.ts";
+import { createAgent } from "../../../src/engine/agent.ts";
+import type { AgentTool, ToolContext } from "../../../src/engine/types.ts";
+import { emptyThreadState } from "../../../src/state/thread-state.ts";
 import {
   WEB_FETCH_DEFAULTS,
   createTavilySearchProvider,
@@ -18,8 +18,8 @@ import {
   isPrivateAddress,
   isPrivateHost,
   type WebSearchProvider,
-} from "../../src/tools/web.ts";
-import { makeRuntime } from "../middlewares/runtime.ts";
+} from "../../../src/tools/web.ts";
+import { makeRuntime } from "../../middlewares/runtime.ts";
 
 type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void;
 
