@@ -2,10 +2,10 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createFsKeyValue } from "../../adapters/shared/fs-key-value.ts";
-import { createGateway } from "../../src/gateway/app.ts";
-import { KeyValueThreadStore } from "../../src/runtime/thread-store.ts";
-import { call, config, headerAuthLayer } from "../portable/gateway/threads-fixtures.ts";
+import { createFsKeyValue } from "../../../adapters/shared/fs-key-value.ts";
+import { createGateway } from "../../../src/gateway/app.ts";
+import { KeyValueThreadStore } from "../../../src/runtime/thread-store.ts";
+import { call, config, headerAuthLayer } from "./threads-fixtures.ts";
 
 const dirs: string[] = [];
 async function tempDir(): Promise<string> {

@@ -1,9 +1,9 @@
 import { request as httpRequest } from "node:http";
 import { Client } from "@langchain/langgraph-sdk";
 import { afterEach, describe, expect, it } from "vitest";
-import { serveNode } from "../../adapters/node/serve.ts";
-import type { HttpServerHandle } from "../../src/ports/http-server.ts";
-import { API_KEY, buildTestGateway, passwordHash } from "../portable/gateway/auth-fixtures.ts";
+import type { HttpServerHandle } from "../../../src/ports/http-server.ts";
+import { API_KEY, buildTestGateway, passwordHash } from "./auth-fixtures.ts";
+import { runtimeServe } from "./runtime-serve.ts";
 
 /*
  * The auth layer behind a real socket on 127.0.0.1: the official SDK's x-api-key, a browser-style
@@ -11,13 +11,14 @@ import { API_KEY, buildTestGateway, passwordHash } from "../portable/gateway/aut
  * (fetch cannot forge Host, so that one goes through node:http).
  */
 
+const { runtime, serve: serveFetch } = await runtimeServe();
 const servers: HttpServerHandle[] = [];
 afterEach(async () => {
   await Promise.all(servers.splice(0).map((server) => server.close()));
 });
 
 async function serve(gateway: ReturnType<typeof buildTestGateway>): Promise<HttpServerHandle> {
-  const server = await serveNode((request) => gateway.app.fetch(request), { hostname: "127.0.0.1", port: 0 });
+  const server = await serveFetch((request) => gateway.app.fetch(request), { hostname: "127.0.0.1", port: 0 });
   servers.push(server);
   return server;
 }
@@ -35,7 +36,7 @@ function rawGet(server: HttpServerHandle, path: string, host: string): Promise<{
   });
 }
 
-describe("auth over a real socket", () => {
+describe(`auth over a real socket (${runtime})`, () => {
   it("the LangGraph SDK's apiKey travels as x-api-key and is accepted; without it the SDK gets the 401", async () => {
     const gateway = buildTestGateway({ gateway: { auth: { mode: "api_key", api_keys: [{ key_env: "ADMIN_KEY", user_id: "ops", role: "admin" }] } } });
     gateway.threads.set("t-ops", "ops");

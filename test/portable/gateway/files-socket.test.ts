@@ -1,31 +1,20 @@
 // Thread files through a real HTTP server on 127.0.0.1: FormData uploads as a browser or script sends them.
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
-import type { ServerType } from "@hono/node-server";
 import { afterEach, describe, expect, it } from "vitest";
-import { T, harness } from "../portable/gateway/files-harness.ts";
-import type { Harness } from "../portable/gateway/files-harness.ts";
+import type { HttpServerHandle } from "../../../src/ports/http-server.ts";
+import { T, harness } from "./files-harness.ts";
+import type { Harness } from "./files-harness.ts";
+import { runtimeServe } from "./runtime-serve.ts";
 
-const servers: ServerType[] = [];
+const { runtime, serve } = await runtimeServe();
+const servers: HttpServerHandle[] = [];
 afterEach(async () => {
-  await Promise.all(
-    servers.splice(0).map(
-      (server) =>
-        new Promise<void>((resolve) => {
-          server.close(() => resolve());
-          // The client keeps its connection alive; close would otherwise wait for it to idle out.
-          (server as Server).closeAllConnections();
-        }),
-    ),
-  );
+  await Promise.all(servers.splice(0).map((server) => server.close()));
 });
 
 async function listen(h: Harness): Promise<string> {
-  const server = serve({ fetch: h.app.fetch, hostname: "127.0.0.1", port: 0 });
+  const server = await serve((request) => h.app.fetch(request), { hostname: "127.0.0.1", port: 0 });
   servers.push(server);
-  await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return server.url;
 }
 
 /** Deterministic bytes covering every value, so a text or encoding round trip would show. */
@@ -39,7 +28,7 @@ function pattern(length: number): Uint8Array<ArrayBuffer> {
   return bytes;
 }
 
-describe("thread files over a socket", () => {
+describe(`thread files over ${runtime}'s socket`, () => {
   it("a FormData upload through fetch lands in the sandbox and comes back byte for byte, whole and in ranges", async () => {
     const h = harness();
     const url = await listen(h);

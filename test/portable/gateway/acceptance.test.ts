@@ -3,19 +3,19 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
-import { createFsKeyValue } from "../../adapters/shared/fs-key-value.ts";
-import { createModuleLoader } from "../../adapters/shared/module-loader.ts";
-import type { ModuleLoader } from "../../src/ports/module-loader.ts";
-import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
-import { resetGatewayProbe } from "../fixtures/plugins/gateway-acceptance.ts";
-import { acceptanceGateway, acceptanceGateways, call, human, plugin, pluginUse, send } from "../fixtures/plugins/gateway-harness.ts";
+import { createFsKeyValue } from "../../../adapters/shared/fs-key-value.ts";
+import { createModuleLoader } from "../../../adapters/shared/module-loader.ts";
+import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
+import { resetGatewayProbe } from "../../fixtures/plugins/gateway-acceptance.ts";
+import { acceptanceGateway, acceptanceGateways, call, human, plugin, pluginUse, send } from "../../fixtures/plugins/gateway-harness.ts";
 
 /*
- * The gateway as `deerflow-edge serve` starts it on Node: plugins resolved by the runtime's module
+ * The gateway as `deerflow-edge serve` starts it on the runtime running the test: plugins resolved by the runtime's module
  * loader relative to the config's folder, fs storage where a restart must lose nothing.
  */
 
-const pluginsDir = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "plugins");
+const pluginsDir = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "fixtures", "plugins");
 
 /** The adapters' loader over the fixtures folder, recording every module it actually imports. */
 function recordingLoader(): { loader: ModuleLoader; imported: string[] } {

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/core/clock.ts";
-import { EMPTY_HOST_POLICY, ExtensionData, type ExtensionRuntimeDeps, type ExtensionService } from "../../src/extension-api/index.ts";
-import type { ExtensionDiagnostic } from "../../src/extensions/diagnostics.ts";
-import { HostExtensionRegistry, type LoadedExtensions } from "../../src/extensions/registry.ts";
-import { createExtensionServices, startExtensionServices } from "../../src/gateway/extension-services.ts";
+import { ManualClock } from "../../../src/core/clock.ts";
+import { EMPTY_HOST_POLICY, ExtensionData, type ExtensionRuntimeDeps, type ExtensionService } from "../../../src/extension-api/index.ts";
+import type { ExtensionDiagnostic } from "../../../src/extensions/diagnostics.ts";
+import { HostExtensionRegistry, type LoadedExtensions } from "../../../src/extensions/registry.ts";
+import { createExtensionServices, startExtensionServices } from "../../../src/gateway/extension-services.ts";
 
 /** A service that records what happened to it, in one shared log. */
 function recordingService(name: string, log: string[], behaviour: { start?: () => Promise<void>; stop?: () => Promise<void> } = {}): ExtensionService {

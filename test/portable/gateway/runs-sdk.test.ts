@@ -1,18 +1,19 @@
-import { serve, type ServerType } from "@hono/node-server";
 import { Client } from "@langchain/langgraph-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { validateLeadConfig } from "../../src/agents/app-config.ts";
-import { systemClock } from "../../src/core/clock.ts";
-import { mapEnv } from "../../src/core/env.ts";
-import { createGateway, type Gateway } from "../../src/gateway/app.ts";
-import { registerRunsPart } from "../../src/gateway/routes/runs.ts";
-import { createLeadAgentFactory } from "../../src/runtime/agent-factory.ts";
-import { KeyValueCheckpointSaver } from "../../src/runtime/kv-checkpointer.ts";
-import type { RunManager } from "../../src/runtime/runs/manager.ts";
-import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
-import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
-import type { GatewayUser } from "../../src/gateway/types.ts";
-import { deferred, eventually, scriptedAgentFactory, type Deferred } from "../portable/runtime/runs-fixtures.ts";
+import { validateLeadConfig } from "../../../src/agents/app-config.ts";
+import { systemClock } from "../../../src/core/clock.ts";
+import { mapEnv } from "../../../src/core/env.ts";
+import { createGateway, type Gateway } from "../../../src/gateway/app.ts";
+import { registerRunsPart } from "../../../src/gateway/routes/runs.ts";
+import { createLeadAgentFactory } from "../../../src/runtime/agent-factory.ts";
+import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts";
+import type { RunManager } from "../../../src/runtime/runs/manager.ts";
+import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
+import type { GatewayUser } from "../../../src/gateway/types.ts";
+import type { HttpServerHandle } from "../../../src/ports/http-server.ts";
+import { deferred, eventually, scriptedAgentFactory, type Deferred } from "../runtime/runs-fixtures.ts";
+import { runtimeServe } from "./runtime-serve.ts";
 
 /*
  * The official LangGraph SDK client against the gateway over a real socket on 127.0.0.1: the same
@@ -20,9 +21,11 @@ import { deferred, eventually, scriptedAgentFactory, type Deferred } from "../po
  * and history), with a scripted model so every frame is predictable.
  */
 
+const { runtime, serve } = await runtimeServe();
+
 interface Served {
   gateway: Gateway;
-  server: ServerType;
+  server: HttpServerHandle;
   client: Client;
   runs: RunManager<GatewayUser>;
   gates: { block: Deferred<string> };
@@ -53,22 +56,19 @@ async function start(options: { demo?: boolean } = {}): Promise<Served> {
       return part;
     },
   });
-  const server = await new Promise<ServerType>((resolve) => {
-    const s = serve({ fetch: gateway.app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
-  });
-  const address = server.address() as { port: number };
-  const client = new Client({ apiUrl: `http://127.0.0.1:${address.port}/api`, apiKey: null });
+  const server = await serve(gateway.fetch, { hostname: "127.0.0.1", port: 0 });
+  const client = new Client({ apiUrl: `${server.url}/api`, apiKey: null });
   return { gateway, server, client, runs, gates };
 }
 
 async function stop(served: Served): Promise<void> {
-  await new Promise<void>((resolve) => served.server.close(() => resolve()));
+  await served.server.close();
   await served.gateway.shutdown();
 }
 
 const say = (text: string) => ({ messages: [{ type: "human", content: text }] });
 
-describe("the LangGraph SDK over a socket (scripted model)", () => {
+describe(`the LangGraph SDK over ${runtime}'s socket (scripted model)`, () => {
   let s: Served;
   beforeAll(async () => {
     s = await start();
@@ -192,7 +192,7 @@ describe("the LangGraph SDK over a socket (scripted model)", () => {
   });
 });
 
-describe("the LangGraph SDK over a socket (the lead agent with the demo model)", () => {
+describe(`the LangGraph SDK over ${runtime}'s socket (the lead agent with the demo model)`, () => {
   it("streams the demo session end to end: token chunks as messages, then the final values", async () => {
     const served = await start({ demo: true });
     try {
