@@ -2,19 +2,20 @@ import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Client } from "@langchain/langgraph-sdk";
 import { describe, expect, it } from "vitest";
-import { createModuleLoader } from "../../adapters/shared/module-loader.ts";
-import { serveNode } from "../../adapters/node/serve.ts";
-import type { CliHost } from "../../src/cli/host.ts";
-import { main } from "../../src/cli/main.ts";
-import { systemClock } from "../../src/core/clock.ts";
-import { mapEnv } from "../../src/core/env.ts";
-import type { HttpServerHandle, ServeFetch } from "../../src/ports/http-server.ts";
-import type { KeyValue } from "../../src/ports/key-value.ts";
-import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
-import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
+import { createModuleLoader } from "../../../adapters/shared/module-loader.ts";
+import type { CliHost } from "../../../src/cli/host.ts";
+import { main } from "../../../src/cli/main.ts";
+import { systemClock } from "../../../src/core/clock.ts";
+import { mapEnv } from "../../../src/core/env.ts";
+import type { HttpServerHandle, ServeFetch } from "../../../src/ports/http-server.ts";
+import type { KeyValue } from "../../../src/ports/key-value.ts";
+import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
+import { runtimeServe } from "../gateway/runtime-serve.ts";
 
+const { runtime, serve: runtimeServeFetch } = await runtimeServe();
 const here = dirname(fileURLToPath(import.meta.url));
-const example = `${here}/../../examples/deerflow-extension-example/src/index.ts`;
+const example = `${here}/../../../examples/deerflow-extension-example/src/index.ts`;
 
 interface ServeHost extends CliHost {
   out: string[];
@@ -36,7 +37,7 @@ function serveHost(argv: string[], files: Record<string, string> = {}, env: Reco
   const listening = new Promise<HttpServerHandle>((resolve) => (onListen = resolve));
   const handlers = new Set<() => void>();
   const serve: ServeFetch = async (fetch, options) => {
-    const server = await serveNode(fetch, options);
+    const server = await runtimeServeFetch(fetch, options);
     served.push(server);
     onListen(server);
     return server;
@@ -68,7 +69,7 @@ function serveHost(argv: string[], files: Record<string, string> = {}, env: Reco
   };
 }
 
-describe("deerflow-edge serve", () => {
+describe(`deerflow-edge serve (${runtime})`, () => {
   it("serves the LangGraph API on loopback with the embedded defaults, streams a run, and stops cleanly on Ctrl-C", async () => {
     const host = serveHost(["serve", "--port", "0"]);
     const exit = main(host);
@@ -136,7 +137,7 @@ describe("deerflow-edge serve", () => {
   });
 
   it("scenario 3: a required plugin that fails stops the start, naming it, and no port is served", async () => {
-    const broken = `${here}/../fixtures/plugins/throws-at-import.mjs`;
+    const broken = `${here}/../../fixtures/plugins/throws-at-import.mjs`;
     const host = serveHost(["serve", "--port", "0", "--config", "c.yaml"], {
       "c.yaml": `plugins:\n  - use: ${broken}:install\n    required: true\n`,
     });
@@ -174,7 +175,7 @@ describe("deerflow-edge serve", () => {
 
 describe("deerflow-edge hash-password", () => {
   it("hashes the password read from stdin into the form gateway.auth.users takes, and refuses a short one", async () => {
-    const { verifyPassword } = await import("../../src/gateway/auth/password.ts");
+    const { verifyPassword } = await import("../../../src/gateway/auth/password.ts");
     const host = { ...serveHost(["hash-password"]), readLine: async () => "correct horse battery" };
     expect(await main(host)).toBe(0);
     const hash = host.out.join("").trim();

@@ -1,19 +1,21 @@
 import { createServer } from "node:net";
 import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createModuleLoader } from "../../adapters/shared/module-loader.ts";
-import { startTestMcpServer } from "../mcp/http-server.ts";
+import { createModuleLoader } from "../../../adapters/shared/module-loader.ts";
+import { startTestMcpServer } from "../../mcp/http-server.ts";
 import { describe, expect, it } from "vitest";
-import type { CliHost } from "../../src/cli/host.ts";
-import { main } from "../../src/cli/main.ts";
-import { systemClock } from "../../src/core/clock.ts";
-import { mapEnv } from "../../src/core/env.ts";
-import type { KeyValue } from "../../src/ports/key-value.ts";
-import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
-import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
-import { KeyValueCheckpointSaver } from "../../src/runtime/kv-checkpointer.ts";
+import type { CliHost } from "../../../src/cli/host.ts";
+import { main } from "../../../src/cli/main.ts";
+import { systemClock } from "../../../src/core/clock.ts";
+import { mapEnv } from "../../../src/core/env.ts";
+import type { KeyValue } from "../../../src/ports/key-value.ts";
+import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
+import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts";
 import type { BaseMessage } from "@langchain/core/messages";
-import { serveNode } from "../../adapters/node/serve.ts";
+import { runtimeServe } from "../gateway/runtime-serve.ts";
+
+const { serve } = await runtimeServe();
 
 interface FakeHost extends CliHost {
   out: string[];
@@ -38,13 +40,13 @@ function fakeHost(argv: string[], files: Record<string, string> = {}, options: {
     createStorage: () => storage,
     createSandboxProvider: (_config, kv) => createVirtualSandboxProvider({ storage: kv }),
     onInterrupt: () => () => {},
-    serve: serveNode,
+    serve,
     createModuleLoader: (baseDir) => createModuleLoader({ baseDir }),
     dirname,
   };
 }
 
-const fixtures = `${dirname(fileURLToPath(import.meta.url))}/../fixtures/extensions`;
+const fixtures = `${dirname(fileURLToPath(import.meta.url))}/../../fixtures/extensions`;
 
 async function closedPort(): Promise<number> {
   const server = createServer();
@@ -177,8 +179,8 @@ describe("deerflow-edge run", () => {
   });
 
   it("acts as the run worker for plugins: task start and stop with the outcome", async () => {
-    const plugins = `${dirname(fileURLToPath(import.meta.url))}/../fixtures/plugins/lifecycle-recorder.ts`;
-    const { lifecycleLog } = await import("../fixtures/plugins/lifecycle-recorder.ts");
+    const plugins = `${dirname(fileURLToPath(import.meta.url))}/../../fixtures/plugins/lifecycle-recorder.ts`;
+    const { lifecycleLog } = await import("../../fixtures/plugins/lifecycle-recorder.ts");
     const config = `plugins:\n  - use: ${plugins}:install\n`;
     const host = fakeHost(["run", "Write a note.", "--thread", "t-plug", "--config", "/c/config.yaml"], { "/c/config.yaml": config });
     expect(await main(host)).toBe(0);
@@ -187,8 +189,8 @@ describe("deerflow-edge run", () => {
 
   it("reports a run that fails after it started as failed (scenario 23)", async () => {
     const here = dirname(fileURLToPath(import.meta.url));
-    const { lifecycleLog } = await import("../fixtures/plugins/lifecycle-recorder.ts");
-    const config = `plugins:\n  - use: ${here}/../fixtures/plugins/lifecycle-recorder.ts:install\nextensions:\n  middlewares:\n    - ${here}/../fixtures/extensions/failing-run.ts:createFailingRun\n`;
+    const { lifecycleLog } = await import("../../fixtures/plugins/lifecycle-recorder.ts");
+    const config = `plugins:\n  - use: ${here}/../../fixtures/plugins/lifecycle-recorder.ts:install\nextensions:\n  middlewares:\n    - ${here}/../../fixtures/extensions/failing-run.ts:createFailingRun\n`;
     const host = fakeHost(["run", "hi", "--thread", "t-fail", "--config", "/c/config.yaml"], { "/c/config.yaml": config });
     expect(await main(host)).toBe(1);
     expect(host.err.join("")).toContain("the operator's middleware broke");
@@ -196,7 +198,7 @@ describe("deerflow-edge run", () => {
   });
 
   it("refuses to start when a required plugin fails, and starts without an optional one", async () => {
-    const plugins = `${dirname(fileURLToPath(import.meta.url))}/../fixtures/plugins/lifecycle-recorder.ts`;
+    const plugins = `${dirname(fileURLToPath(import.meta.url))}/../../fixtures/plugins/lifecycle-recorder.ts`;
     const required = fakeHost(["run", "hi", "--config", "/c/config.yaml"], { "/c/config.yaml": `plugins:\n  - use: ${plugins}:installBroken\n    required: true\n` });
     expect(await main(required)).toBe(1);
     expect(required.err.join("")).toContain("installBroken");
