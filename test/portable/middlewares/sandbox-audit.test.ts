@@ -4,10 +4,10 @@ import type { ToolCall } from "@langchain/core/messages/tool";
 import { fakeModel } from "@langchain/core/testing";
 import { Command, GraphInterrupt } from "@langchain/langgraph/web";
 import { describe, expect, it } from "vitest";
-import { ManualClock, systemClock } from "../../src/core/clock.ts";
-import { createAgent } from "../../src/engine/agent.ts";
-import type { AgentRuntime, AgentTool, ToolCallRequest, ToolHandler, ToolResult } from "../../src/engine/types.ts";
-import { canonicalHashSync } from "../../src/extension-api/sha256-sync.ts";
+import { ManualClock, systemClock } from "../../../src/core/clock.ts";
+import { createAgent } from "../../../src/engine/agent.ts";
+import type { AgentRuntime, AgentTool, ToolCallRequest, ToolHandler, ToolResult } from "../../../src/engine/types.ts";
+import { canonicalHashSync } from "../../../src/extension-api/sha256-sync.ts";
 import {
   AUDIT_COMMAND_LIMIT,
   MEDIUM_RISK_REASON,
@@ -19,14 +19,14 @@ import {
   createSandboxAuditMiddleware,
   shlexSplit,
   splitCompoundCommand,
-} from "../../src/middlewares/sandbox-audit.ts";
-import type { SandboxAuditRecord } from "../../src/middlewares/sandbox-audit.ts";
-import { SANDBOX_AUDIT_RULE_SOURCES } from "../../src/middlewares/sandbox-audit-classify.ts";
-import { createToolErrorHandlingMiddleware } from "../../src/middlewares/tool-error-handling.ts";
-import { TOOL_META_KEY } from "../../src/middlewares/tool-result-meta.ts";
-import { emptyThreadState } from "../../src/state/thread-state.ts";
-import { SANDBOX_AUDIT_CORPUS } from "./sandbox-audit-corpus.ts";
-import { makeRuntime } from "./runtime.ts";
+} from "../../../src/middlewares/sandbox-audit.ts";
+import type { SandboxAuditRecord } from "../../../src/middlewares/sandbox-audit.ts";
+import { SANDBOX_AUDIT_RULE_SOURCES } from "../../../src/middlewares/sandbox-audit-classify.ts";
+import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling.ts";
+import { TOOL_META_KEY } from "../../../src/middlewares/tool-result-meta.ts";
+import { emptyThreadState } from "../../../src/state/thread-state.ts";
+import { SANDBOX_AUDIT_CORPUS } from "../../middlewares/sandbox-audit-corpus.ts";
+import { makeRuntime } from "../../middlewares/runtime.ts";
 
 const BLOCKED = "Command blocked: security violation detected. Please use a safer alternative approach.";
 const warningFor = (command: string) =>

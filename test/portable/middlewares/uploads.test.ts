@@ -2,15 +2,15 @@ import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messa
 import { fakeModel } from "@langchain/core/testing";
 import { GraphInterrupt, MemorySaver } from "@langchain/langgraph/web";
 import { describe, expect, it } from "vitest";
-import { systemClock } from "../../src/core/clock.ts";
-import { contentText } from "../../src/core/content.ts";
-import { createAgent } from "../../src/engine/agent.ts";
-import type { AgentMiddleware, AgentRuntime, HookResult, NodeHook } from "../../src/engine/types.ts";
-import { collectReleasePolicies } from "../../src/extension-api/release.ts";
-import type { SandboxProvider } from "../../src/ports/sandbox.ts";
-import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
-import { createInputSanitizationMiddleware } from "../../src/middlewares/input-sanitization.ts";
-import { createThreadDataMiddleware } from "../../src/middlewares/thread-data.ts";
+import { systemClock } from "../../../src/core/clock.ts";
+import { contentText } from "../../../src/core/content.ts";
+import { createAgent } from "../../../src/engine/agent.ts";
+import type { AgentMiddleware, AgentRuntime, HookResult, NodeHook } from "../../../src/engine/types.ts";
+import { collectReleasePolicies } from "../../../src/extension-api/release.ts";
+import type { SandboxProvider } from "../../../src/ports/sandbox.ts";
+import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
+import { createInputSanitizationMiddleware } from "../../../src/middlewares/input-sanitization.ts";
+import { createThreadDataMiddleware } from "../../../src/middlewares/thread-data.ts";
 import {
   UPLOADS_DEFAULTS,
   UPLOADS_NAME,
@@ -19,11 +19,11 @@ import {
   formatFileSize,
   formatUploadsBlock,
   isBareFileName,
-} from "../../src/middlewares/uploads.ts";
-import { MAX_OUTLINE_ENTRIES } from "../../src/middlewares/uploads-outline.ts";
-import { SANDBOX_ACQUIRED_SCOPE_KEY } from "../../src/tools/sandbox-tools.ts";
-import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
-import { makeRuntime } from "./runtime.ts";
+} from "../../../src/middlewares/uploads.ts";
+import { MAX_OUTLINE_ENTRIES } from "../../../src/middlewares/uploads-outline.ts";
+import { SANDBOX_ACQUIRED_SCOPE_KEY } from "../../../src/tools/sandbox-tools.ts";
+import { emptyThreadState, type ThreadState } from "../../../src/state/thread-state.ts";
+import { makeRuntime } from "../../middlewares/runtime.ts";
 
 const UPLOADS = "/mnt/user-data/uploads";
 

@@ -3,12 +3,12 @@ import { fakeModel } from "@langchain/core/testing";
 import { MemorySaver } from "@langchain/langgraph/web";
 import type { InMemoryFs } from "just-bash";
 import { afterEach, describe, expect, it } from "vitest";
-import { base64ToBytes, bytesToBase64 } from "../../src/core/base64.ts";
-import { systemClock } from "../../src/core/clock.ts";
-import { createAgent } from "../../src/engine/agent.ts";
-import type { AgentRuntime, ModelRequest } from "../../src/engine/types.ts";
-import { readProvenance } from "../../src/extension-api/provenance.ts";
-import { HIDE_FROM_UI } from "../../src/middlewares/messages.ts";
+import { base64ToBytes, bytesToBase64 } from "../../../src/core/base64.ts";
+import { systemClock } from "../../../src/core/clock.ts";
+import { createAgent } from "../../../src/engine/agent.ts";
+import type { AgentRuntime, ModelRequest } from "../../../src/engine/types.ts";
+import { readProvenance } from "../../../src/extension-api/provenance.ts";
+import { HIDE_FROM_UI } from "../../../src/middlewares/messages.ts";
 import {
   LEGACY_VIEW_IMAGE_CONTEXT_ID_PREFIX,
   VIEW_IMAGE_CONTEXT_ID_PREFIX,
@@ -19,11 +19,11 @@ import {
   createViewImageMiddleware,
   imagesWarranted,
   isViewImageContextMessage,
-} from "../../src/middlewares/view-image.ts";
-import type { Sandbox, SandboxProvider } from "../../src/ports/sandbox.ts";
-import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
-import { emptyThreadState, type ThreadState, type ViewedImage } from "../../src/state/thread-state.ts";
-import { makeRuntime } from "./runtime.ts";
+} from "../../../src/middlewares/view-image.ts";
+import type { Sandbox, SandboxProvider } from "../../../src/ports/sandbox.ts";
+import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
+import { emptyThreadState, type ThreadState, type ViewedImage } from "../../../src/state/thread-state.ts";
+import { makeRuntime } from "../../middlewares/runtime.ts";
 
 const PNG = base64ToBytes("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==");
 const PNG_BASE64 = bytesToBase64(PNG);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, loadConfig, parseConfigText, validateConfig } from "../../src/config/index.ts";
+import { ConfigError, loadConfig, parseConfigText, validateConfig } from "../../../src/config/index.ts";
 
 const FILE = "config.yaml";
 

@@ -12,7 +12,7 @@ import {
   DEMO_INSPECT_COMMAND,
   DEMO_NOTES_PATH,
   DemoChatModel,
-} from "../../src/models/index.ts";
+} from "../../../src/models/index.ts";
 
 const objectSchema = (...keys: string[]) => ({
   type: "object",

@@ -3,8 +3,8 @@ import { fakeModel } from "@langchain/core/testing";
 import { createStorage } from "unstorage";
 import memoryDriver from "unstorage/drivers/memory";
 import { describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/core/clock.ts";
-import { canonicalHash } from "../../src/extension-api/canonical.ts";
+import { ManualClock } from "../../../src/core/clock.ts";
+import { canonicalHash } from "../../../src/extension-api/canonical.ts";
 import {
   MEMORY_EXTRACTION_PROMPT,
   MEMORY_EXTRACTION_PROMPT_HASH,
@@ -13,7 +13,7 @@ import {
   parseExtractedFacts,
   renderExtractionInput,
   rememberStatementExtractor,
-} from "../../src/middlewares/memory-extractors.ts";
+} from "../../../src/middlewares/memory-extractors.ts";
 import {
   MAX_FACT_CHARS,
   createMemoryStore,
@@ -27,7 +27,7 @@ import {
   type MemoryFact,
   type MemoryMessage,
   type StoredMemoryFact,
-} from "../../src/middlewares/memory-store.ts";
+} from "../../../src/middlewares/memory-store.ts";
 
 const START = Date.UTC(2026, 4, 8, 12, 0, 0);
 

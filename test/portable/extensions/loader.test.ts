@@ -1,14 +1,14 @@
-import { kindCounts } from "./kind-counts.ts";
+import { kindCounts } from "../../extensions/kind-counts.ts";
 import { fileURLToPath } from "node:url";
 import { beforeEach, describe, expect, it } from "vitest";
-import { createModuleLoader } from "../../adapters/shared/module-loader.ts";
-import { ConfigError } from "../../src/config/errors.ts";
-import type { ModuleLoader } from "../../src/ports/module-loader.ts";
-import { parsePlugins, type PluginSpecInput } from "../../src/extensions/config.ts";
-import { ExtensionLoadError, loadExtensions } from "../../src/extensions/loader.ts";
-import { installLog } from "../fixtures/plugins/recording.ts";
+import { createModuleLoader } from "../../../adapters/shared/module-loader.ts";
+import { ConfigError } from "../../../src/config/errors.ts";
+import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
+import { parsePlugins, type PluginSpecInput } from "../../../src/extensions/config.ts";
+import { ExtensionLoadError, loadExtensions } from "../../../src/extensions/loader.ts";
+import { installLog } from "../../fixtures/plugins/recording.ts";
 
-const fixtures = fileURLToPath(new URL("../fixtures/plugins/", import.meta.url));
+const fixtures = fileURLToPath(new URL("../../fixtures/plugins/", import.meta.url));
 const realLoader = createModuleLoader({ baseDir: fixtures });
 
 /** The real loader, recording every specifier it is asked to import. */

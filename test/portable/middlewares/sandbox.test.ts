@@ -3,24 +3,24 @@ import type { ToolCall } from "@langchain/core/messages/tool";
 import { fakeModel } from "@langchain/core/testing";
 import { Command, isCommand } from "@langchain/langgraph/web";
 import { afterEach, describe, expect, it } from "vitest";
-import { systemClock } from "../../src/core/clock.ts";
-import { createAgent } from "../../src/engine/agent.ts";
-import type { AgentMiddleware, AgentRuntime, AgentTool, NodeHook, ToolCallRequest } from "../../src/engine/types.ts";
+import { systemClock } from "../../../src/core/clock.ts";
+import { createAgent } from "../../../src/engine/agent.ts";
+import type { AgentMiddleware, AgentRuntime, AgentTool, NodeHook, ToolCallRequest } from "../../../src/engine/types.ts";
 import {
   SANDBOX_DEFAULTS,
   SANDBOX_NAME,
   SandboxConfigSchema,
   attachSandboxUpdate,
   createSandboxMiddleware,
-} from "../../src/middlewares/sandbox.ts";
-import { createToolErrorHandlingMiddleware } from "../../src/middlewares/tool-error-handling.ts";
-import type { Sandbox, SandboxProvider, SandboxScope } from "../../src/ports/sandbox.ts";
-import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
-import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
-import { StateConflictError } from "../../src/state/errors.ts";
-import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
-import { SANDBOX_ACQUIRED_SCOPE_KEY, acquireRunSandbox, createSandboxTools, type SandboxAuthorizer } from "../../src/tools/sandbox-tools.ts";
-import { makeRuntime } from "./runtime.ts";
+} from "../../../src/middlewares/sandbox.ts";
+import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling.ts";
+import type { Sandbox, SandboxProvider, SandboxScope } from "../../../src/ports/sandbox.ts";
+import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
+import { StateConflictError } from "../../../src/state/errors.ts";
+import { emptyThreadState, type ThreadState } from "../../../src/state/thread-state.ts";
+import { SANDBOX_ACQUIRED_SCOPE_KEY, acquireRunSandbox, createSandboxTools, type SandboxAuthorizer } from "../../../src/tools/sandbox-tools.ts";
+import { makeRuntime } from "../../middlewares/runtime.ts";
 
 /** A provider that hands out the given ids in order and records what happened. */
 function fakeProvider(ids: readonly string[] = ["sb1"]) {

@@ -3,10 +3,10 @@ import type { ToolCall } from "@langchain/core/messages/tool";
 import { fakeModel } from "@langchain/core/testing";
 import { Command, GraphInterrupt } from "@langchain/langgraph/web";
 import { afterEach, describe, expect, it } from "vitest";
-import { systemClock } from "../../src/core/clock.ts";
-import { createAgent } from "../../src/engine/agent.ts";
-import { sha256HexSync } from "../../src/extension-api/sha256-sync.ts";
-import type { AgentRuntime, ToolCallRequest, ToolHandler, ToolResult } from "../../src/engine/types.ts";
+import { systemClock } from "../../../src/core/clock.ts";
+import { createAgent } from "../../../src/engine/agent.ts";
+import { sha256HexSync } from "../../../src/extension-api/sha256-sync.ts";
+import type { AgentRuntime, ToolCallRequest, ToolHandler, ToolResult } from "../../../src/engine/types.ts";
 import {
   READ_BEFORE_WRITE_DEFAULTS,
   READ_BEFORE_WRITE_NAME,
@@ -17,16 +17,16 @@ import {
   readBeforeWriteBlockMessage,
   type FileContentReader,
   type ReadBeforeWriteDeps,
-} from "../../src/middlewares/read-before-write.ts";
-import { KeyedMutex } from "../../src/core/keyed-mutex.ts";
-import { createSandboxMiddleware } from "../../src/middlewares/sandbox.ts";
-import { createToolErrorHandlingMiddleware } from "../../src/middlewares/tool-error-handling.ts";
-import { TOOL_META_KEY, type ToolResultMeta } from "../../src/middlewares/tool-result-meta.ts";
-import { SandboxError, type SandboxProvider } from "../../src/ports/sandbox.ts";
-import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
-import { emptyThreadState } from "../../src/state/thread-state.ts";
-import { createSandboxTools, type SandboxAuthorizer } from "../../src/tools/sandbox-tools.ts";
-import { makeRuntime } from "./runtime.ts";
+} from "../../../src/middlewares/read-before-write.ts";
+import { KeyedMutex } from "../../../src/core/keyed-mutex.ts";
+import { createSandboxMiddleware } from "../../../src/middlewares/sandbox.ts";
+import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling.ts";
+import { TOOL_META_KEY, type ToolResultMeta } from "../../../src/middlewares/tool-result-meta.ts";
+import { SandboxError, type SandboxProvider } from "../../../src/ports/sandbox.ts";
+import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
+import { emptyThreadState } from "../../../src/state/thread-state.ts";
+import { createSandboxTools, type SandboxAuthorizer } from "../../../src/tools/sandbox-tools.ts";
+import { makeRuntime } from "../../middlewares/runtime.ts";
 
 const PATH = "/mnt/user-data/outputs/report.md";
 

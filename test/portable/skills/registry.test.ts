@@ -3,11 +3,11 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createFsKeyValue } from "../../adapters/shared/fs-key-value.ts";
-import type { KeyValue } from "../../src/ports/key-value.ts";
-import { createSkillRegistry, skillContainerFilePath, type SkillDiagnostic } from "../../src/skills/registry.ts";
-import { RESERVED_SLASH_SKILL_NAMES, parseSlashSkillReference } from "../../src/skills/slash.ts";
-import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
+import { createFsKeyValue } from "../../../adapters/shared/fs-key-value.ts";
+import type { KeyValue } from "../../../src/ports/key-value.ts";
+import { createSkillRegistry, skillContainerFilePath, type SkillDiagnostic } from "../../../src/skills/registry.ts";
+import { RESERVED_SLASH_SKILL_NAMES, parseSlashSkillReference } from "../../../src/skills/slash.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { skillMarkdown } from "./fixtures.ts";
 
 function sha256(text: string): string {

@@ -4,10 +4,10 @@ import { GraphInterrupt, MemorySaver, messagesStateReducer } from "@langchain/la
 import { createStorage } from "unstorage";
 import memoryDriver from "unstorage/drivers/memory";
 import { describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/core/clock.ts";
-import { createAgent } from "../../src/engine/agent.ts";
-import type { AgentMiddleware, AgentRuntime, HookResult, NodeHook } from "../../src/engine/types.ts";
-import { sha256Hex } from "../../src/extension-api/canonical.ts";
+import { ManualClock } from "../../../src/core/clock.ts";
+import { createAgent } from "../../../src/engine/agent.ts";
+import type { AgentMiddleware, AgentRuntime, HookResult, NodeHook } from "../../../src/engine/types.ts";
+import { sha256Hex } from "../../../src/extension-api/canonical.ts";
 import {
   DYNAMIC_CONTEXT_NAME,
   DYNAMIC_CONTEXT_REMINDER_KEY,
@@ -18,12 +18,12 @@ import {
   isDynamicContextReminder,
   isUserInjectionTarget,
   stripInjectedUserMessageIdSuffix,
-} from "../../src/middlewares/dynamic-context.ts";
-import { memoryKey, type StoredMemoryFact } from "../../src/middlewares/memory-store.ts";
-import { createSystemMessageCoalescingMiddleware } from "../../src/middlewares/system-message-coalescing.ts";
-import { createThreadDataMiddleware } from "../../src/middlewares/thread-data.ts";
-import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
-import { makeRuntime } from "./runtime.ts";
+} from "../../../src/middlewares/dynamic-context.ts";
+import { memoryKey, type StoredMemoryFact } from "../../../src/middlewares/memory-store.ts";
+import { createSystemMessageCoalescingMiddleware } from "../../../src/middlewares/system-message-coalescing.ts";
+import { createThreadDataMiddleware } from "../../../src/middlewares/thread-data.ts";
+import { emptyThreadState, type ThreadState } from "../../../src/state/thread-state.ts";
+import { makeRuntime } from "../../middlewares/runtime.ts";
 
 const FRIDAY = Date.UTC(2026, 4, 8, 12, 0, 0);
 const SATURDAY = Date.UTC(2026, 4, 9, 12, 0, 0);

@@ -2,15 +2,15 @@ import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { createModuleLoader } from "../../adapters/shared/module-loader.ts";
-import type { AgentMiddleware, ModelRequest } from "../../src/engine/types.ts";
-import type { AgentAssemblyDescriptor } from "../../src/extension-api/assembly.ts";
-import { EMPTY_HOST_POLICY } from "../../src/extension-api/policy.ts";
-import { taskInfo } from "../../src/extension-api/lifecycle.ts";
-import { ExtensionPermissionError, type ExtensionRouteContext } from "../../src/extension-api/principal.ts";
-import { EXTENSION_TASK_STORE_KEY, ExtensionData } from "../../src/extension-api/task-store.ts";
-import { parsePlugins } from "../../src/extensions/config.ts";
-import { loadExtensions } from "../../src/extensions/loader.ts";
+import { createModuleLoader } from "../../../adapters/shared/module-loader.ts";
+import type { AgentMiddleware, ModelRequest } from "../../../src/engine/types.ts";
+import type { AgentAssemblyDescriptor } from "../../../src/extension-api/assembly.ts";
+import { EMPTY_HOST_POLICY } from "../../../src/extension-api/policy.ts";
+import { taskInfo } from "../../../src/extension-api/lifecycle.ts";
+import { ExtensionPermissionError, type ExtensionRouteContext } from "../../../src/extension-api/principal.ts";
+import { EXTENSION_TASK_STORE_KEY, ExtensionData } from "../../../src/extension-api/task-store.ts";
+import { parsePlugins } from "../../../src/extensions/config.ts";
+import { loadExtensions } from "../../../src/extensions/loader.ts";
 import {
   notifyAgentAssembled,
   notifyContextCompacted,
@@ -18,9 +18,9 @@ import {
   notifyTaskStop,
   observeSystemModelCall,
   type NotifyDiagnostic,
-} from "../../src/extensions/notify.ts";
+} from "../../../src/extensions/notify.ts";
 // Type-only: makes `tsc -p .` check the example (examples/ is outside tsconfig's include).
-import type { ExampleEvent } from "../../examples/deerflow-extension-example/src/index.ts";
+import type { ExampleEvent } from "../../../examples/deerflow-extension-example/src/index.ts";
 
 /*
  * The example extension, loaded the way an operator would load it: its package.json names the
@@ -29,7 +29,7 @@ import type { ExampleEvent } from "../../examples/deerflow-extension-example/src
  * code that runs that kind (notify, stack composition, the route handlers).
  */
 
-const packageDir = fileURLToPath(new URL("../../examples/deerflow-extension-example/", import.meta.url));
+const packageDir = fileURLToPath(new URL("../../../examples/deerflow-extension-example/", import.meta.url));
 const packageJson = JSON.parse(readFileSync(resolve(packageDir, "package.json"), "utf8")) as {
   name: string;
   type: string;

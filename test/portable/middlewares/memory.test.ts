@@ -3,22 +3,22 @@ import { fakeModel } from "@langchain/core/testing";
 import { createStorage } from "unstorage";
 import memoryDriver from "unstorage/drivers/memory";
 import { describe, expect, it } from "vitest";
-import { ManualClock, systemClock } from "../../src/core/clock.ts";
-import { createAgent } from "../../src/engine/agent.ts";
-import type { AgentMiddleware, AgentRuntime, NodeHook } from "../../src/engine/types.ts";
-import { createDynamicContextMiddleware } from "../../src/middlewares/dynamic-context.ts";
-import { createInputSanitizationMiddleware } from "../../src/middlewares/input-sanitization.ts";
+import { ManualClock, systemClock } from "../../../src/core/clock.ts";
+import { createAgent } from "../../../src/engine/agent.ts";
+import type { AgentMiddleware, AgentRuntime, NodeHook } from "../../../src/engine/types.ts";
+import { createDynamicContextMiddleware } from "../../../src/middlewares/dynamic-context.ts";
+import { createInputSanitizationMiddleware } from "../../../src/middlewares/input-sanitization.ts";
 import {
   MEMORY_DEFAULTS,
   MEMORY_NAME,
   MemoryConfigSchema,
   createMemoryMiddleware,
   filterMessagesForMemory,
-} from "../../src/middlewares/memory.ts";
-import { MEMORY_EXTRACTION_PROMPT_HASH } from "../../src/middlewares/memory-extractors.ts";
-import { createMemoryStore, memoryKey, type MemoryStore, type MemoryUpdate } from "../../src/middlewares/memory-store.ts";
-import { emptyThreadState } from "../../src/state/thread-state.ts";
-import { makeRuntime } from "./runtime.ts";
+} from "../../../src/middlewares/memory.ts";
+import { MEMORY_EXTRACTION_PROMPT_HASH } from "../../../src/middlewares/memory-extractors.ts";
+import { createMemoryStore, memoryKey, type MemoryStore, type MemoryUpdate } from "../../../src/middlewares/memory-store.ts";
+import { emptyThreadState } from "../../../src/state/thread-state.ts";
+import { makeRuntime } from "../../middlewares/runtime.ts";
 
 const FRIDAY = Date.UTC(2026, 4, 8, 12, 0, 0);
 

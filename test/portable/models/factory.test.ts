@@ -1,6 +1,6 @@
 import { HumanMessage } from "@langchain/core/messages";
 import { describe, expect, it } from "vitest";
-import { parseConfigText } from "../../src/config/index.ts";
+import { parseConfigText } from "../../../src/config/index.ts";
 import {
   ChatOpenAICompatible,
   DemoChatModel,
@@ -8,8 +8,8 @@ import {
   createChatModel,
   describeModel,
   resolveModelName,
-} from "../../src/models/index.ts";
-import type { Env } from "../../src/ports/runtime-ports.ts";
+} from "../../../src/models/index.ts";
+import type { Env } from "../../../src/ports/runtime-ports.ts";
 
 const env = (vars: Record<string, string> = {}): Env => ({ get: (name) => vars[name] });
 

@@ -1,6 +1,6 @@
-import { createSkillRegistry, type SkillRegistry, type SkillRegistryOptions } from "../../src/skills/registry.ts";
-import type { KeyValue } from "../../src/ports/key-value.ts";
-import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
+import { createSkillRegistry, type SkillRegistry, type SkillRegistryOptions } from "../../../src/skills/registry.ts";
+import type { KeyValue } from "../../../src/ports/key-value.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 
 /** A SKILL.md with the given front matter (extra lines go inside the block) and body. */
 export function skillMarkdown(name: string, description: string, extra = "", body = `# ${name}\nDo the thing.\n`): string {

@@ -2,7 +2,7 @@
 // against a real server is in test/portable/openai-compatible.test.ts.
 import { AIMessageChunk, HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import { describe, expect, it } from "vitest";
-import { ChatOpenAICompatible, ModelError, toOpenAIMessages, type FetchLike } from "../../src/models/index.ts";
+import { ChatOpenAICompatible, ModelError, toOpenAIMessages, type FetchLike } from "../../../src/models/index.ts";
 
 const BASE = "https://llm.example.test/v1";
 
