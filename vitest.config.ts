@@ -1,5 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { configDefaults, defineConfig } from "vitest/config";
+import { pool, setupFiles } from "./test/vitest-pool.ts";
 
 // The package's exports point at the build (dist/); the tests import the package by name from source.
 const SELF: Readonly<Record<string, string>> = {
@@ -9,9 +10,6 @@ const SELF: Readonly<Record<string, string>> = {
   "/deno": "./adapters/deno/index.ts",
   "/bun": "./adapters/bun/index.ts",
 };
-
-// Under Deno: worker threads, which keep the permissions of `deno run` (see test/deno-threads.ts).
-const deno = "Deno" in globalThis;
 
 export default defineConfig({
   resolve: {
@@ -24,8 +22,8 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // The checkpoint conformance suite needs vitest globals: vitest.checkpoint.config.ts runs it.
     exclude: [...configDefaults.exclude, "test/checkpoint/**"],
-    pool: deno ? "threads" : "forks",
-    setupFiles: ["./test/setup.ts", ...(deno ? ["./test/deno-threads.ts"] : [])],
+    pool,
+    setupFiles,
     testTimeout: 20_000,
   },
 });

@@ -1,4 +1,4 @@
-// Deno runs the portable suite in vitest's threads pool: its forks pool would start every test
+// Deno runs the suites in vitest's threads pool (test/vitest-pool.ts): its forks pool would start every test
 // file with `deno run -A` (Deno's child_process.fork grants the child all permissions), so the
 // narrow flags in scripts/test-all.sh would hold for the runner only. Deno's parentPort leaves
 // removeAllListeners unimplemented (it throws ERR_NOT_IMPLEMENTED), and vitest calls it once a
