@@ -4,6 +4,7 @@ import { EMPTY_HOST_POLICY, ExtensionData, type ExtensionRuntimeDeps, type Exten
 import type { ExtensionDiagnostic } from "../../../src/extensions/diagnostics.ts";
 import { HostExtensionRegistry, type LoadedExtensions } from "../../../src/extensions/registry.ts";
 import { createExtensionServices, startExtensionServices } from "../../../src/gateway/extension-services.ts";
+import { deferred } from "../runtime/runs-fixtures.ts";
 
 /** A service that records what happened to it, in one shared log. */
 function recordingService(name: string, log: string[], behaviour: { start?: () => Promise<void>; stop?: () => Promise<void> } = {}): ExtensionService {
@@ -30,16 +31,6 @@ function servicesOf(...services: ExtensionService[]): LoadedExtensions["services
 }
 
 const deps: ExtensionRuntimeDeps = { appStore: new ExtensionData("app"), policy: EMPTY_HOST_POLICY };
-
-function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (error: unknown) => void } {
-  let resolve!: (value: T) => void;
-  let reject!: (error: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
 
 describe("extension services", () => {
   it("scenario 29: S2's start throws → S1 and S3 start, one diagnostic for S2, and stop runs S3, S2, S1", async () => {
