@@ -24,10 +24,11 @@ run() {
 }
 # Deno runs vitest with the narrowest permissions that work, never -A (each test file in a worker
 # thread that keeps them, test/vitest-pool.ts):
-#   --allow-read=<list>  the checkout, node_modules where it really lives (it may be a symlink), the
-#                        temp folder, and the workspace-marker files of every folder above the
-#                        checkout: vite walks up looking for a workspace root, and Deno's existsSync
-#                        throws on a path it may not read instead of returning false
+#   --allow-read         unscoped, as on Deno Deploy: vite probes paths outside the checkout (it
+#                        walks up to / looking for a workspace root, and tries a root-relative id
+#                        such as /test/x.ts at the filesystem root first), and Deno throws on a path
+#                        it may not read where Node answers "not found", so any scope turns those
+#                        probes into failures (and the local sandbox's tests read from /)
 #   --allow-write=<dirs> the temp folders the tests create and .reports/ for the JSON report; vitest
 #                        writes nothing else: --configLoader native imports the config instead of
 #                        bundling it to a file beside it
@@ -42,13 +43,7 @@ run() {
 # --allow-write (Deno.symlink takes no path-scoped grant; the local sandbox tests plant symlinks).
 deno_tmp=$(node -p 'require("os").tmpdir()')
 deno_modules=$(cd node_modules && pwd -P)
-deno_read="$PWD,$deno_modules,$deno_tmp"
-dir=$PWD
-while [ "$dir" != / ]; do
-  dir=$(dirname "$dir")
-  for marker in pnpm-workspace.yaml lerna.json package.json deno.json deno.jsonc node_modules; do deno_read="$deno_read,${dir%/}/$marker"; done
-done
-deno_run=(env __IS_WSL_TEST__=1 deno run --unstable-kv --unstable-no-legacy-abort --allow-read="$deno_read" --allow-env
+deno_run=(env __IS_WSL_TEST__=1 deno run --unstable-kv --unstable-no-legacy-abort --allow-read --allow-env
   --allow-net --allow-ffi="$deno_modules/@rolldown" --allow-sys=osRelease,cpus,networkInterfaces,hostname)
 DENO_SPAWNS=(test/portable/process-runner.test.ts test/portable/sandbox-contract.test.ts test/portable/mcp.test.ts
   test/portable/gateway/crash-durability.test.ts test/portable/gateway/deno-kv-cli.test.ts test/portable/gateway/many-runs-process.test.ts)
