@@ -2,18 +2,18 @@
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { HumanMessage } from "@langchain/core/messages";
-import { createModuleLoader } from "../../adapters/shared/module-loader.ts";
-import { validateLeadConfig } from "../../src/agents/app-config.ts";
-import { assembleLeadAgent } from "../../src/agents/lead-agent.ts";
-import { systemClock } from "../../src/core/clock.ts";
-import { mapEnv } from "../../src/core/env.ts";
-import { EXTENSION_TASK_STORE_KEY, ExtensionData, taskInfo } from "../../src/extension-api/index.ts";
-import { loadExtensions } from "../../src/extensions/loader.ts";
-import { notifyTaskStart, notifyTaskStop } from "../../src/extensions/notify.ts";
-import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
-import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
+import { createModuleLoader } from "../../../adapters/shared/module-loader.ts";
+import { validateLeadConfig } from "../../../src/agents/app-config.ts";
+import { assembleLeadAgent } from "../../../src/agents/lead-agent.ts";
+import { systemClock } from "../../../src/core/clock.ts";
+import { mapEnv } from "../../../src/core/env.ts";
+import { EXTENSION_TASK_STORE_KEY, ExtensionData, taskInfo } from "../../../src/extension-api/index.ts";
+import { loadExtensions } from "../../../src/extensions/loader.ts";
+import { notifyTaskStart, notifyTaskStop } from "../../../src/extensions/notify.ts";
+import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 
-const EXAMPLE = fileURLToPath(new URL("../../examples/deerflow-extension-example/src/index.ts", import.meta.url));
+const EXAMPLE = fileURLToPath(new URL("../../../examples/deerflow-extension-example/src/index.ts", import.meta.url));
 
 async function events(extensions: Awaited<ReturnType<typeof loadExtensions>>["extensions"]) {
   const route = extensions.routers.flatMap((r) => r.value).find((route) => route.path === "/example/events")!;

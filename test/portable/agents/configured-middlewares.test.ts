@@ -2,7 +2,7 @@ import { AIMessage, HumanMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { createModuleLoader } from "../../adapters/shared/module-loader.ts";
+import { createModuleLoader } from "../../../adapters/shared/module-loader.ts";
 import {
   EXTENSION_MIDDLEWARE_INVALID,
   ExtensionMiddlewareError,
@@ -11,14 +11,14 @@ import {
   loadConfiguredMiddlewares,
   middlewareProblem,
   placeExtensionMiddlewares,
-} from "../../src/agents/configured-middlewares.ts";
-import { systemClock } from "../../src/core/clock.ts";
-import { createAgent } from "../../src/engine/agent.ts";
-import type { AgentMiddleware, AgentTool } from "../../src/engine/types.ts";
-import { ModuleLoaderError, type ModuleLoader } from "../../src/ports/index.ts";
-import { AuditMiddleware } from "../fixtures/extensions/valid-middleware.ts";
+} from "../../../src/agents/configured-middlewares.ts";
+import { systemClock } from "../../../src/core/clock.ts";
+import { createAgent } from "../../../src/engine/agent.ts";
+import type { AgentMiddleware, AgentTool } from "../../../src/engine/types.ts";
+import { ModuleLoaderError, type ModuleLoader } from "../../../src/ports/index.ts";
+import { AuditMiddleware } from "../../fixtures/extensions/valid-middleware.ts";
 
-const fixtures = fileURLToPath(new URL("../fixtures/extensions/", import.meta.url));
+const fixtures = fileURLToPath(new URL("../../fixtures/extensions/", import.meta.url));
 const realLoader = createModuleLoader({ baseDir: fixtures });
 
 /** A loader over in-memory modules, so each failure mode is one line of setup. */
