@@ -39,8 +39,11 @@ run() {
 #   --unstable-kv        the deno-kv storage and checkpointer tests
 #   __IS_WSL_TEST__=1    is-wsl (inside vite) would probe /proc/sys/fs/binfmt_misc at import, which
 #                        Deno grants only under -A; set, it waits until asked (to open a browser)
-# The files that start processes (DENO_SPAWNS) run apart, adding --allow-run and an unscoped
-# --allow-write (Deno.symlink takes no path-scoped grant; the local sandbox tests plant symlinks).
+# The files that start processes (DENO_SPAWNS) run apart, adding --allow-run (unscoped: they start
+# bash, node, deno and the programs a local sandbox's commands name, and check the error for a
+# program that does not exist) and an unscoped --allow-write (Deno.symlink takes no path-scoped
+# grant; the local sandbox tests plant symlinks). A new test file that starts a process fails the
+# first Deno pass with NotCapable until it is listed there.
 deno_tmp=$(node -p 'require("os").tmpdir()')
 deno_modules=$(cd node_modules && pwd -P)
 deno_run=(env __IS_WSL_TEST__=1 deno run --unstable-kv --unstable-no-legacy-abort --allow-read --allow-env
