@@ -1,4 +1,5 @@
 import { configDefaults, defineConfig } from "vitest/config";
+import { pool, setupFiles } from "./test/vitest-pool.ts";
 
 // The official checkpoint conformance suite (@langchain/langgraph-checkpoint-validation) calls
 // vitest globals, so it gets its own config; the main suite keeps explicit imports.
@@ -10,8 +11,8 @@ export default defineConfig({
     include: denoKv ? ["test/checkpoint/deno-kv.test.ts"] : ["test/checkpoint/**/*.test.ts"],
     exclude: denoKv ? configDefaults.exclude : [...configDefaults.exclude, "test/checkpoint/deno-kv.test.ts"],
     globals: true,
-    pool: "forks",
-    setupFiles: ["./test/setup.ts"],
+    pool,
+    setupFiles,
     testTimeout: 20_000,
   },
 });

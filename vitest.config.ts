@@ -1,5 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { configDefaults, defineConfig } from "vitest/config";
+import { pool, setupFiles } from "./test/vitest-pool.ts";
 
 // The package's exports point at the build (dist/); the tests import the package by name from source.
 const SELF: Readonly<Record<string, string>> = {
@@ -21,8 +22,8 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // The checkpoint conformance suite needs vitest globals: vitest.checkpoint.config.ts runs it.
     exclude: [...configDefaults.exclude, "test/checkpoint/**"],
-    pool: "forks",
-    setupFiles: ["./test/setup.ts"],
+    pool,
+    setupFiles,
     testTimeout: 20_000,
   },
 });

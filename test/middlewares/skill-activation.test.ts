@@ -19,7 +19,7 @@ import { createInputSanitizationMiddleware } from "../../src/middlewares/input-s
 import { SkillChainBinding } from "../../src/middlewares/skill-chain-binding.ts";
 import { createSkillMiddlewares } from "../../src/middlewares/skill-middlewares.ts";
 import { emptyThreadState } from "../../src/state/thread-state.ts";
-import { memoryRegistry, skillMarkdown } from "../skills/fixtures.ts";
+import { memoryRegistry, skillMarkdown } from "../portable/skills/fixtures.ts";
 import { makeRuntime } from "./runtime.ts";
 
 const PDF = skillMarkdown("pdf", "Work with PDF files.", "allowed-tools: [bash]\n", "# PDF\nUse <pdftotext> & friends.\n");

@@ -14,7 +14,7 @@ import {
   createSkillToolPolicyMiddleware,
 } from "../../src/middlewares/skill-tool-policy.ts";
 import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
-import { memoryRegistry, skillMarkdown } from "../skills/fixtures.ts";
+import { memoryRegistry, skillMarkdown } from "../portable/skills/fixtures.ts";
 import { makeRuntime } from "./runtime.ts";
 
 const FRAMEWORK = ["describe_skill", "read_file", "review_skill_package", "tool_search"];

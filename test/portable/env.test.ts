@@ -29,14 +29,21 @@ describe("mapEnv", () => {
 
 describe(`runtime Env (${runtime})`, () => {
   const env: Env = runtime === "deno" ? createDenoEnv() : runtime === "bun" ? createBunEnv() : createNodeEnv();
-  const hostEnv = (globalThis as { process?: { env: Record<string, string | undefined> } }).process!.env;
+  // Set the way a program on this runtime sets it: on Deno through Deno.env, since in a worker
+  // thread (where the Deno test run puts each file) process.env is the thread's own copy.
+  const hostEnv = g.Deno
+    ? (g.Deno as { env: { set(name: string, value: string): void; delete(name: string): void } }).env
+    : (() => {
+        const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process!.env;
+        return { set: (name: string, value: string) => void (env[name] = value), delete: (name: string) => void delete env[name] };
+      })();
 
   it("reads a variable set in this process, and undefined for a missing one", () => {
-    hostEnv.DEERFLOW_EDGE_ENV_TEST = "value ✓";
+    hostEnv.set("DEERFLOW_EDGE_ENV_TEST", "value ✓");
     try {
       expect(env.get("DEERFLOW_EDGE_ENV_TEST")).toBe("value ✓");
     } finally {
-      delete hostEnv.DEERFLOW_EDGE_ENV_TEST;
+      hostEnv.delete("DEERFLOW_EDGE_ENV_TEST");
     }
     expect(env.get("DEERFLOW_EDGE_ENV_TEST")).toBeUndefined();
     expect(env.get("constructor")).toBeUndefined();

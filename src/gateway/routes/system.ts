@@ -1,7 +1,7 @@
 import type { Hono } from "hono";
 import type { GatewayEnv } from "../types.ts";
 
-/** The package version; test/gateway/app.test.ts keeps it equal to package.json's. */
+/** The package version; test/portable/gateway/app-server.test.ts keeps it equal to package.json's. */
 export const GATEWAY_VERSION = "0.1.0";
 export const GATEWAY_SERVICE_NAME = "deerflow-edge";
 

@@ -12,7 +12,7 @@ import { createDeerFlowClient, DeerFlowClient, EMBEDDED_PERMISSIONS, type Client
 import type { RunAgentFactory } from "../../../src/runtime/runs/types.ts";
 import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
-import { collect, deferred, eventually, scriptedAgentFactory, type Deferred } from "../../runtime/runs-fixtures.ts";
+import { collect, deferred, eventually, scriptedAgentFactory, type Deferred } from "../runtime/runs-fixtures.ts";
 import { allFrames, CountingBridge } from "./runs-harness.ts";
 
 type Message = Record<string, unknown> & { type: string; tool_calls?: { name: string }[]; content?: unknown };

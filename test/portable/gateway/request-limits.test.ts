@@ -14,7 +14,7 @@ import type { HttpServerHandle } from "../../../src/ports/http-server.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { passwordHash } from "./auth-fixtures.ts";
 import { flood, streamedRequest, type FloodAnswer, type StreamedRequest } from "./raw-http.ts";
-import { runtimeServe } from "./serve-harness.ts";
+import { runtimeServe } from "./runtime-serve.ts";
 
 const { runtime, serve } = await runtimeServe();
 

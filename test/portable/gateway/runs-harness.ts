@@ -14,7 +14,7 @@ import { MemoryStreamBridge } from "../../../src/runtime/runs/stream-bridge.ts";
 import type { RunAgentFactory } from "../../../src/runtime/runs/types.ts";
 import { KeyValueThreadStore } from "../../../src/runtime/thread-store.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
-import { deferred, scriptedAgentFactory } from "../../runtime/runs-fixtures.ts";
+import { deferred, scriptedAgentFactory } from "../runtime/runs-fixtures.ts";
 
 export interface HarnessOptions {
   readonly clock?: Clock;

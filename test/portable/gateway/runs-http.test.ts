@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../../src/core/clock.ts";
 import type { TaskInfo, TaskOutcome } from "../../../src/extension-api/lifecycle.ts";
 import { HostExtensionRegistry } from "../../../src/extensions/registry.ts";
-import { eventually } from "../../runtime/runs-fixtures.ts";
+import { eventually } from "../runtime/runs-fixtures.ts";
 import { allFrames, human, runsHarness, sseFrames, type SseFrame } from "./runs-harness.ts";
 
 async function json(res: Response): Promise<Record<string, unknown>> {

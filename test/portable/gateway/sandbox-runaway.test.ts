@@ -6,19 +6,13 @@ import { describe, expect, it } from "vitest";
 import { validateLeadConfig } from "../../../src/agents/app-config.ts";
 import { mapEnv } from "../../../src/core/env.ts";
 import { createGateway } from "../../../src/gateway/app.ts";
-import type { ServeFetch } from "../../../src/ports/http-server.ts";
 import type { SandboxProvider } from "../../../src/ports/sandbox.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { RUNAWAY_LOOP, runtime, runtimeSandboxWorkers } from "../sandbox-workers.ts";
+import { runtimeServe } from "./runtime-serve.ts";
 
-async function runtimeServe(): Promise<ServeFetch> {
-  const globals = globalThis as { Deno?: unknown; Bun?: unknown };
-  if (globals.Deno) return (await import("../../../adapters/deno/serve.ts")).serveDeno;
-  if (globals.Bun) return (await import("../../../adapters/bun/serve.ts")).serveBun;
-  return (await import("../../../adapters/node/serve.ts")).serveNode;
-}
-const serve = await runtimeServe();
+const { serve } = await runtimeServe();
 
 const TIMEOUT_MS = 800;
 

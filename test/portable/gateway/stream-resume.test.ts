@@ -9,7 +9,7 @@ import { createGateway, type Gateway } from "../../../src/gateway/app.ts";
 import type { HttpServerHandle } from "../../../src/ports/http-server.ts";
 import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
-import { deferred, eventually, scriptedAgentFactory, type Deferred } from "../../runtime/runs-fixtures.ts";
+import { deferred, eventually, scriptedAgentFactory, type Deferred } from "../runtime/runs-fixtures.ts";
 import { CountingBridge, sseFrames, type SseFrame } from "./runs-harness.ts";
 import { runtimeServe } from "./runtime-serve.ts";
 
