@@ -1,3 +1,6 @@
+// @modelcontextprotocol/sdk's "./*" export maps types to "*.js.d.ts", which Deno and JSR take literally
+// (modelcontextprotocol/typescript-sdk#2701); each @ts-types names the real declarations, tsc ignores it.
+// @ts-types="@modelcontextprotocol/sdk/client/stdio"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import type { McpStdioLaunch, McpStdioTransport, McpStdioTransportFactory } from "../../src/ports/mcp-transport.ts";
 

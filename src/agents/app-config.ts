@@ -1,4 +1,6 @@
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
+import type { GatewayConfig } from "../config/gateway.ts";
 import {
   appConfigEntries,
   mapping,
@@ -6,28 +8,28 @@ import {
   validateConfig,
   type ConfigSchema,
 } from "../config/index.ts";
-import { DynamicContextConfigSchema } from "../middlewares/dynamic-context.ts";
-import { LLMErrorHandlingConfigSchema } from "../middlewares/llm-error-handling.ts";
-import { LoopDetectionConfigSchema } from "../middlewares/loop-detection.ts";
-import { MemoryConfigSchema } from "../middlewares/memory-config.ts";
-import { SafetyFinishReasonConfigSchema } from "../middlewares/safety-finish-reason.ts";
-import { SummarizationConfigSchema } from "../middlewares/summarization.ts";
-import { TitleConfigSchema } from "../middlewares/title.ts";
-import { TokenBudgetConfigSchema } from "../middlewares/token-budget.ts";
-import { TokenUsageConfigSchema } from "../middlewares/token-usage.ts";
-import { SkillsConfigSchema } from "../skills/registry.ts";
-import { AuthorizationConfigSchema, GuardrailsConfigSchema } from "../authz/config.ts";
-import { ToolSearchConfigSchema } from "../middlewares/deferred-tool-filter.ts";
-import { ReadBeforeWriteConfigSchema } from "../middlewares/read-before-write.ts";
-import { SandboxConfigSchema as SandboxMiddlewareConfigSchema } from "../middlewares/sandbox.ts";
-import { ToolOutputBudgetConfigSchema } from "../middlewares/tool-output-budget.ts";
-import { ToolProgressConfigSchema } from "../middlewares/tool-progress.ts";
-import { ToolReceiptConfigSchema } from "../middlewares/tool-receipt.ts";
-import { UploadsConfigSchema } from "../middlewares/uploads.ts";
-import { WebFetchConfigSchema, WebSearchConfigSchema } from "../tools/web.ts";
-import { SandboxConfigSchema } from "../config/schema.ts";
-import { pluginsConfigEntries } from "../extensions/config.ts";
-import { SubagentsConfigSchema } from "./subagent-chain.ts";
+import { DynamicContextConfigSchema, type DynamicContextConfig } from "../middlewares/dynamic-context.ts";
+import { LLMErrorHandlingConfigSchema, type LLMErrorHandlingConfigInput } from "../middlewares/llm-error-handling.ts";
+import { LoopDetectionConfigSchema, type LoopDetectionConfig } from "../middlewares/loop-detection.ts";
+import { MemoryConfigSchema, type MemoryConfig } from "../middlewares/memory-config.ts";
+import { SafetyFinishReasonConfigSchema, type SafetyFinishReasonConfig } from "../middlewares/safety-finish-reason.ts";
+import { SummarizationConfigSchema, type SummarizationConfig } from "../middlewares/summarization.ts";
+import { TitleConfigSchema, type TitleConfig } from "../middlewares/title.ts";
+import { TokenBudgetConfigSchema, type TokenBudgetConfig } from "../middlewares/token-budget.ts";
+import { TokenUsageConfigSchema, type TokenUsageConfig } from "../middlewares/token-usage.ts";
+import { SkillsConfigSchema, type SkillsConfig } from "../skills/registry.ts";
+import { AuthorizationConfigSchema, GuardrailsConfigSchema, type AuthorizationConfig, type GuardrailsConfig } from "../authz/config.ts";
+import { ToolSearchConfigSchema, type ToolSearchConfig } from "../middlewares/deferred-tool-filter.ts";
+import { ReadBeforeWriteConfigSchema, type ReadBeforeWriteConfig } from "../middlewares/read-before-write.ts";
+import { SandboxConfigSchema as SandboxMiddlewareConfigSchema, type SandboxConfig as SandboxMiddlewareConfig } from "../middlewares/sandbox.ts";
+import { ToolOutputBudgetConfigSchema, type ToolOutputBudgetConfig } from "../middlewares/tool-output-budget.ts";
+import { ToolProgressConfigSchema, type ToolProgressConfig } from "../middlewares/tool-progress.ts";
+import { ToolReceiptConfigSchema, type ToolReceiptConfig } from "../middlewares/tool-receipt.ts";
+import { UploadsConfigSchema, type UploadsConfig } from "../middlewares/uploads.ts";
+import { WebFetchConfigSchema, WebSearchConfigSchema, type WebFetchConfig, type WebSearchConfig } from "../tools/web.ts";
+import { SandboxConfigSchema, type AppConfig, type SandboxConfig } from "../config/schema.ts";
+import { pluginsConfigEntries, type PluginSpec } from "../extensions/config.ts";
+import { SubagentsConfigSchema, type SubagentsConfig } from "./subagent-chain.ts";
 import { GatewayConfigSchema } from "../config/gateway.ts";
 
 /**
@@ -76,10 +78,44 @@ export const leadConfigEntries = {
   ),
 };
 
-export const LeadConfigSchema = mapping(leadConfigEntries);
-export type LeadConfig = v.InferOutput<typeof LeadConfigSchema>;
+const leadConfigSchema = mapping(leadConfigEntries);
+/** The `sandbox` section of the lead config: the kind (base section) and when it is acquired (middleware). */
+export interface LeadSandboxConfig extends SandboxConfig, SandboxMiddlewareConfig {}
 
-const schema = LeadConfigSchema as unknown as ConfigSchema<LeadConfig>;
+/** config.yaml as the lead agent reads it, after validation. */
+export interface LeadConfig extends Omit<AppConfig, "sandbox"> {
+  sandbox: LeadSandboxConfig;
+  plugins: PluginSpec[];
+  subagents?: SubagentsConfig | null;
+  gateway?: GatewayConfig | null;
+  tool_output?: ToolOutputBudgetConfig | null;
+  uploads?: UploadsConfig | null;
+  authorization?: AuthorizationConfig | null;
+  guardrails?: GuardrailsConfig | null;
+  read_before_write?: ReadBeforeWriteConfig | null;
+  tool_progress?: ToolProgressConfig | null;
+  verification?: ToolReceiptConfig | null;
+  tool_search?: ToolSearchConfig | null;
+  web_fetch?: WebFetchConfig | null;
+  web_search?: WebSearchConfig | null;
+  circuit_breaker?: LLMErrorHandlingConfigInput["circuit_breaker"] | null;
+  llm_call?: LLMErrorHandlingConfigInput["llm_call"] | null;
+  dynamic_context?: Pick<DynamicContextConfig, "current_date_timezone"> | null;
+  memory?: MemoryConfig | null;
+  summarization?: SummarizationConfig | null;
+  title?: TitleConfig | null;
+  token_usage?: TokenUsageConfig | null;
+  loop_detection?: LoopDetectionConfig | null;
+  token_budget?: TokenBudgetConfig | null;
+  safety_finish_reason?: SafetyFinishReasonConfig | null;
+  skills?: SkillsConfig | null;
+  extensions: { middlewares: string[] };
+}
+type _LeadConfigMatches = Assert<SameType<LeadConfig, v.InferOutput<typeof leadConfigSchema>>>;
+
+/** The lead config's schema, for embedders that validate a config object themselves. */
+export const LeadConfigSchema: ConfigSchema<LeadConfig> = leadConfigSchema as unknown as ConfigSchema<LeadConfig>;
+const schema = LeadConfigSchema;
 
 /** Parses config.yaml text with every lead-chain section; one-line ConfigError on any problem. */
 export function parseLeadConfigText(text: string, fileName: string): LeadConfig {

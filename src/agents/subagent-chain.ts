@@ -1,6 +1,7 @@
-import { BatchTaskConfigSchema } from "../tools/batch-task.ts";
+import { BatchTaskConfigSchema, type BatchTaskConfig, type BatchTaskConfigInput } from "../tools/batch-task.ts";
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import type { ContextCompactionObserver } from "../extension-api/index.ts";
 import type { AuthorizationProvider, GuardrailProvider } from "../authz/index.ts";
 import { summarizationMember } from "./summarization-member.ts";
@@ -65,7 +66,15 @@ export const SubagentTypeConfigSchema = v.strictObject({
   max_turns: v.optional(positive, 50),
   timeout_seconds: v.optional(positive, 900),
 });
-export type SubagentTypeConfig = v.InferOutput<typeof SubagentTypeConfigSchema>;
+export interface SubagentTypeConfig {
+  description: string;
+  system_prompt: string;
+  tools?: string[];
+  model: string;
+  max_turns: number;
+  timeout_seconds: number;
+}
+type _SubagentTypeConfigMatches = Assert<SameType<SubagentTypeConfig, v.InferOutput<typeof SubagentTypeConfigSchema>>>;
 
 /**
  * A subagent's token budget. Unset keys fall back to the subagent defaults (on, 2M or 1M with
@@ -93,8 +102,28 @@ export const SubagentsConfigSchema = v.strictObject({
   /** The durable batch mode (`batch_task`), off unless enabled. */
   batch: v.optional(BatchTaskConfigSchema),
 });
-export type SubagentsConfig = v.InferOutput<typeof SubagentsConfigSchema>;
-export type SubagentsConfigInput = v.InferInput<typeof SubagentsConfigSchema>;
+export interface SubagentTokenBudgetConfig {
+  enabled?: boolean;
+  max_tokens?: number;
+  warn_threshold?: number;
+}
+type _SubagentTokenBudgetConfigMatches = Assert<SameType<SubagentTokenBudgetConfig, v.InferOutput<typeof SubagentTokenBudgetConfigSchema>>>;
+export interface SubagentsConfig {
+  max_total_per_run: number;
+  max_concurrent: number;
+  token_budget: SubagentTokenBudgetConfig;
+  types: Record<string, SubagentTypeConfig>;
+  batch?: BatchTaskConfig;
+}
+type _SubagentsConfigMatches = Assert<SameType<SubagentsConfig, v.InferOutput<typeof SubagentsConfigSchema>>>;
+export interface SubagentsConfigInput {
+  max_total_per_run?: number;
+  max_concurrent?: number;
+  token_budget?: SubagentTokenBudgetConfig;
+  types?: Record<string, { description: string; system_prompt: string; tools?: string[]; model?: string; max_turns?: number; timeout_seconds?: number }>;
+  batch?: BatchTaskConfigInput;
+}
+type _SubagentsConfigInputMatches = Assert<SameType<SubagentsConfigInput, v.InferInput<typeof SubagentsConfigSchema>>>;
 export const SUBAGENTS_DEFAULTS: SubagentsConfig = Object.freeze({
   max_total_per_run: DEFAULT_MAX_TOTAL_SUBAGENTS_PER_RUN,
   max_concurrent: DEFAULT_MAX_CONCURRENT_SUBAGENTS,
@@ -113,7 +142,7 @@ export function parseSubagentsConfig(input: unknown): SubagentsConfig {
 
 /** The token budget a subagent run gets: on by default, its ceiling coupled to whether summarization is on. */
 export function subagentTokenBudget(
-  budget: v.InferOutput<typeof SubagentTokenBudgetConfigSchema> | undefined,
+  budget: SubagentTokenBudgetConfig | undefined,
   summarizationEnabled: boolean,
 ): TokenBudgetConfigInput {
   const defaultMax = summarizationEnabled ? SUBAGENT_TOKEN_BUDGET_MAX_TOKENS_WITH_SUMMARIZATION : SUBAGENT_TOKEN_BUDGET_MAX_TOKENS;

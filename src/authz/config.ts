@@ -1,5 +1,6 @@
 import * as v from "valibot";
-import { RbacRolesSchema } from "./rbac.ts";
+import type { Assert, SameType } from "../core/types.ts";
+import { RbacRolesSchema, type RbacRoles } from "./rbac.ts";
 
 /*
  * The `authorization` and `guardrails` sections of config.yaml. Both mirror upstream's shape
@@ -16,9 +17,13 @@ const ProviderSpecSchema = v.strictObject({
   /** The provider's own settings. */
   config: v.optional(v.pipe(v.nullable(v.record(v.string(), v.unknown())), v.transform((value) => value ?? {})), {}),
 });
-export type ProviderSpec = v.InferOutput<typeof ProviderSpecSchema>;
+export interface ProviderSpec {
+  use: string;
+  config: Record<string, unknown>;
+}
+type _ProviderSpecMatches = Assert<SameType<ProviderSpec, v.InferOutput<typeof ProviderSpecSchema>>>;
 
-export const AuthorizationConfigSchema = v.pipe(
+const authorizationConfigSchema = v.pipe(
   v.strictObject({
     /** Off by default: every authenticated user may use every tool, model and sandbox. */
     enabled: v.optional(v.boolean(), false),
@@ -40,8 +45,24 @@ export const AuthorizationConfigSchema = v.pipe(
     ["roles"],
   ),
 );
-export type AuthorizationConfig = v.InferOutput<typeof AuthorizationConfigSchema>;
-export type AuthorizationConfigInput = v.InferInput<typeof AuthorizationConfigSchema>;
+export interface AuthorizationConfig {
+  enabled: boolean;
+  fail_closed: boolean;
+  default_role: string;
+  provider: ProviderSpec | null;
+  roles: RbacRoles | null;
+}
+type _AuthorizationConfigMatches = Assert<SameType<AuthorizationConfig, v.InferOutput<typeof authorizationConfigSchema>>>;
+export interface AuthorizationConfigInput {
+  enabled?: boolean;
+  fail_closed?: boolean;
+  default_role?: string;
+  provider?: { use: string; config?: Record<string, unknown> | null } | null;
+  /** Checked role by role against the RBAC shape when parsed. */
+  roles?: Record<string, unknown> | null;
+}
+type _AuthorizationConfigInputMatches = Assert<SameType<AuthorizationConfigInput, v.InferInput<typeof authorizationConfigSchema>>>;
+export const AuthorizationConfigSchema: v.GenericSchema<AuthorizationConfigInput, AuthorizationConfig> = authorizationConfigSchema;
 
 export const AUTHORIZATION_DEFAULTS: AuthorizationConfig = Object.freeze({
   enabled: false,
@@ -53,7 +74,7 @@ export const AUTHORIZATION_DEFAULTS: AuthorizationConfig = Object.freeze({
 
 const toolNames = v.array(nonEmptyString);
 
-export const GuardrailsConfigSchema = v.pipe(
+const guardrailsConfigSchema = v.pipe(
   v.strictObject({
     enabled: v.optional(v.boolean(), false),
     /** Deny the call when the provider fails. */
@@ -84,8 +105,25 @@ export const GuardrailsConfigSchema = v.pipe(
     ["denied_tools"],
   ),
 );
-export type GuardrailsConfig = v.InferOutput<typeof GuardrailsConfigSchema>;
-export type GuardrailsConfigInput = v.InferInput<typeof GuardrailsConfigSchema>;
+export interface GuardrailsConfig {
+  enabled: boolean;
+  fail_closed: boolean;
+  passport: string | null;
+  provider: string | ProviderSpec | null;
+  allowed_tools: string[] | null;
+  denied_tools: string[] | null;
+}
+type _GuardrailsConfigMatches = Assert<SameType<GuardrailsConfig, v.InferOutput<typeof guardrailsConfigSchema>>>;
+export interface GuardrailsConfigInput {
+  enabled?: boolean;
+  fail_closed?: boolean;
+  passport?: string | null;
+  provider?: string | { use: string; config?: Record<string, unknown> | null } | null;
+  allowed_tools?: string[] | null;
+  denied_tools?: string[] | null;
+}
+type _GuardrailsConfigInputMatches = Assert<SameType<GuardrailsConfigInput, v.InferInput<typeof guardrailsConfigSchema>>>;
+export const GuardrailsConfigSchema: v.GenericSchema<GuardrailsConfigInput, GuardrailsConfig> = guardrailsConfigSchema;
 
 export const GUARDRAILS_DEFAULTS: GuardrailsConfig = Object.freeze({
   enabled: false,
@@ -97,7 +135,14 @@ export const GUARDRAILS_DEFAULTS: GuardrailsConfig = Object.freeze({
 });
 
 /** The allowlist provider's `provider.config`. */
-export const AllowlistProviderConfigSchema = v.strictObject({
+const allowlistProviderConfigSchema = v.strictObject({
   allowed_tools: v.optional(v.nullable(toolNames), null),
   denied_tools: v.optional(v.nullable(toolNames), null),
 });
+export interface AllowlistProviderConfig {
+  allowed_tools: string[] | null;
+  denied_tools: string[] | null;
+}
+type _AllowlistProviderConfigMatches = Assert<SameType<AllowlistProviderConfig, v.InferOutput<typeof allowlistProviderConfigSchema>>>;
+type _AllowlistProviderConfigInputMatches = Assert<SameType<Partial<AllowlistProviderConfig>, v.InferInput<typeof allowlistProviderConfigSchema>>>;
+export const AllowlistProviderConfigSchema: v.GenericSchema<Partial<AllowlistProviderConfig>, AllowlistProviderConfig> = allowlistProviderConfigSchema;

@@ -1,4 +1,5 @@
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { DeerflowError } from "../core/errors.ts";
 import { canonicalHashSync } from "../extension-api/sha256-sync.ts";
 import type { Principal } from "./principal.ts";
@@ -81,14 +82,17 @@ const mappingOf = <TKey extends v.GenericSchema<string, string>, TValue extends 
   v.pipe(v.custom<Record<string, unknown>>(isMapping, message), v.record(key, value, message));
 
 /** `roles: { <role>: { <resource key>: { allow, deny } } }`. */
-export const RbacRolesSchema = mappingOf(
+const rbacRolesSchema = mappingOf(
   name("a role name"),
   mappingOf(ResourceKeySchema, ResourcePolicySchema, "a role must map resource keys (tools, models, ...) to policies"),
   "roles must be a mapping of role names to policies",
 );
-export type RbacRoles = v.InferOutput<typeof RbacRolesSchema>;
+export type RbacRoles = Record<string, Record<string, { allow?: "*" | boolean | string[]; deny?: string[] }>>;
+type _RbacRolesMatches = Assert<SameType<RbacRoles, v.InferOutput<typeof rbacRolesSchema>>>;
+type _RbacRolesInputMatches = Assert<SameType<Record<string, unknown>, v.InferInput<typeof rbacRolesSchema>>>;
+export const RbacRolesSchema: v.GenericSchema<Record<string, unknown>, RbacRoles> = rbacRolesSchema;
 
-export const RbacProviderConfigSchema = v.strictObject(
+const rbacProviderConfigSchema = v.strictObject(
   { roles: RbacRolesSchema },
   (issue) =>
     issue.expected === "never"
@@ -97,6 +101,12 @@ export const RbacProviderConfigSchema = v.strictObject(
         ? "missing required provider config key roles"
         : "the rbac provider config must be a mapping { roles }",
 );
+export interface RbacProviderConfig {
+  roles: RbacRoles;
+}
+type _RbacProviderConfigMatches = Assert<SameType<RbacProviderConfig, v.InferOutput<typeof rbacProviderConfigSchema>>>;
+type _RbacProviderConfigInputMatches = Assert<SameType<{ roles: Record<string, unknown> }, v.InferInput<typeof rbacProviderConfigSchema>>>;
+export const RbacProviderConfigSchema: v.GenericSchema<{ roles: Record<string, unknown> }, RbacProviderConfig> = rbacProviderConfigSchema;
 
 const ALL = Symbol("all");
 

@@ -1,4 +1,5 @@
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { mapping } from "./schema.ts";
 
 /*
@@ -165,13 +166,74 @@ export const GatewayConfigSchema = mapping({
   limits: v.optional(GatewayLimitsConfigSchema, {}),
 });
 
-export type GatewayConfig = v.InferOutput<typeof GatewayConfigSchema>;
-export type GatewayConfigInput = v.InferInput<typeof GatewayConfigSchema>;
-export type GatewayAuthConfig = GatewayConfig["auth"];
-export type GatewayUploadsConfig = GatewayConfig["uploads"];
-export type GatewayLimitsConfig = GatewayConfig["limits"];
-export type ApiKeyConfig = GatewayAuthConfig["api_keys"][number];
-export type GatewayUserConfig = GatewayAuthConfig["users"][number];
+export type GatewayUserRole = (typeof GATEWAY_USER_ROLES)[number];
+
+export interface ApiKeyConfig {
+  /** The environment variable holding the key; the key itself never goes in the file. */
+  key_env: string;
+  /** Who a caller presenting this key acts as. */
+  user_id: string;
+  role: GatewayUserRole;
+}
+export interface GatewayUserConfig {
+  id: string;
+  /** `pbkdf2-sha256$<iterations>$<salt>$<hash>`, as `hashPassword` writes it. */
+  password_hash: string;
+  role: GatewayUserRole;
+  /** Raise it to sign this user out everywhere (every earlier session cookie stops working). */
+  token_version: number;
+}
+export interface GatewayAuthConfig {
+  mode: AuthMode;
+  api_keys: ApiKeyConfig[];
+  users: GatewayUserConfig[];
+  jwt_secret_env: string;
+  token_expiry_days: number;
+  internal_token_env: string;
+}
+export interface GatewayUploadsConfig {
+  max_files: number;
+  max_file_bytes: number;
+  max_total_bytes: number;
+}
+export interface GatewayLimitsConfig {
+  max_path_bytes: number;
+  max_path_segments: number;
+  max_path_segment_bytes: number;
+  max_unauthenticated_body_bytes: number;
+  max_run_body_bytes: number;
+  max_body_bytes: number;
+  max_json_depth: number;
+}
+/** The `gateway:` section after validation, every default filled in. */
+export interface GatewayConfig {
+  host: string;
+  port: number;
+  cors_origins: string[];
+  trusted_proxies: string[];
+  auth: GatewayAuthConfig;
+  uploads: GatewayUploadsConfig;
+  limits: GatewayLimitsConfig;
+}
+/** The `gateway:` section as written: every key optional. */
+export interface GatewayConfigInput {
+  host?: string;
+  port?: number;
+  cors_origins?: string[];
+  trusted_proxies?: string[];
+  auth?: {
+    mode?: AuthMode;
+    api_keys?: { key_env: string; user_id: string; role?: GatewayUserRole }[];
+    users?: { id: string; password_hash: string; role?: GatewayUserRole; token_version?: number }[];
+    jwt_secret_env?: string;
+    token_expiry_days?: number;
+    internal_token_env?: string;
+  };
+  uploads?: Partial<GatewayUploadsConfig>;
+  limits?: Partial<GatewayLimitsConfig>;
+}
+type _GatewayConfigMatches = Assert<SameType<GatewayConfig, v.InferOutput<typeof GatewayConfigSchema>>>;
+type _GatewayConfigInputMatches = Assert<SameType<GatewayConfigInput, v.InferInput<typeof GatewayConfigSchema>>>;
 
 export const GATEWAY_DEFAULTS: GatewayConfig = Object.freeze(v.parse(GatewayConfigSchema, {}));
 

@@ -1,4 +1,5 @@
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { isHttpUrl } from "../core/url.ts";
 
 /** The built-in offline model; always available, whether or not config.yaml lists it. */
@@ -161,9 +162,60 @@ export const appConfigEntries = {
 
 export const AppConfigSchema = mapping(appConfigEntries);
 
-export type AppConfig = v.InferOutput<typeof AppConfigSchema>;
-export type AppConfigInput = v.InferInput<typeof AppConfigSchema>;
-export type ModelConfig = v.InferOutput<typeof ModelConfigSchema>;
-export type SandboxConfig = v.InferOutput<typeof SandboxConfigSchema>;
-export type StorageConfig = v.InferOutput<typeof StorageConfigSchema>;
-export type AgentConfig = v.InferOutput<typeof AgentConfigSchema>;
+/** config.yaml's base sections after validation, every default filled in. */
+export interface AppConfig {
+  models: ModelConfig[];
+  default_model?: string;
+  sandbox: SandboxConfig;
+  storage: StorageConfig;
+  agent: AgentConfig;
+}
+type _AppConfigMatches = Assert<SameType<AppConfig, v.InferOutput<typeof AppConfigSchema>>>;
+/** config.yaml's base sections as written: every section optional, an empty (null) one all defaults. */
+export interface AppConfigInput {
+  models?: ModelConfigInput[] | null;
+  default_model?: string;
+  sandbox?: Partial<SandboxConfig> | null;
+  storage?: Partial<StorageConfig> | null;
+  agent?: Partial<AgentConfig> | null;
+}
+type _AppConfigInputMatches = Assert<SameType<AppConfigInput, v.InferInput<typeof AppConfigSchema>>>;
+/** One `models:` entry as written (base_url and timeout_ms have defaults). */
+export interface ModelConfigInput extends Omit<ModelConfig, "base_url" | "timeout_ms"> {
+  base_url?: string;
+  timeout_ms?: number;
+}
+type _ModelConfigInputMatches = Assert<SameType<ModelConfigInput, v.InferInput<typeof ModelConfigSchema>>>;
+export interface ModelConfig {
+  name: string;
+  use: "demo" | "openai-compatible";
+  model?: string;
+  base_url: string;
+  api_key_env?: string;
+  display_name?: string;
+  description?: string;
+  max_tokens?: number;
+  temperature?: number;
+  timeout_ms: number;
+  supports_vision?: boolean;
+  supports_thinking?: boolean;
+  extra_headers?: Record<string, string>;
+  context_window?: number;
+}
+type _ModelConfigMatches = Assert<SameType<ModelConfig, v.InferOutput<typeof ModelConfigSchema>>>;
+export interface SandboxConfig {
+  use: "local" | "virtual";
+  command_timeout_ms: number;
+}
+type _SandboxConfigMatches = Assert<SameType<SandboxConfig, v.InferOutput<typeof SandboxConfigSchema>>>;
+export interface StorageConfig {
+  driver: "deno-kv" | "fs" | "memory";
+  base: string;
+  path?: string;
+}
+type _StorageConfigMatches = Assert<SameType<StorageConfig, v.InferOutput<typeof StorageConfigSchema>>>;
+export interface AgentConfig {
+  system_prompt?: string;
+  recursion_limit: number;
+}
+type _AgentConfigMatches = Assert<SameType<AgentConfig, v.InferOutput<typeof AgentConfigSchema>>>;

@@ -11,7 +11,10 @@ import {
   Send,
   StateGraph,
   isCommand,
+  type AnnotationRoot,
+  type BaseChannel,
   type LangGraphRunnableConfig,
+  type OverwriteValue,
   type StreamMode,
 } from "@langchain/langgraph/web";
 import { DeerflowError } from "../core/errors.ts";
@@ -54,8 +57,14 @@ const MIDDLEWARE_NAME = /^[A-Za-z0-9_.-]+$/;
 const RUN_TICKET_KEY = "__deerflow_run_ticket";
 const TOOL_CALL_KEY = "__deerflow_tool_call";
 
+type EngineStateDefinition = (typeof ThreadStateAnnotation)["spec"] & {
+  jump_to: BaseChannel<"end" | null, OverwriteValue<"end" | null> | "end" | null>;
+};
+/** The compiled LangGraph graph an Agent runs: getState, updateState, stream. */
+export type AgentGraph = ReturnType<StateGraph<EngineStateDefinition>["compile"]>;
+
 /** Engine-internal channel: a tool's Command that ends the run (tool calls fan out, so they meet here). */
-const EngineStateAnnotation = Annotation.Root({
+const EngineStateAnnotation: AnnotationRoot<EngineStateDefinition> = Annotation.Root({
   ...ThreadStateAnnotation.spec,
   jump_to: Annotation<"end" | null>({
     reducer: (left: "end" | null, right: "end" | null | undefined) => (right === undefined ? left : right),
@@ -129,7 +138,7 @@ export class Agent {
   readonly systemMessage: SystemMessage | undefined;
   readonly checkpointer: BaseCheckpointSaver | undefined;
   readonly services: AgentServices;
-  readonly graph;
+  readonly graph: AgentGraph;
   readonly #recursionLimit: number;
   readonly #tickets = new Map<string, RunTicket>();
   readonly #toolsByName: ReadonlyMap<string, AgentTool>;
@@ -173,7 +182,7 @@ export class Agent {
     this.graph = this.#compile();
   }
 
-  #compile() {
+  #compile(): AgentGraph {
     const hasBeforeAgent = this.#hooks.beforeAgent.length > 0;
     const hasAfterAgent = this.#hooks.afterAgent.length > 0;
     const exit = hasAfterAgent ? NODE.afterAgent : END;
@@ -200,9 +209,7 @@ export class Agent {
       builder.addNode(NODE.afterAgent, (state: EngineState, config: LangGraphRunnableConfig) => this.#afterAgentNode(state, config));
       builder.addEdge(NODE.afterAgent, END);
     }
-    return builder.compile({ checkpointer: this.checkpointer, name: this.name }) as ReturnType<
-      StateGraph<typeof EngineStateAnnotation.spec>["compile"]
-    >;
+    return builder.compile({ checkpointer: this.checkpointer, name: this.name }) as AgentGraph;
   }
 
   /** Runs to the end and returns the final state. */

@@ -1,4 +1,5 @@
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { ConfigError } from "../config/errors.ts";
 import { describeIssue } from "../config/issues.ts";
 
@@ -36,8 +37,24 @@ export const PluginSpecSchema = v.strictObject({
   ),
 });
 
-export type PluginSpec = v.InferOutput<typeof PluginSpecSchema>;
-export type PluginSpecInput = v.InferInput<typeof PluginSpecSchema>;
+export interface PluginSpec {
+  name?: string;
+  use: string;
+  enabled: boolean;
+  required: boolean;
+  package?: string;
+  config: Record<string, unknown>;
+}
+type _PluginSpecMatches = Assert<SameType<PluginSpec, v.InferOutput<typeof PluginSpecSchema>>>;
+export interface PluginSpecInput {
+  name?: string;
+  use: string;
+  enabled?: boolean;
+  required?: boolean;
+  package?: string;
+  config?: Record<string, unknown>;
+}
+type _PluginSpecInputMatches = Assert<SameType<PluginSpecInput, v.InferInput<typeof PluginSpecSchema>>>;
 
 export const PluginsSchema = v.optional(v.array(PluginSpecSchema), () => []);
 

@@ -2,6 +2,7 @@ import { AIMessage, ToolMessage } from "@langchain/core/messages";
 import type { InvalidToolCall, ToolCall } from "@langchain/core/messages/tool";
 import { Command, END } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import type {
   AgentMiddleware,
   AgentRuntime,
@@ -73,7 +74,8 @@ const TOOL_CALL_BLOCK_TYPES: ReadonlySet<string> = new Set(["tool_use", "tool_ca
 
 /** No options: upstream has no config section. The schema still rejects unknown keys so a typo fails loudly. */
 export const ClarificationConfigSchema = v.strictObject({});
-export type ClarificationConfig = v.InferOutput<typeof ClarificationConfigSchema>;
+export interface ClarificationConfig {}
+type _ClarificationConfigMatches = Assert<SameType<ClarificationConfig, v.InferOutput<typeof ClarificationConfigSchema>>>;
 export const CLARIFICATION_DEFAULTS: ClarificationConfig = Object.freeze({});
 
 export interface ClarificationDeps {

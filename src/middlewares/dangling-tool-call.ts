@@ -1,6 +1,7 @@
 import { ToolMessage } from "@langchain/core/messages";
 import type { BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { parseMiddlewareConfig } from "./config.ts";
 
@@ -22,7 +23,8 @@ const EMPTY_TOOL_NAME_ERROR = "Tool call could not be executed because its name 
 const MAX_RECOVERY_ERROR_DETAIL_CHARS = 500;
 
 export const DanglingToolCallConfigSchema = v.strictObject({});
-export type DanglingToolCallConfig = v.InferOutput<typeof DanglingToolCallConfigSchema>;
+export interface DanglingToolCallConfig {}
+type _DanglingToolCallConfigMatches = Assert<SameType<DanglingToolCallConfig, v.InferOutput<typeof DanglingToolCallConfigSchema>>>;
 export const DANGLING_TOOL_CALL_DEFAULTS: DanglingToolCallConfig = Object.freeze({});
 
 type Dict = Record<string, unknown>;

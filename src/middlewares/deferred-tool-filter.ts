@@ -1,5 +1,6 @@
 import { ToolMessage } from "@langchain/core/messages";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, AgentState, ModelHandler, ModelRequest, ToolCallRequest, ToolHandler } from "../engine/types.ts";
 import { compareCodePoints } from "../extension-api/canonical.ts";
@@ -33,7 +34,11 @@ export const ToolSearchConfigSchema = v.strictObject({
     3,
   ),
 });
-export type ToolSearchConfig = v.InferOutput<typeof ToolSearchConfigSchema>;
+export interface ToolSearchConfig {
+  enabled: boolean;
+  auto_promote_top_k: number;
+}
+type _ToolSearchConfigMatches = Assert<SameType<ToolSearchConfig, v.InferOutput<typeof ToolSearchConfigSchema>>>;
 export const TOOL_SEARCH_DEFAULTS: ToolSearchConfig = Object.freeze({ enabled: false, auto_promote_top_k: 3 });
 
 export const DeferredToolFilterConfigSchema = ToolSearchConfigSchema;

@@ -1,5 +1,6 @@
 import { SystemMessage, type AIMessage, type BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { ContentKind, ProducerKind, provenanceKwargs } from "../extension-api/provenance.ts";
 import { reduceSkillContext } from "../state/reducers.ts";
@@ -58,7 +59,11 @@ export const DurableContextConfigSchema = v.strictObject({
   /** Tools whose calls count as reading a skill file; an empty list turns skill capture off. */
   skill_file_read_tool_names: v.optional(v.array(v.string()), [...DEFAULT_SKILL_FILE_READ_TOOL_NAMES]),
 });
-export type DurableContextConfig = v.InferOutput<typeof DurableContextConfigSchema>;
+export interface DurableContextConfig {
+  skills_container_path: string;
+  skill_file_read_tool_names: string[];
+}
+type _DurableContextConfigMatches = Assert<SameType<DurableContextConfig, v.InferOutput<typeof DurableContextConfigSchema>>>;
 export const DURABLE_CONTEXT_DEFAULTS: DurableContextConfig = Object.freeze({
   skills_container_path: "/mnt/skills",
   skill_file_read_tool_names: [...DEFAULT_SKILL_FILE_READ_TOOL_NAMES],

@@ -1,6 +1,7 @@
 import { HumanMessage, SystemMessage, type BaseMessage } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { newId } from "../core/ids.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { sha256Hex } from "../extension-api/canonical.ts";
@@ -60,7 +61,13 @@ export const DynamicContextConfigSchema = v.strictObject({
     "UTC",
   ),
 });
-export type DynamicContextConfig = v.InferOutput<typeof DynamicContextConfigSchema>;
+export interface DynamicContextConfig {
+  enabled: boolean;
+  injection_enabled: boolean;
+  max_injection_tokens: number;
+  current_date_timezone: string;
+}
+type _DynamicContextConfigMatches = Assert<SameType<DynamicContextConfig, v.InferOutput<typeof DynamicContextConfigSchema>>>;
 export const DYNAMIC_CONTEXT_DEFAULTS: DynamicContextConfig = Object.freeze({
   enabled: true,
   injection_enabled: true,

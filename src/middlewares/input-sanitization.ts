@@ -1,6 +1,7 @@
 import { HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { contentText, type ContentTextOptions } from "../core/content.ts";
 import type { AgentMiddleware, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { parseMiddlewareConfig } from "./config.ts";
@@ -263,7 +264,8 @@ export function sanitizeLatestUserInput(messages: readonly BaseMessage[]): BaseM
 }
 
 export const InputSanitizationConfigSchema = v.strictObject({});
-export type InputSanitizationConfig = v.InferOutput<typeof InputSanitizationConfigSchema>;
+export interface InputSanitizationConfig {}
+type _InputSanitizationConfigMatches = Assert<SameType<InputSanitizationConfig, v.InferOutput<typeof InputSanitizationConfigSchema>>>;
 export const INPUT_SANITIZATION_DEFAULTS: InputSanitizationConfig = Object.freeze({});
 
 /**

@@ -1,6 +1,7 @@
 import { AIMessage } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { parseMiddlewareConfig } from "./config.ts";
 import { emitEvent } from "./events.ts";
@@ -51,7 +52,11 @@ export const LLMErrorHandlingConfigSchema = v.strictObject({
     }),
   ),
 });
-export type LLMErrorHandlingConfigInput = v.InferInput<typeof LLMErrorHandlingConfigSchema>;
+export interface LLMErrorHandlingConfigInput {
+  circuit_breaker?: { failure_threshold?: number; recovery_timeout_sec?: number };
+  llm_call?: { retry_max_attempts?: number; retry_base_delay_ms?: number; retry_cap_delay_ms?: number; burst_retry_base_delay_ms?: number; max_concurrent_calls?: number };
+}
+type _LLMErrorHandlingConfigInputMatches = Assert<SameType<LLMErrorHandlingConfigInput, v.InferInput<typeof LLMErrorHandlingConfigSchema>>>;
 
 export interface LLMErrorHandlingConfig {
   readonly circuit_breaker: { readonly failure_threshold: number; readonly recovery_timeout_sec: number };

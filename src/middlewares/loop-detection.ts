@@ -1,5 +1,6 @@
 import { AIMessage } from "@langchain/core/messages";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { notBelow, parseMiddlewareConfig } from "./config.ts";
 import { emitEvent } from "./events.ts";
@@ -71,8 +72,19 @@ export const LoopDetectionConfigSchema = v.pipe(
   notBelow("hard_limit", "warn_threshold"),
   notBelow("tool_freq_hard_limit", "tool_freq_warn"),
 );
-export type LoopDetectionConfig = v.InferOutput<typeof LoopDetectionConfigSchema>;
-export type LoopDetectionConfigInput = v.InferInput<typeof LoopDetectionConfigSchema>;
+export interface LoopDetectionConfig {
+  enabled: boolean;
+  warn_threshold: number;
+  hard_limit: number;
+  window_size: number;
+  max_tracked_threads: number;
+  tool_freq_warn: number;
+  tool_freq_hard_limit: number;
+  tool_freq_overrides: Record<string, { warn: number; hard_limit: number }>;
+}
+type _LoopDetectionConfigMatches = Assert<SameType<LoopDetectionConfig, v.InferOutput<typeof LoopDetectionConfigSchema>>>;
+export type LoopDetectionConfigInput = Partial<LoopDetectionConfig>;
+type _LoopDetectionConfigInputMatches = Assert<SameType<LoopDetectionConfigInput, v.InferInput<typeof LoopDetectionConfigSchema>>>;
 
 export const LOOP_DETECTION_DEFAULTS: LoopDetectionConfig = Object.freeze({
   enabled: true,

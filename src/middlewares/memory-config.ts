@@ -1,4 +1,5 @@
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 
 /*
  * config.yaml's `memory` section, shared by Memory (the writer) and DynamicContext (the reader).
@@ -40,8 +41,20 @@ export const MemoryConfigSchema = v.strictObject({
   /** Time budget for draining pending updates on shutdown. */
   shutdown_flush_timeout_seconds: v.optional(v.pipe(v.number(), v.minValue(1), v.maxValue(300)), 30),
 });
-export type MemoryConfig = v.InferOutput<typeof MemoryConfigSchema>;
-export type MemoryConfigInput = v.InferInput<typeof MemoryConfigSchema>;
+export interface MemoryConfig {
+  enabled: boolean;
+  mode: "middleware";
+  injection_enabled: boolean;
+  debounce_seconds: number;
+  max_facts: number;
+  fact_confidence_threshold: number;
+  max_injection_tokens: number;
+  model_name: string | null;
+  shutdown_flush_timeout_seconds: number;
+}
+type _MemoryConfigMatches = Assert<SameType<MemoryConfig, v.InferOutput<typeof MemoryConfigSchema>>>;
+export type MemoryConfigInput = Partial<MemoryConfig>;
+type _MemoryConfigInputMatches = Assert<SameType<MemoryConfigInput, v.InferInput<typeof MemoryConfigSchema>>>;
 
 export const MEMORY_DEFAULTS: MemoryConfig = Object.freeze({
   enabled: true,

@@ -1,6 +1,7 @@
 import type { AIMessage } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { parseMiddlewareConfig } from "./config.ts";
 import { defaultLengthDetectors, describeDetector, type FinishReasonDetector, type FinishReasonHit } from "./model-length-finish-reason-detectors.ts";
@@ -18,7 +19,8 @@ export const MODEL_LENGTH_FINISH_REASON_NAME = "ModelLengthFinishReason";
 export const MODEL_LENGTH_CAPPED_STOP_REASON = "model_length_capped";
 
 export const ModelLengthFinishReasonConfigSchema = v.strictObject({});
-export type ModelLengthFinishReasonConfig = v.InferOutput<typeof ModelLengthFinishReasonConfigSchema>;
+export interface ModelLengthFinishReasonConfig {}
+type _ModelLengthFinishReasonConfigMatches = Assert<SameType<ModelLengthFinishReasonConfig, v.InferOutput<typeof ModelLengthFinishReasonConfigSchema>>>;
 export const MODEL_LENGTH_FINISH_REASON_DEFAULTS: ModelLengthFinishReasonConfig = Object.freeze({});
 
 export interface ModelLengthFinishReasonDeps {

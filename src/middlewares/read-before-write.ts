@@ -2,6 +2,7 @@ import { ToolMessage } from "@langchain/core/messages";
 import { isCommand, isGraphBubbleUp } from "@langchain/langgraph/web";
 import type { Command } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { resolveVirtualPath } from "../core/path.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, ToolCallRequest, ToolHandler, ToolResult } from "../engine/types.ts";
 import { sha256Hex } from "../extension-api/canonical.ts";
@@ -56,7 +57,10 @@ export const ReadBeforeWriteConfigSchema = v.strictObject({
   /** Block edits of existing files that were not read at their current version. */
   enabled: v.optional(v.boolean()),
 });
-export type ReadBeforeWriteConfig = v.InferOutput<typeof ReadBeforeWriteConfigSchema>;
+export interface ReadBeforeWriteConfig {
+  enabled?: boolean;
+}
+type _ReadBeforeWriteConfigMatches = Assert<SameType<ReadBeforeWriteConfig, v.InferOutput<typeof ReadBeforeWriteConfigSchema>>>;
 export const READ_BEFORE_WRITE_DEFAULTS: Readonly<Required<ReadBeforeWriteConfig>> = Object.freeze({ enabled: true });
 
 /** The mark a successful read stamps: the normalized virtual path and the whole file's sha256. */

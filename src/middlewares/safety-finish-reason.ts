@@ -1,5 +1,6 @@
 import { AIMessage, type MessageContent } from "@langchain/core/messages";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { parseMiddlewareConfig } from "./config.ts";
@@ -46,8 +47,13 @@ export const SafetyFinishReasonConfigSchema = v.strictObject({
     ),
   ),
 });
-export type SafetyFinishReasonConfigInput = v.InferInput<typeof SafetyFinishReasonConfigSchema>;
-export type SafetyFinishReasonConfig = v.InferOutput<typeof SafetyFinishReasonConfigSchema>;
+export type SafetyFinishReasonConfigInput = Partial<SafetyFinishReasonConfig>;
+type _SafetyFinishReasonConfigInputMatches = Assert<SameType<SafetyFinishReasonConfigInput, v.InferInput<typeof SafetyFinishReasonConfigSchema>>>;
+export interface SafetyFinishReasonConfig {
+  enabled?: boolean;
+  detectors?: { use: string; config?: Record<string, unknown> }[] | null;
+}
+type _SafetyFinishReasonConfigMatches = Assert<SameType<SafetyFinishReasonConfig, v.InferOutput<typeof SafetyFinishReasonConfigSchema>>>;
 export const SAFETY_FINISH_REASON_DEFAULTS: Readonly<{ enabled: boolean; detectors: null }> = Object.freeze({ enabled: true, detectors: null });
 
 export interface SafetyFinishReasonDeps {

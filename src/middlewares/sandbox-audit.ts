@@ -3,6 +3,7 @@ import { ToolMessage } from "@langchain/core/messages";
 import type { MessageContent } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, ToolCallRequest, ToolHandler, ToolResult } from "../engine/types.ts";
 import { canonicalHashSync } from "../extension-api/sha256-sync.ts";
 import { parseMiddlewareConfig } from "./config.ts";
@@ -47,7 +48,8 @@ const WARNING_TEMPLATE = "\n\n⚠️ Warning: `{command}` is a medium-risk comma
 
 /** No options upstream either (no config gate): the schema only makes a stray key fail loudly. */
 export const SandboxAuditConfigSchema = v.strictObject({});
-export type SandboxAuditConfig = v.InferOutput<typeof SandboxAuditConfigSchema>;
+export interface SandboxAuditConfig {}
+type _SandboxAuditConfigMatches = Assert<SameType<SandboxAuditConfig, v.InferOutput<typeof SandboxAuditConfigSchema>>>;
 export const SANDBOX_AUDIT_DEFAULTS: SandboxAuditConfig = Object.freeze({});
 
 /** One audit line, shaped as upstream logs it. */

@@ -1,6 +1,7 @@
 import { ToolMessage } from "@langchain/core/messages";
 import { Command, isCommand } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ToolCallRequest, ToolHandler, ToolResult } from "../engine/types.ts";
 import {
   SANDBOX_ACQUIRED_SCOPE_KEY,
@@ -28,7 +29,10 @@ export const SandboxConfigSchema = v.strictObject({
    */
   lazy_init: v.optional(v.boolean()),
 });
-export type SandboxConfig = v.InferOutput<typeof SandboxConfigSchema>;
+export interface SandboxConfig {
+  lazy_init?: boolean;
+}
+type _SandboxConfigMatches = Assert<SameType<SandboxConfig, v.InferOutput<typeof SandboxConfigSchema>>>;
 export const SANDBOX_DEFAULTS: Readonly<Required<SandboxConfig>> = Object.freeze({ lazy_init: true });
 
 export interface SandboxMiddlewareDeps {

@@ -1,6 +1,7 @@
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { sha256Hex } from "../extension-api/canonical.ts";
 import { ContentKind, ProducerKind, provenanceKwargs } from "../extension-api/provenance.ts";
@@ -58,7 +59,10 @@ export const SkillActivationConfigSchema = v.strictObject({
   /** The agent's skill allowlist (a custom agent's `skills`); null allows every enabled skill. */
   available_skills: v.optional(v.nullable(v.array(v.string())), null),
 });
-export type SkillActivationConfig = v.InferOutput<typeof SkillActivationConfigSchema>;
+export interface SkillActivationConfig {
+  available_skills: string[] | null;
+}
+type _SkillActivationConfigMatches = Assert<SameType<SkillActivationConfig, v.InferOutput<typeof SkillActivationConfigSchema>>>;
 export const SKILL_ACTIVATION_DEFAULTS: SkillActivationConfig = Object.freeze({ available_skills: null });
 
 export interface SkillActivationDeps {

@@ -2,6 +2,7 @@ import { HumanMessage, RemoveMessage, type BaseMessage } from "@langchain/core/m
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { REMOVE_ALL_MESSAGES, isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import {
@@ -176,8 +177,26 @@ export const SummarizationConfigSchema = v.strictObject({
    */
   skill_file_read_tool_names: v.optional(v.array(v.string()), [...DEFAULT_SKILL_FILE_READ_TOOL_NAMES]),
 });
-export type SummarizationConfig = v.InferOutput<typeof SummarizationConfigSchema>;
-export type SummarizationConfigInput = v.InferInput<typeof SummarizationConfigSchema>;
+export interface SummarizationConfig {
+  enabled: boolean;
+  model_name: string | null;
+  trigger: TriggerThresholds[] | TriggerThresholds | null;
+  keep: KeepPolicy;
+  trim_tokens_to_summarize: number | null;
+  summary_prompt: string | null;
+  skill_file_read_tool_names: string[];
+}
+type _SummarizationConfigMatches = Assert<SameType<SummarizationConfig, v.InferOutput<typeof SummarizationConfigSchema>>>;
+export interface SummarizationConfigInput {
+  enabled?: boolean;
+  model_name?: string | null;
+  trigger?: unknown;
+  keep?: { type?: "fraction" | "messages" | "tokens"; value?: number; tokens?: number; messages?: number; fraction?: number };
+  trim_tokens_to_summarize?: number | null;
+  summary_prompt?: string | null;
+  skill_file_read_tool_names?: string[];
+}
+type _SummarizationConfigInputMatches = Assert<SameType<SummarizationConfigInput, v.InferInput<typeof SummarizationConfigSchema>>>;
 
 export const SUMMARIZATION_DEFAULTS: SummarizationConfig = Object.freeze({
   enabled: false,

@@ -1,6 +1,7 @@
 import { SystemMessage } from "@langchain/core/messages";
 import type { BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { contentText } from "../core/content.ts";
 import type { AgentMiddleware, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { ContentKind, ProducerKind, provenanceKwargs } from "../extension-api/provenance.ts";
@@ -19,7 +20,8 @@ export const SYSTEM_MESSAGE_COALESCING_NAME = "SystemMessageCoalescing";
 const PART_SEPARATOR = "\n\n";
 
 export const SystemMessageCoalescingConfigSchema = v.strictObject({});
-export type SystemMessageCoalescingConfig = v.InferOutput<typeof SystemMessageCoalescingConfigSchema>;
+export interface SystemMessageCoalescingConfig {}
+type _SystemMessageCoalescingConfigMatches = Assert<SameType<SystemMessageCoalescingConfig, v.InferOutput<typeof SystemMessageCoalescingConfigSchema>>>;
 export const SYSTEM_MESSAGE_COALESCING_DEFAULTS: SystemMessageCoalescingConfig = Object.freeze({});
 
 function isSystem(message: BaseMessage): boolean {

@@ -1,5 +1,6 @@
 import { AIMessage, RemoveMessage } from "@langchain/core/messages";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { parseMiddlewareConfig } from "./config.ts";
 import { hiddenHumanMessage } from "./messages.ts";
@@ -39,7 +40,8 @@ const RETRIES_KEY = "terminal_response.retries";
 const PENDING_PROMPT_KEY = "terminal_response.pending_prompt";
 
 export const TerminalResponseConfigSchema = v.strictObject({});
-export type TerminalResponseConfig = v.InferOutput<typeof TerminalResponseConfigSchema>;
+export interface TerminalResponseConfig {}
+type _TerminalResponseConfigMatches = Assert<SameType<TerminalResponseConfig, v.InferOutput<typeof TerminalResponseConfigSchema>>>;
 export const TERMINAL_RESPONSE_DEFAULTS: TerminalResponseConfig = Object.freeze({});
 
 function clearRunState(runtime: AgentRuntime): void {

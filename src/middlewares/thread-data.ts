@@ -1,5 +1,6 @@
 import { HumanMessage } from "@langchain/core/messages";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { VIRTUAL_DIRS } from "../ports/sandbox.ts";
@@ -20,7 +21,10 @@ export const ThreadDataConfigSchema = v.strictObject({
    */
   lazy_init: v.optional(v.boolean(), true),
 });
-export type ThreadDataConfig = v.InferOutput<typeof ThreadDataConfigSchema>;
+export interface ThreadDataConfig {
+  lazy_init: boolean;
+}
+type _ThreadDataConfigMatches = Assert<SameType<ThreadDataConfig, v.InferOutput<typeof ThreadDataConfigSchema>>>;
 export const THREAD_DATA_DEFAULTS: ThreadDataConfig = Object.freeze({ lazy_init: true });
 
 export type ThreadDataErrorCode = "thread_id_required" | "invalid_thread_id" | "invalid_user_id";

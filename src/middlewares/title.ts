@@ -3,6 +3,7 @@ import type { BaseChatModel } from "@langchain/core/language_models/chat_models"
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
 import { contentText, type ContentTextOptions } from "../core/content.ts";
+import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { canonicalJson } from "../extension-api/index.ts";
 import { sha256HexSync } from "../extension-api/sha256-sync.ts";
@@ -69,8 +70,18 @@ export const TitleConfigSchema = v.strictObject({
   model_name: v.optional(v.nullable(v.string()), null),
   prompt_template: v.optional(PromptTemplateSchema, DEFAULT_TITLE_PROMPT_TEMPLATE),
 });
-export type TitleConfig = v.InferOutput<typeof TitleConfigSchema>;
-export type TitleConfigInput = v.InferInput<typeof TitleConfigSchema>;
+export interface TitleConfig {
+  enabled: boolean;
+  /** Asked of the title model; the local fallback ignores it. */
+  max_words: number;
+  max_chars: number;
+  /** The title model's name; null keeps the local fallback. Resolved by the assembly into deps.model. */
+  model_name: string | null;
+  prompt_template: string;
+}
+export type TitleConfigInput = Partial<TitleConfig>;
+type _TitleConfigMatches = Assert<SameType<TitleConfig, v.InferOutput<typeof TitleConfigSchema>>>;
+type _TitleConfigInputMatches = Assert<SameType<TitleConfigInput, v.InferInput<typeof TitleConfigSchema>>>;
 export const TITLE_DEFAULTS: TitleConfig = Object.freeze({
   enabled: true,
   max_words: 6,

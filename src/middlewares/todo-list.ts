@@ -1,5 +1,6 @@
 import { AIMessage, HumanMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { pendingToolCalls } from "../engine/agent.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { canonicalJson } from "../extension-api/index.ts";
@@ -54,8 +55,13 @@ export const TodoListConfigSchema = v.strictObject({
   /** The write_todos tool's description. */
   tool_description: v.optional(v.pipe(v.string(), v.minLength(1)), DEFAULT_WRITE_TODOS_DESCRIPTION),
 });
-export type TodoListConfig = v.InferOutput<typeof TodoListConfigSchema>;
-export type TodoListConfigInput = v.InferInput<typeof TodoListConfigSchema>;
+export interface TodoListConfig {
+  system_prompt: string;
+  tool_description: string;
+}
+type _TodoListConfigMatches = Assert<SameType<TodoListConfig, v.InferOutput<typeof TodoListConfigSchema>>>;
+export type TodoListConfigInput = Partial<TodoListConfig>;
+type _TodoListConfigInputMatches = Assert<SameType<TodoListConfigInput, v.InferInput<typeof TodoListConfigSchema>>>;
 export const TODO_LIST_DEFAULTS: TodoListConfig = Object.freeze({
   system_prompt: DEFAULT_TODO_SYSTEM_PROMPT,
   tool_description: DEFAULT_WRITE_TODOS_DESCRIPTION,

@@ -1,5 +1,6 @@
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { notBelow, parseMiddlewareConfig } from "./config.ts";
 import { forceFinalAnswer } from "./loop-detection-forced-stop.ts";
@@ -38,8 +39,17 @@ export const TokenBudgetConfigSchema = v.pipe(
   }),
   notBelow("hard_stop_threshold", "warn_threshold"),
 );
-export type TokenBudgetConfig = v.InferOutput<typeof TokenBudgetConfigSchema>;
-export type TokenBudgetConfigInput = v.InferInput<typeof TokenBudgetConfigSchema>;
+export interface TokenBudgetConfig {
+  enabled: boolean;
+  max_tokens: number;
+  max_input_tokens: number | null;
+  max_output_tokens: number | null;
+  warn_threshold: number;
+  hard_stop_threshold: number;
+}
+type _TokenBudgetConfigMatches = Assert<SameType<TokenBudgetConfig, v.InferOutput<typeof TokenBudgetConfigSchema>>>;
+export type TokenBudgetConfigInput = Partial<TokenBudgetConfig>;
+type _TokenBudgetConfigInputMatches = Assert<SameType<TokenBudgetConfigInput, v.InferInput<typeof TokenBudgetConfigSchema>>>;
 
 export const TOKEN_BUDGET_DEFAULTS: TokenBudgetConfig = Object.freeze({
   enabled: false,

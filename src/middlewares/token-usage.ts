@@ -1,5 +1,6 @@
 import { AIMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentState, HookResult } from "../engine/types.ts";
 import { canonicalJson } from "../extension-api/index.ts";
 import { parseMiddlewareConfig } from "./config.ts";
@@ -21,8 +22,12 @@ export const SUBAGENT_TOKEN_USAGE_ATTRIBUTED_KEY = "subagent_token_usage_attribu
 export const TokenUsageConfigSchema = v.strictObject({
   enabled: v.optional(v.boolean(), true),
 });
-export type TokenUsageConfig = v.InferOutput<typeof TokenUsageConfigSchema>;
-export type TokenUsageConfigInput = v.InferInput<typeof TokenUsageConfigSchema>;
+export interface TokenUsageConfig {
+  enabled: boolean;
+}
+type _TokenUsageConfigMatches = Assert<SameType<TokenUsageConfig, v.InferOutput<typeof TokenUsageConfigSchema>>>;
+export type TokenUsageConfigInput = Partial<TokenUsageConfig>;
+type _TokenUsageConfigInputMatches = Assert<SameType<TokenUsageConfigInput, v.InferInput<typeof TokenUsageConfigSchema>>>;
 export const TOKEN_USAGE_DEFAULTS: TokenUsageConfig = Object.freeze({ enabled: true });
 
 export interface TokenUsage {

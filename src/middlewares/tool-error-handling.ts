@@ -2,6 +2,7 @@ import { ToolMessage } from "@langchain/core/messages";
 import { isCommand, isGraphBubbleUp } from "@langchain/langgraph/web";
 import type { Command } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, ToolCallRequest, ToolHandler, ToolResult } from "../engine/types.ts";
 import { DEFAULT_SKILLS_CONTAINER_PATH } from "../skills/registry.ts";
 import { parseMiddlewareConfig } from "./config.ts";
@@ -33,7 +34,11 @@ export const ToolErrorHandlingConfigSchema = v.strictObject({
   /** Where skills appear to the model. */
   skills_container_path: v.optional(v.pipe(v.string(), v.startsWith("/", "must be an absolute path such as /mnt/skills"))),
 });
-export type ToolErrorHandlingConfig = v.InferOutput<typeof ToolErrorHandlingConfigSchema>;
+export interface ToolErrorHandlingConfig {
+  skill_file_read_tool_names?: string[];
+  skills_container_path?: string;
+}
+type _ToolErrorHandlingConfigMatches = Assert<SameType<ToolErrorHandlingConfig, v.InferOutput<typeof ToolErrorHandlingConfigSchema>>>;
 export const TOOL_ERROR_HANDLING_DEFAULTS: Readonly<Required<ToolErrorHandlingConfig>> = Object.freeze({
   skill_file_read_tool_names: [...DEFAULT_SKILL_FILE_READ_TOOL_NAMES],
   skills_container_path: DEFAULT_SKILLS_CONTAINER_PATH,

@@ -2,6 +2,7 @@ import { ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { isCommand, isGraphBubbleUp } from "@langchain/langgraph/web";
 import type { Command } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { deepFrozenCopy } from "../core/freeze.ts";
 import type {
   AgentMiddleware,
@@ -71,7 +72,19 @@ export const ToolOutputBudgetConfigSchema = v.strictObject({
   /** Per-tool externalize_min_chars; 0 never externalises that tool (fallback truncation still applies). */
   tool_overrides: v.optional(v.record(v.string(), v.pipe(v.number(), v.integer(), v.minValue(0))), () => ({})),
 });
-export type ToolOutputBudgetConfig = v.InferOutput<typeof ToolOutputBudgetConfigSchema>;
+export interface ToolOutputBudgetConfig {
+  enabled: boolean;
+  externalize_min_chars: number;
+  preview_head_chars: number;
+  preview_tail_chars: number;
+  fallback_max_chars: number;
+  fallback_head_chars: number;
+  fallback_tail_chars: number;
+  storage_subdir: string;
+  exempt_tools: string[];
+  tool_overrides: Record<string, number>;
+}
+type _ToolOutputBudgetConfigMatches = Assert<SameType<ToolOutputBudgetConfig, v.InferOutput<typeof ToolOutputBudgetConfigSchema>>>;
 
 /** The section as the schema fills it in when nothing is configured. */
 export const TOOL_OUTPUT_BUDGET_DEFAULTS: Readonly<ToolOutputBudgetConfig> = deepFrozenCopy(v.parse(ToolOutputBudgetConfigSchema, {}));

@@ -1,5 +1,6 @@
 import { ToolMessage } from "@langchain/core/messages";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import type {
   AgentMiddleware,
   AgentRuntime,
@@ -79,8 +80,19 @@ export const ToolProgressConfigSchema = v.strictObject({
    */
   max_tracked_threads: v.optional(wholeNumber(1, "threads"), 100),
 });
-export type ToolProgressConfig = v.InferOutput<typeof ToolProgressConfigSchema>;
-export type ToolProgressConfigInput = v.InferInput<typeof ToolProgressConfigSchema>;
+export interface ToolProgressConfig {
+  enabled: boolean;
+  stagnation_threshold: number;
+  warn_escalation_count: number;
+  inject_assessment: boolean;
+  jaccard_similarity_threshold: number;
+  min_word_count_for_similarity: number;
+  exempt_tools: string[];
+  max_tracked_threads: number;
+}
+type _ToolProgressConfigMatches = Assert<SameType<ToolProgressConfig, v.InferOutput<typeof ToolProgressConfigSchema>>>;
+export type ToolProgressConfigInput = Partial<ToolProgressConfig>;
+type _ToolProgressConfigInputMatches = Assert<SameType<ToolProgressConfigInput, v.InferInput<typeof ToolProgressConfigSchema>>>;
 
 export const TOOL_PROGRESS_DEFAULTS: ToolProgressConfig = Object.freeze({
   enabled: false,

@@ -1,6 +1,7 @@
 import { AIMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { isCommand, isGraphBubbleUp, type Command } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import type {
   AgentMiddleware,
   ModelHandler,
@@ -75,8 +76,15 @@ export const ToolReceiptConfigSchema = v.strictObject({
   /** Reserved for the selective judge. */
   judge_model_name: v.optional(v.nullable(v.string()), null),
 });
-export type ToolReceiptConfig = v.InferOutput<typeof ToolReceiptConfigSchema>;
-export type ToolReceiptConfigInput = v.InferInput<typeof ToolReceiptConfigSchema>;
+export interface ToolReceiptConfig {
+  receipts_enabled: boolean;
+  receipts_render_mode: "always" | "delegation_only";
+  judge_enabled: boolean;
+  judge_model_name: string | null;
+}
+type _ToolReceiptConfigMatches = Assert<SameType<ToolReceiptConfig, v.InferOutput<typeof ToolReceiptConfigSchema>>>;
+export type ToolReceiptConfigInput = Partial<ToolReceiptConfig>;
+type _ToolReceiptConfigInputMatches = Assert<SameType<ToolReceiptConfigInput, v.InferInput<typeof ToolReceiptConfigSchema>>>;
 
 export const TOOL_RECEIPT_DEFAULTS: ToolReceiptConfig = Object.freeze({
   receipts_enabled: true,

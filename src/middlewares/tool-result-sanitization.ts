@@ -1,5 +1,6 @@
 import type { ToolMessage } from "@langchain/core/messages";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentTool, ToolCallRequest, ToolHandler, ToolResult } from "../engine/types.ts";
 import { parseMiddlewareConfig } from "./config.ts";
 import { BLOCKED_TAGS_HASH, BLOCKED_TAG_NAMES, USER_INPUT_BEGIN, USER_INPUT_END, neutralizeUntrustedTags } from "./input-sanitization.ts";
@@ -25,7 +26,8 @@ const REMOTE_CONTENT_TOOLS: ReadonlySet<string> = new Set(REMOTE_CONTENT_TOOL_NA
 export const MCP_TOOL_METADATA_KEY = "deerflow_mcp";
 
 export const ToolResultSanitizationConfigSchema = v.strictObject({});
-export type ToolResultSanitizationConfig = v.InferOutput<typeof ToolResultSanitizationConfigSchema>;
+export interface ToolResultSanitizationConfig {}
+type _ToolResultSanitizationConfigMatches = Assert<SameType<ToolResultSanitizationConfig, v.InferOutput<typeof ToolResultSanitizationConfigSchema>>>;
 export const TOOL_RESULT_SANITIZATION_DEFAULTS: ToolResultSanitizationConfig = Object.freeze({});
 
 /** Remote text made inert as data, exactly as a user's text would be (without the input frame). */

@@ -1,6 +1,7 @@
 import { HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { contentText } from "../core/content.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { canonicalHashSync } from "../extension-api/sha256-sync.ts";
@@ -32,7 +33,10 @@ export const UploadsConfigSchema = v.strictObject({
   /** Files listed in the block; the rest are summarised by count and extension. */
   max_files_per_context_section: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1)), 10),
 });
-export type UploadsConfig = v.InferOutput<typeof UploadsConfigSchema>;
+export interface UploadsConfig {
+  max_files_per_context_section: number;
+}
+type _UploadsConfigMatches = Assert<SameType<UploadsConfig, v.InferOutput<typeof UploadsConfigSchema>>>;
 export const UPLOADS_DEFAULTS: UploadsConfig = Object.freeze({ max_files_per_context_section: 10 });
 
 const UPLOADS_DIR = VIRTUAL_DIRS.uploads;

@@ -1,5 +1,6 @@
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { bytesToBase64 } from "../core/base64.ts";
 import { contentText } from "../core/content.ts";
 import type { AgentMiddleware, AgentRuntime, AgentTool, ModelHandler, ModelRequest } from "../engine/types.ts";
@@ -41,7 +42,8 @@ export const VIEW_IMAGE_HEADER = "Here are the images you've viewed:";
 const ALREADY_SENT_HEADERS = [VIEW_IMAGE_HEADER, "Here are the details of the images you've viewed"];
 
 export const ViewImageConfigSchema = v.strictObject({});
-export type ViewImageConfig = v.InferOutput<typeof ViewImageConfigSchema>;
+export interface ViewImageConfig {}
+type _ViewImageConfigMatches = Assert<SameType<ViewImageConfig, v.InferOutput<typeof ViewImageConfigSchema>>>;
 export const VIEW_IMAGE_DEFAULTS: ViewImageConfig = Object.freeze({});
 
 export interface ViewImageDeps {

@@ -169,7 +169,7 @@ const DEMO_FOOTER =
 export class DemoChatModel extends BaseChatModel<DemoChatModelCallOptions, AIMessageChunk> {
   readonly tokenDelayMs: number;
 
-  static lc_name(): string {
+  static override lc_name(): string {
     return "DemoChatModel";
   }
 
@@ -213,7 +213,7 @@ export class DemoChatModel extends BaseChatModel<DemoChatModelCallOptions, AIMes
     };
   }
 
-  async *_streamResponseChunks(
+  override async *_streamResponseChunks(
     messages: BaseMessage[],
     options: this["ParsedCallOptions"],
     runManager?: CallbackManagerForLLMRun,

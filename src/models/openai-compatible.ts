@@ -365,7 +365,7 @@ export class ChatOpenAICompatible extends BaseChatModel<ChatOpenAICompatibleCall
   readonly #extraHeaders: Record<string, string>;
   readonly #fetch: FetchLike;
 
-  static lc_name(): string {
+  static override lc_name(): string {
     return "ChatOpenAICompatible";
   }
 
@@ -471,7 +471,7 @@ export class ChatOpenAICompatible extends BaseChatModel<ChatOpenAICompatibleCall
     }
   }
 
-  async *_streamResponseChunks(
+  override async *_streamResponseChunks(
     messages: BaseMessage[],
     options: this["ParsedCallOptions"],
     runManager?: CallbackManagerForLLMRun,

@@ -1,11 +1,12 @@
 import { ROUTE_PERMISSIONS } from "../authz/enforcement.ts";
 import { coerceMessageLikeToMessage, isBaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { normalizeAuthzAttributes, readContextString } from "../authz/principal.ts";
 import { formatKeyPath } from "../config/issues.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import { deepFrozenCopy } from "../core/freeze.ts";
-import { MULTITASK_STRATEGIES, RUN_STATUSES, RUN_STREAM_MODES, type RunPrincipal, type RunRequest, type RunStreamMode } from "./runs/types.ts";
+import { MULTITASK_STRATEGIES, RUN_STATUSES, RUN_STREAM_MODES, type MultitaskStrategy, type RunPrincipal, type RunRequest, type RunStreamMode } from "./runs/types.ts";
 import { serializeMessage } from "./serialize.ts";
 import { THREAD_ID_PATTERN, THREAD_STATUSES } from "./thread-store.ts";
 
@@ -101,7 +102,32 @@ export const RunOptionsSchema = v.strictObject({
   recursionLimit: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1, "expected a positive integer"))),
   assistantId: v.optional(NonEmpty),
 });
-export type RunOptions = v.InferInput<typeof RunOptionsSchema>;
+/** What a library call may add to a run. */
+export interface RunOptions {
+  threadId?: string;
+  streamMode?: RunStreamMode | RunStreamMode[];
+  context?: Record<string, unknown>;
+  configurable?: Record<string, unknown>;
+  metadata?: Record<string, unknown>;
+  command?: { resume?: unknown; update?: unknown };
+  /** Laid over the client's user for this call (see ClientUserOverride). */
+  user?: {
+    role?: string;
+    isInternal?: boolean;
+    authzAttributes?: Readonly<Record<string, unknown>>;
+    oauthProvider?: string;
+    oauthId?: string;
+    id?: string;
+  };
+  signal?: AbortSignal;
+  /** Shorthand for `context.model_name`. */
+  model?: string;
+  multitaskStrategy?: MultitaskStrategy;
+  onDisconnect?: "cancel" | "continue";
+  recursionLimit?: number;
+  assistantId?: string;
+}
+type _RunOptionsMatches = Assert<SameType<RunOptions, v.InferInput<typeof RunOptionsSchema>>>;
 
 export const UserOnlySchema = v.strictObject({ user: v.optional(UserOverrideSchema) });
 export const ThreadCreateSchema = v.strictObject({ threadId: v.optional(ThreadId), metadata: v.optional(JsonObject), user: v.optional(UserOverrideSchema) });

@@ -1,4 +1,5 @@
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { DeerflowError } from "../core/errors.ts";
 import { normalizePosixPath } from "../core/path.ts";
 import { sha256Hex } from "../extension-api/canonical.ts";
@@ -33,8 +34,14 @@ export const SkillsConfigSchema = v.strictObject({
   /** "all", or the only skill names that may be enabled. */
   enabled: v.optional(v.union([v.literal("all"), v.array(v.string())]), "all"),
 });
-export type SkillsConfigInput = v.InferInput<typeof SkillsConfigSchema>;
-export type SkillsConfig = v.InferOutput<typeof SkillsConfigSchema>;
+export type SkillsConfigInput = Partial<SkillsConfig>;
+type _SkillsConfigInputMatches = Assert<SameType<SkillsConfigInput, v.InferInput<typeof SkillsConfigSchema>>>;
+export interface SkillsConfig {
+  path?: string;
+  container_path: string;
+  enabled: "all" | string[];
+}
+type _SkillsConfigMatches = Assert<SameType<SkillsConfig, v.InferOutput<typeof SkillsConfigSchema>>>;
 export const SKILLS_CONFIG_DEFAULTS: SkillsConfig = Object.freeze({
   container_path: DEFAULT_SKILLS_CONTAINER_PATH,
   enabled: "all",
@@ -42,7 +49,8 @@ export const SKILLS_CONFIG_DEFAULTS: SkillsConfig = Object.freeze({
 
 /** The `skills` map of extensions_config.json: per-skill toggles, enabled unless said otherwise. */
 export const SkillStatesSchema = v.record(v.string(), v.strictObject({ enabled: v.optional(v.boolean(), true) }));
-export type SkillStates = v.InferOutput<typeof SkillStatesSchema>;
+export type SkillStates = Record<string, { enabled: boolean }>;
+type _SkillStatesMatches = Assert<SameType<SkillStates, v.InferOutput<typeof SkillStatesSchema>>>;
 
 export interface Skill {
   readonly name: string;

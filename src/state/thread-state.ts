@@ -1,5 +1,5 @@
 import type { BaseMessage } from "@langchain/core/messages";
-import { Annotation, type Messages } from "@langchain/langgraph/web";
+import { Annotation, type AnnotationRoot, type BaseChannel, type Messages, type OverwriteValue } from "@langchain/langgraph/web";
 import { StateUpdateError } from "./errors.ts";
 import {
   lastValue,
@@ -132,7 +132,10 @@ export const threadStateChannels: ThreadStateChannels = Object.freeze({
 
 const channelNames = Object.freeze(Object.keys(threadStateChannels)) as readonly (keyof ThreadState)[];
 
-function annotate<K extends keyof ThreadState>(key: K) {
+/** The LangGraph channel of one ThreadState key: its value, and what an update to it may be. */
+export type ThreadStateGraphChannel<K extends keyof ThreadState> = BaseChannel<ThreadState[K], OverwriteValue<ThreadState[K]> | ThreadStateChannelUpdates[K] | undefined>;
+
+function annotate<K extends keyof ThreadState>(key: K): ThreadStateGraphChannel<K> {
   const channel = threadStateChannels[key];
   return Annotation<ThreadState[K], ThreadStateChannelUpdates[K] | undefined>({
     reducer: channel.reducer,
@@ -140,7 +143,7 @@ function annotate<K extends keyof ThreadState>(key: K) {
   });
 }
 
-export const ThreadStateAnnotation = Annotation.Root({
+export const ThreadStateAnnotation: AnnotationRoot<{ [K in keyof ThreadState]: ThreadStateGraphChannel<K> }> = Annotation.Root({
   messages: annotate("messages"),
   sandbox: annotate("sandbox"),
   thread_data: annotate("thread_data"),

@@ -1,6 +1,7 @@
 import { ToolMessage } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { subagentTaskProperties } from "./task.ts";
 import {
   BATCH_RECORD_VERSION,
@@ -83,8 +84,15 @@ export const BatchTaskConfigSchema = v.strictObject({
   /** Items of one batch running at once; clamped to 1-16. */
   max_running: clamped(MIN_BATCH_RUNNING, MAX_BATCH_RUNNING, DEFAULT_BATCH_MAX_RUNNING),
 });
-export type BatchTaskConfig = v.InferOutput<typeof BatchTaskConfigSchema>;
-export type BatchTaskConfigInput = v.InferInput<typeof BatchTaskConfigSchema>;
+export interface BatchTaskConfig {
+  enabled: boolean;
+  max_total: number;
+  max_live: number;
+  max_running: number;
+}
+type _BatchTaskConfigMatches = Assert<SameType<BatchTaskConfig, v.InferOutput<typeof BatchTaskConfigSchema>>>;
+export type BatchTaskConfigInput = Partial<BatchTaskConfig>;
+type _BatchTaskConfigInputMatches = Assert<SameType<BatchTaskConfigInput, v.InferInput<typeof BatchTaskConfigSchema>>>;
 export const BATCH_TASK_DEFAULTS: BatchTaskConfig = Object.freeze({
   enabled: false,
   max_total: DEFAULT_BATCH_MAX_TOTAL,

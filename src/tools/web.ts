@@ -1,6 +1,7 @@
 import { ToolMessage } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import type { AgentRuntime, AgentTool, ToolContext, ToolOutput } from "../engine/types.ts";
 import type { Clock, Env } from "../ports/runtime-ports.ts";
@@ -38,7 +39,15 @@ export const WebFetchConfigSchema = v.strictObject({
   allow_private_hosts: v.optional(v.boolean(), false),
   user_agent: v.optional(v.pipe(v.string(), v.minLength(1)), DEFAULT_USER_AGENT),
 });
-export type WebFetchConfig = v.InferOutput<typeof WebFetchConfigSchema>;
+export interface WebFetchConfig {
+  timeout: number;
+  max_bytes: number;
+  max_chars: number;
+  max_redirects: number;
+  allow_private_hosts: boolean;
+  user_agent: string;
+}
+type _WebFetchConfigMatches = Assert<SameType<WebFetchConfig, v.InferOutput<typeof WebFetchConfigSchema>>>;
 export const WEB_FETCH_DEFAULTS: WebFetchConfig = Object.freeze(v.parse(WebFetchConfigSchema, {}));
 
 /** config.yaml `web_search`. */
@@ -51,7 +60,14 @@ export const WebSearchConfigSchema = v.strictObject({
   max_results: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(20)), 5),
   timeout: v.optional(positiveSeconds, 15),
 });
-export type WebSearchConfig = v.InferOutput<typeof WebSearchConfigSchema>;
+export interface WebSearchConfig {
+  provider?: "tavily";
+  api_key_env: string;
+  base_url?: string;
+  max_results: number;
+  timeout: number;
+}
+type _WebSearchConfigMatches = Assert<SameType<WebSearchConfig, v.InferOutput<typeof WebSearchConfigSchema>>>;
 export const WEB_SEARCH_DEFAULTS: WebSearchConfig = Object.freeze(v.parse(WebSearchConfigSchema, {}));
 
 export interface WebSearchResult {
