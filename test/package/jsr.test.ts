@@ -86,12 +86,13 @@ describe("the JSR package", () => {
     expect(published.filter((file) => /\.test\.ts$|fixtures/.test(file))).toEqual([]);
   }, 6 * MINUTE);
 
-  it("`deno check` is clean over every file of src/ and adapters/", async () => {
-    const { code, output } = await denoRun(["check", "src/", "adapters/"]);
+  it("`deno check` is clean over every file of src/ and adapters/, and over the Deno Deploy entry", async () => {
+    const { code, output } = await denoRun(["check", "src/", "adapters/", "deploy/deno-deploy.ts"]);
     expect(output).not.toMatch(/TS\d+ \[ERROR\]/);
     expect(code, output.slice(-4000)).toBe(0);
     // Every source file was checked, not only the entries' graph.
     expect(output).toContain("Check src/mcp/client.ts");
     expect(output).toContain("Check adapters/deno/cli.ts");
+    expect(output).toContain("Check deploy/deno-deploy.ts");
   }, 6 * MINUTE);
 });
