@@ -80,15 +80,21 @@ export async function cliWorkspace(config: Record<string, unknown> = {}, env: Re
 
 async function startCli(runtime: CliRuntime, configPath: string, env: Record<string, string>, options: CliOptions): Promise<CliServer> {
   const { command, args } = cliCommand(runtime, options);
-  const child = spawn(command, [...args, "--port", "0", "--host", "127.0.0.1", "--config", configPath], {
+  return startServe(command, [...args, "--port", "0", "--host", "127.0.0.1", "--config", configPath], {
     cwd: dirname(configPath),
     env: { ...process.env, ...env, NO_COLOR: "1" },
-    stdio: ["ignore", "pipe", "pipe"],
+    label: `${runtime} CLI`,
   });
+}
+
+/** A `serve` command (the CLI under a runtime, or a compiled binary) as a child process, once it printed its URL. */
+export async function startServe(command: string, args: readonly string[], options: { cwd: string; env: NodeJS.ProcessEnv; label: string }): Promise<CliServer> {
+  const { label } = options;
+  const child = spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   const exited = new Promise<void>((resolveExit) => child.once("exit", () => resolveExit()));
   const url = await new Promise<string>((resolveUrl, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${runtime} CLI did not print its URL within 60 s:\n${out}`)), 60_000);
+    const timer = setTimeout(() => reject(new Error(`${label} did not print its URL within 60 s:\n${out}`)), 60_000);
     const onData = (chunk: Buffer) => {
       out += chunk.toString();
       const match = /deerflow-edge gateway · (http:\/\/[^\s]+)/.exec(out);
@@ -101,7 +107,7 @@ async function startCli(runtime: CliRuntime, configPath: string, env: Record<str
     child.stderr!.on("data", onData);
     child.once("exit", (code) => {
       clearTimeout(timer);
-      reject(new Error(`${runtime} CLI exited (${code}) before listening:\n${out}`));
+      reject(new Error(`${label} exited (${code}) before listening:\n${out}`));
     });
   });
   return {
