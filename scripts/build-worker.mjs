@@ -11,6 +11,22 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 export const WORKER_ENTRY = join(root, "deploy/cloudflare-worker.ts");
 export const DEFAULT_WORKER_OUTFILE = join(root, "dist/worker/deerflow-edge-worker.mjs");
 
+/*
+ * What an edge deployment never runs stays out of the bundle, without changing what runs:
+ * - zod's error messages in 40-odd languages (z.locales): LangChain and LangGraph reach zod for
+ *   their schemas but never switch its locale; English, zod's default, stays.
+ */
+const edgeTrim = {
+  name: "deerflow-edge-trim",
+  setup(build) {
+    build.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, (args) => ({
+      contents: 'export { default as en } from "./en.js";\n',
+      resolveDir: dirname(args.path),
+      loader: "js",
+    }));
+  },
+};
+
 /** Bundles the Worker into `outfile`; resolves to esbuild's metafile (what each input adds). */
 export async function buildWorker(outfile = DEFAULT_WORKER_OUTFILE) {
   const result = await build({
@@ -27,6 +43,7 @@ export async function buildWorker(outfile = DEFAULT_WORKER_OUTFILE) {
     minify: true,
     metafile: true,
     legalComments: "none",
+    plugins: [edgeTrim],
     logLevel: "warning",
   });
   return result.metafile;

@@ -1,0 +1,70 @@
+/**
+ * worker-bundle: how big what a user deploys is. The Cloudflare Workers bundle (scripts/
+ * build-worker.mjs, esbuild, minified): raw and gzip bytes (gzip at zlib's default level, as the
+ * platform counts a Worker's size), goal under 800 KB gzip, and the packages that take the most of
+ * it (esbuild's metafile); the `bun build --compile` binary (scripts/build-binary.mjs): bytes.
+ * One JSON line per package of the top BENCH_TOP (default 12), one per artifact, one summary.
+ * The same numbers under every runtime (the builds run in a node child process and bun).
+ */
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
+import { emit, envNumber, progressLog, runBench, runtimeInfo } from "./harness.ts";
+
+const BENCH = "worker-bundle";
+const log = progressLog(BENCH);
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+/** 800 KB, in the kilobytes of 1000 bytes the platform's limits are written in. */
+const GOAL_GZIP_BYTES = 800_000;
+
+interface Metafile {
+  outputs: Record<string, { inputs: Record<string, { bytesInOutput: number }> }>;
+}
+
+/** "node_modules/@scope/name/dist/x.js" → "@scope/name"; a file of this repository → its top folder. */
+function owner(input: string): string {
+  const match = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(input);
+  return match ? match[1]! : input.split("/")[0]!;
+}
+
+runBench(BENCH, async () => {
+  const { runtime, version } = runtimeInfo();
+  const top = Math.round(envNumber("BENCH_TOP", 12));
+  const dir = mkdtempSync(join(tmpdir(), "deerflow-bench-bundle-"));
+  try {
+    log("building the Workers bundle (node scripts/build-worker.mjs)");
+    const bundle = join(dir, "worker.mjs");
+    const metaPath = join(dir, "meta.json");
+    execFileSync("node", [join(ROOT, "scripts/build-worker.mjs"), "--outfile", bundle, "--metafile", metaPath], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
+    const code = readFileSync(bundle);
+    const rawBytes = code.length;
+    const gzipBytes = gzipSync(code).length;
+    emit({ bench: BENCH, runtime, version, artifact: "workers-bundle", raw_bytes: rawBytes, gzip_bytes: gzipBytes, goal_gzip_bytes: GOAL_GZIP_BYTES });
+
+    const meta = JSON.parse(readFileSync(metaPath, "utf8")) as Metafile;
+    const byOwner = new Map<string, number>();
+    for (const output of Object.values(meta.outputs)) {
+      for (const [input, { bytesInOutput }] of Object.entries(output.inputs)) byOwner.set(owner(input), (byOwner.get(owner(input)) ?? 0) + bytesInOutput);
+    }
+    for (const [name, bytes] of [...byOwner].sort((a, b) => b[1] - a[1]).slice(0, top)) {
+      emit({ bench: BENCH, runtime, artifact: "workers-bundle", package: name, raw_bytes: bytes, share: Math.round((bytes / rawBytes) * 1000) / 1000 });
+    }
+
+    log("compiling the binary (node scripts/build-binary.mjs)");
+    const binary = join(dir, "deerflow-edge");
+    execFileSync("node", [join(ROOT, "scripts/build-binary.mjs"), "--outfile", binary], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
+    const binaryBytes = statSync(binary).size;
+    emit({ bench: BENCH, runtime, version, artifact: "bun-binary", raw_bytes: binaryBytes });
+
+    emit({
+      bench: BENCH, summary: true, runtime, version,
+      workers_raw_bytes: rawBytes, workers_gzip_bytes: gzipBytes, goal_gzip_bytes: GOAL_GZIP_BYTES, under_goal: gzipBytes < GOAL_GZIP_BYTES,
+      bun_binary_bytes: binaryBytes,
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
