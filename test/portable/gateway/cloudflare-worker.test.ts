@@ -141,6 +141,31 @@ describe("the Cloudflare Workers entry on workerd", () => {
     expect(conversation((await client.threads.getState(thread.thread_id)).values)).toEqual(messages);
   }, 3 * MINUTE);
 
+  it("streams the model's tokens (messages-tuple) on a second thread, the provider's SSE read through workerd's fetch", async () => {
+    const client = new Client({ apiUrl: `${urls.main}/api`, apiKey: API_KEY });
+    const thread = await client.threads.create();
+    const before = provider.received.length;
+    const tokens: string[] = [];
+    let last: unknown = {};
+    for await (const part of client.runs.stream(thread.thread_id, "lead_agent", {
+      input: { messages: [{ type: "human", content: PROMPT }] },
+      streamMode: ["values", "messages-tuple"],
+    })) {
+      if (part.event === "values") last = part.data;
+      if (part.event === "messages") {
+        const [chunk] = part.data as [{ type: string; content: unknown }, unknown];
+        if (chunk.type === "AIMessageChunk" && typeof chunk.content === "string" && chunk.content !== "") tokens.push(chunk.content);
+      }
+    }
+    expect(provider.received.slice(before).map((r) => r.fixture)).toEqual(["stream-bash-call.json", "stream-tool-answer.json"]);
+    // The answer arrived as the provider's deltas, one frame each, not as one block.
+    expect(tokens.length, JSON.stringify(tokens)).toBeGreaterThan(3);
+    expect(tokens.join("")).toContain("The sandbox wrote the note and printed 42.");
+    const messages = conversation(last);
+    expect(messages.map((m) => m.type)).toEqual(["human", "ai", "tool", "ai"]);
+    expect(String(messages[2]!.content)).toContain("edge-sandbox\n42");
+  }, 3 * MINUTE);
+
   it("answers 401 with a detail to a caller without the API key, or with a wrong one", async () => {
     const thread = await new Client({ apiUrl: `${urls.main}/api`, apiKey: API_KEY }).threads.create();
     for (const headers of [{}, { "x-api-key": "wk-wrong" }] as Record<string, string>[]) {
