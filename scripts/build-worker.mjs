@@ -1,15 +1,20 @@
-// The Cloudflare Workers bundle: deploy/cloudflare-worker.ts and what it imports, as one ES module
-// for workerd with nodejs_compat (node:* built-ins stay imports the runtime provides).
-//   node scripts/build-worker.mjs [--outfile dist/worker/deerflow-edge-worker.mjs] [--metafile meta.json]
-import { writeFile } from "node:fs/promises";
+// The Cloudflare Workers bundle: deploy/cloudflare-worker.ts and what it imports, as ES modules
+// for workerd with nodejs_compat (node:* built-ins stay imports the runtime provides): the entry
+// deerflow-edge-worker.mjs, and beside it the chunks it imports when first needed (the virtual
+// sandbox's just-bash, loaded when a sandbox first opens). Upload the folder's .mjs files as the
+// Worker's modules (wrangler: main = the entry, no_bundle, find_additional_modules).
+//   node scripts/build-worker.mjs [--outdir dist/worker] [--metafile meta.json]
+// Prints the modules it wrote, the entry first, one a line, relative to the folder.
+import { rm, writeFile } from "node:fs/promises";
 import { builtinModules } from "node:module";
-import { dirname, join, resolve } from "node:path";
+import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 export const WORKER_ENTRY = join(root, "deploy/cloudflare-worker.ts");
-export const DEFAULT_WORKER_OUTFILE = join(root, "dist/worker/deerflow-edge-worker.mjs");
+export const DEFAULT_WORKER_OUTDIR = join(root, "dist/worker");
+export const WORKER_ENTRY_MODULE = "deerflow-edge-worker.mjs";
 
 /*
  * What an edge deployment never runs stays out of the bundle, without changing what runs:
@@ -27,11 +32,18 @@ const edgeTrim = {
   },
 };
 
-/** Bundles the Worker into `outfile`; resolves to esbuild's metafile (what each input adds). */
-export async function buildWorker(outfile = DEFAULT_WORKER_OUTFILE) {
+/**
+ * Bundles the Worker into `outdir`; resolves to its modules (relative to `outdir`, the entry
+ * first) and esbuild's metafile (what each input adds to each module).
+ */
+export async function buildWorker(outdir = DEFAULT_WORKER_OUTDIR) {
   const result = await build({
     entryPoints: [WORKER_ENTRY],
-    outfile: resolve(outfile),
+    outdir: resolve(outdir),
+    entryNames: WORKER_ENTRY_MODULE.replace(/\.mjs$/, ""),
+    chunkNames: "[name]-[hash]",
+    outExtension: { ".js": ".mjs" },
+    splitting: true,
     bundle: true,
     format: "esm",
     platform: "neutral",
@@ -46,7 +58,9 @@ export async function buildWorker(outfile = DEFAULT_WORKER_OUTFILE) {
     plugins: [edgeTrim],
     logLevel: "warning",
   });
-  return result.metafile;
+  const modules = Object.keys(result.metafile.outputs).map((path) => relative(resolve(outdir), resolve(path)));
+  modules.sort((a, b) => Number(b === WORKER_ENTRY_MODULE) - Number(a === WORKER_ENTRY_MODULE) || a.localeCompare(b));
+  return { modules, metafile: result.metafile };
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
@@ -55,9 +69,10 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
     const at = args.indexOf(name);
     return at === -1 ? undefined : args[at + 1];
   };
-  const outfile = option("--outfile") ?? DEFAULT_WORKER_OUTFILE;
-  const metafile = await buildWorker(outfile);
+  const outdir = option("--outdir") ?? DEFAULT_WORKER_OUTDIR;
+  await rm(outdir, { recursive: true, force: true });
+  const { modules, metafile } = await buildWorker(outdir);
   const meta = option("--metafile");
   if (meta) await writeFile(meta, JSON.stringify(metafile));
-  console.log(outfile);
+  for (const module of modules) console.log(module);
 }

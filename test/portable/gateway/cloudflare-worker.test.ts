@@ -1,5 +1,5 @@
-// What a user of the Cloudflare Workers entry does: build it (node scripts/build-worker.mjs, one
-// esbuild ES module), serve it with workerd (the Workers runtime, nodejs_compat) and talk to it
+// What a user of the Cloudflare Workers entry does: build it (node scripts/build-worker.mjs, the
+// esbuild ES modules: the entry and the sandbox's chunk it imports on first use), serve it with workerd (the Workers runtime, nodejs_compat) and talk to it
 // over a real port with the official SDK client. The model is the replay server of recorded
 // OpenAI-compatible traffic on another local port, which the worker reaches through workerd's
 // network service opened to loopback. One workerd process serves three workers from the same
@@ -38,10 +38,13 @@ async function freePort(): Promise<number> {
 /** A capnp text literal (the config holds JSON; JSON's escapes are capnp's). */
 const capnpText = (value: string) => JSON.stringify(value);
 
+/** What build-worker.mjs wrote: the entry first, then the chunks it imports on first use. */
+let modules: string[] = [];
+
 function workerBlock(name: string, config: unknown, secrets: Record<string, string>): string {
   const bindings = [`(name = "DEERFLOW_CONFIG", text = ${capnpText(JSON.stringify(config))})`, ...Object.entries(secrets).map(([key, value]) => `(name = "${key}", text = ${capnpText(value)})`)];
   return `const ${name} :Workerd.Worker = (
-  modules = [ (name = "worker.mjs", esModule = embed "worker.mjs") ],
+  modules = [ ${modules.map((module) => `(name = ${capnpText(module)}, esModule = embed ${capnpText(`worker/${module}`)})`).join(", ")} ],
   compatibilityDate = "2026-08-01",
   compatibilityFlags = ["nodejs_compat"],
   bindings = [ ${bindings.join(", ")} ],
@@ -66,7 +69,9 @@ async function waitForOk(url: string): Promise<void> {
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "deerflow-worker-"));
-  await exec("node", [join(repo, "scripts/build-worker.mjs"), "--outfile", join(dir, "worker.mjs")], { cwd: repo, timeout: 3 * MINUTE });
+  const built = await exec("node", [join(repo, "scripts/build-worker.mjs"), "--outdir", join(dir, "worker")], { cwd: repo, timeout: 3 * MINUTE });
+  modules = built.stdout.trim().split("\n");
+  expect(modules[0]).toBe("deerflow-edge-worker.mjs");
   provider = await startReplayServer(loadFixtures(new URL("../../fixtures/openai-agent/", import.meta.url)));
   const model = { name: "remote", use: "openai-compatible", model: "gpt-4o-mini", base_url: provider.baseUrl, api_key_env: "PROVIDER_KEY" };
   const auth = { mode: "api_key", api_keys: [{ key_env: "DEERFLOW_API_KEY", user_id: "edge-user" }] };
