@@ -92,20 +92,27 @@ export async function createWorkerGateway(bindings: WorkerBindings): Promise<Gat
   }
 }
 
+/** The part of a Worker's ExecutionContext this adapter uses. */
+export interface WorkerContext {
+  waitUntil(promise: Promise<unknown>): void;
+}
+
 /** What a Worker's module default export is. */
 export interface WorkerHandler {
-  fetch(request: Request, bindings: WorkerBindings, context?: { waitUntil(promise: Promise<unknown>): void }): Promise<Response>;
+  fetch(request: Request, bindings: WorkerBindings, context?: WorkerContext): Promise<Response>;
 }
 
 /**
  * The Worker's fetch: the gateway is built on the first request (a Worker may not start timers or
  * I/O at module load) and kept for the isolate's life. A config it cannot start with answers 503
  * with the reason as `detail`, and is tried again on the next request (bindings may be fixed meanwhile).
+ * A request that leaves runs in flight (runs.create answers before its run ends) extends its
+ * life with waitUntil until they finish: the platform otherwise cancels what it started.
  */
 export function createWorkerHandler(): WorkerHandler {
   let gateway: Promise<Gateway> | undefined;
   return {
-    async fetch(request, bindings) {
+    async fetch(request, bindings, context) {
       gateway ??= createWorkerGateway(bindings);
       let ready: Gateway;
       try {
@@ -116,7 +123,9 @@ export function createWorkerHandler(): WorkerHandler {
         console.error(`deerflow-edge: ${detail}`);
         return Response.json({ detail, code: (error as { code?: unknown }).code ?? "worker_start_failed" }, { status: 503 });
       }
-      return ready.fetch(request);
+      const response = await ready.fetch(request);
+      if (context && ready.runs) context.waitUntil(ready.runs.settled());
+      return response;
     },
   };
 }

@@ -171,6 +171,17 @@ describe("the Cloudflare Workers entry on workerd", () => {
     expect(String(messages[2]!.content)).toContain("edge-sandbox\n42");
   }, 3 * MINUTE);
 
+  it("runs a background run (runs.create) that another request joins, as the SDK's create-then-join does", async () => {
+    const client = new Client({ apiUrl: `${urls.main}/api`, apiKey: API_KEY });
+    const thread = await client.threads.create();
+    const run = await client.runs.create(thread.thread_id, "lead_agent", { input: { messages: [{ type: "human", content: PROMPT }] } });
+    await client.runs.join(thread.thread_id, run.run_id);
+    expect((await client.runs.get(thread.thread_id, run.run_id)).status, workerdOutput).toBe("success");
+    const messages = conversation((await client.threads.getState(thread.thread_id)).values);
+    expect(messages.map((m) => m.type)).toEqual(["human", "ai", "tool", "ai"]);
+    expect(String(messages[2]!.content)).toContain("edge-sandbox\n42");
+  }, 3 * MINUTE);
+
   it("answers 401 with a detail to a caller without the API key, or with a wrong one", async () => {
     const thread = await new Client({ apiUrl: `${urls.main}/api`, apiKey: API_KEY }).threads.create();
     for (const headers of [{}, { "x-api-key": "wk-wrong" }] as Record<string, string>[]) {
