@@ -51,7 +51,12 @@ export function workerConfig(bindings: WorkerBindings): LeadConfig {
     throw new WorkerConfigError(`${CONFIG_BINDING} must be a text binding (config.yaml's YAML or JSON), not a ${typeof text}.`);
   }
   const value = readConfigText(text ?? "", CONFIG_BINDING);
-  const withDefaults = typeof value === "object" && value !== null && !Array.isArray(value) ? { storage: { driver: "memory" }, ...value } : value;
+  const mapping = typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  // A Worker's storage is memory unless the config names a driver (which the checks below refuse).
+  const storage = mapping?.storage;
+  const withDefaults = mapping
+    ? { ...mapping, storage: typeof storage === "object" && storage !== null && !Array.isArray(storage) ? { driver: "memory", ...storage } : (storage ?? { driver: "memory" }) }
+    : value;
   const config = validateLeadConfig(withDefaults, CONFIG_BINDING);
   if (config.storage.driver !== "memory") {
     throw new WorkerConfigError(
@@ -60,6 +65,15 @@ export function workerConfig(bindings: WorkerBindings): LeadConfig {
   }
   if (config.sandbox.use !== "virtual") {
     throw new WorkerConfigError(`${CONFIG_BINDING}: sandbox.use "${config.sandbox.use}" runs host processes, which a Worker cannot; use virtual (or leave sandbox out).`);
+  }
+  // What the CLI loads from files next to config.yaml; a Worker has no files to load them from.
+  const fromFiles = [
+    ...(config.plugins.length > 0 ? ["plugins"] : []),
+    ...(config.extensions.middlewares.length > 0 ? ["extensions.middlewares"] : []),
+    ...(config.skills?.path !== undefined ? ["skills.path"] : []),
+  ];
+  if (fromFiles.length > 0) {
+    throw new WorkerConfigError(`${CONFIG_BINDING}: ${fromFiles.join(", ")} load${fromFiles.length === 1 ? "s" : ""} modules or folders from files, which a Worker has not; remove ${fromFiles.length === 1 ? "it" : "them"}.`);
   }
   return config;
 }
