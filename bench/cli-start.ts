@@ -4,7 +4,8 @@
  * entries) against the built package (dist/, what `npm pack` ships: `node bin/deerflow-edge.mjs`,
  * which runs the one-file bundle dist/bin/deerflow-edge.mjs; `deno run dist/adapters/deno/cli.js`,
  * `bun dist/adapters/bun/cli.js`), for the runtime this runs under. On Node also "compiled": tsc's
- * dist/adapters/node/cli.js without the bundle. Builds dist/ first (`npm run build`) so the numbers are of the current source. Goal:
+ * dist/adapters/node/cli.js without the bundle; on Bun also "binary": the `bun build --compile`
+ * executable (scripts/build-binary.mjs, dist/deerflow-edge). Builds dist/ first (`npm run build`) so the numbers are of the current source. Goal:
  * under 1 s on Node from the build. Knobs: BENCH_SAMPLES (default 7 launches per variant,
  * interleaved). Memory storage in a temp folder, the demo model; one JSON line per variant.
  */
@@ -20,9 +21,10 @@ const BENCH = "cli-start";
 const log = progressLog(BENCH);
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const g = globalThis as { Deno?: { execPath(): string }; process?: { execPath: string } };
+const BINARY = join(ROOT, "dist/deerflow-edge");
 
 interface Variant {
-  readonly name: "source" | "built" | "compiled";
+  readonly name: "source" | "built" | "compiled" | "binary";
   readonly command: string;
   readonly args: readonly string[];
 }
@@ -49,6 +51,8 @@ function variants(runtime: Runtime): Variant[] {
       return [
         { name: "source", command: self, args: [join(ROOT, "adapters/bun/cli.ts")] },
         { name: "built", command: self, args: [join(ROOT, "dist/adapters/bun/cli.js")] },
+        // `bun build --compile` (npm run build:binary): the Bun CLI as one executable file.
+        { name: "binary", command: BINARY, args: [] },
       ];
   }
 }
@@ -99,6 +103,7 @@ runBench(BENCH, async () => {
   const samples = Math.round(envNumber("BENCH_SAMPLES", 7));
   log("building dist/ (npm run build)");
   execFileSync("npm", ["run", "--silent", "build"], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
+  if (runtime === "bun") execFileSync("node", [join(ROOT, "scripts/build-binary.mjs"), "--outfile", BINARY], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
   const dir = mkdtempSync(join(tmpdir(), "deerflow-bench-cli-start-"));
   const config = join(dir, "config.yaml");
   writeFileSync(config, "storage:\n  driver: memory\n");
@@ -125,7 +130,7 @@ runBench(BENCH, async () => {
         load_avg: loadAverage(),
       });
     }
-    emit({ bench: BENCH, summary: true, runtime, version, source_ms: medians.source, built_ms: medians.built, ...(medians.compiled === undefined ? {} : { compiled_ms: medians.compiled }), goal_ms: 1000, built_under_goal: medians.built! < 1000 });
+    emit({ bench: BENCH, summary: true, runtime, version, source_ms: medians.source, built_ms: medians.built, ...(medians.compiled === undefined ? {} : { compiled_ms: medians.compiled }), ...(medians.binary === undefined ? {} : { binary_ms: medians.binary }), goal_ms: 1000, built_under_goal: medians.built! < 1000 });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -59,3 +59,18 @@ describe("README: loading an extension", () => {
     ]);
   });
 });
+
+describe("README: Cloudflare Workers", () => {
+  it("documents a DEERFLOW_CONFIG the Worker starts with: memory storage, the virtual sandbox, api_key auth", async () => {
+    const { readFile } = await import("node:fs/promises");
+    const { workerConfig } = await import("../adapters/workers/gateway.ts");
+    const readme = await readFile(new URL("../README.md", import.meta.url), "utf8");
+    const block = /```yaml\n\s*# DEERFLOW_CONFIG\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(block).toBeDefined();
+    const config = workerConfig({ DEERFLOW_CONFIG: block!.replace(/^ {2}/gm, "") });
+    expect(config.storage.driver).toBe("memory");
+    expect(config.sandbox.use).toBe("virtual");
+    expect(config.gateway).toMatchObject({ auth: { mode: "api_key", api_keys: [{ key_env: "DEERFLOW_API_KEY", user_id: "me" }] } });
+    expect(config.models[0]).toMatchObject({ use: "openai-compatible", api_key_env: "OPENAI_API_KEY" });
+  });
+});

@@ -1,6 +1,6 @@
 export { ConfigError, formatIssueLine, type ConfigErrorCode, type ConfigIssue } from "./errors.ts";
 export { describeIssue, formatKeyPath } from "./issues.ts";
-export { availableModelNames, loadConfig, parseConfigText, validateConfig, type ConfigSchema, type LoadConfigOptions } from "./load.ts";
+export { availableModelNames, loadConfig, parseConfigText, readConfigText, validateConfig, type ConfigSchema, type LoadConfigOptions } from "./load.ts";
 export {
   AgentConfigSchema,
   AppConfigSchema,

@@ -13,15 +13,18 @@ export type ConfigSchema<T extends AppConfig> = v.GenericSchema<unknown, T> & { 
 
 /** Parses the text of config.yaml (YAML; JSON is YAML too). An empty file gives every default. */
 export function parseConfigText<T extends AppConfig = AppConfig>(text: string, fileName: string, schema?: ConfigSchema<T>): T {
-  let value: unknown;
+  return validateConfig(readConfigText(text, fileName), fileName, schema);
+}
+
+/** The YAML of a config as a plain value, not yet validated (an empty text is `{}`); throws `config_not_yaml`. */
+export function readConfigText(text: string, fileName: string): unknown {
   try {
-    value = parseYaml(text, { uniqueKeys: true, prettyErrors: true });
+    return parseYaml(text, { uniqueKeys: true, prettyErrors: true }) ?? {};
   } catch (error) {
     throw new ConfigError("config_not_yaml", fileName, [{ path: "", message: describeYamlError(error) }], {
       cause: error,
     });
   }
-  return validateConfig(value ?? {}, fileName, schema);
 }
 
 /** Validates an already-parsed config value; throws ConfigError naming the first bad key path. */

@@ -1,4 +1,4 @@
-import { Bash, InMemoryFs } from "just-bash";
+import type { Bash, InMemoryFs } from "just-bash";
 import { base64ToBytes, bytesToBase64 } from "../core/base64.ts";
 import { isInsideVirtualRoots, normalizePosixPath } from "../core/path.ts";
 import { SandboxError, VIRTUAL_DIRS, VIRTUAL_ROOT } from "../ports/sandbox.ts";
@@ -9,6 +9,20 @@ import { timedOutResult } from "./scope.ts";
 // What the virtual sandbox keeps per thread, wherever its commands run (the gateway's thread or a
 // worker): the in-memory file system, its snapshot (stored, or copied to a worker for a command),
 // and the just-bash shell over it.
+
+/** just-bash's module: the shell, its commands and the in-memory file system. */
+export type JustBash = typeof import("just-bash");
+
+let justBash: Promise<JustBash> | undefined;
+
+/**
+ * just-bash, imported when a sandbox first needs it. It is most of what the sandbox weighs (its
+ * commands and their libraries): a process or a Worker isolate that never opens a sandbox never
+ * loads it, and a bundle can keep it in a chunk of its own.
+ */
+export function loadJustBash(): Promise<JustBash> {
+  return (justBash ??= import("just-bash"));
+}
 
 const ROOTS = Object.values(VIRTUAL_DIRS);
 export const UPLOADS = VIRTUAL_DIRS.uploads;
@@ -166,7 +180,7 @@ export interface RestoreOptions<F extends InMemoryFs> {
 
 /** Fills a file system with the roots and the snapshot's files. */
 export async function restoreSnapshot<F extends InMemoryFs = InMemoryFs>(value: unknown, key: string, options: RestoreOptions<F> = {}): Promise<F> {
-  const fs = options.into ?? (new InMemoryFs() as F);
+  const fs = options.into ?? (new (await loadJustBash()).InMemoryFs() as F);
   if (options.replace) for (const root of ROOTS) await fs.rm(root, { recursive: true, force: true });
   for (const root of ROOTS) await fs.mkdir(root, { recursive: true });
   if (value === null || value === undefined) return fs;
@@ -236,15 +250,15 @@ let defenseInDepthSupport: Promise<boolean> | undefined;
 
 /** Whether just-bash's defense-in-depth box can start on this runtime; asked once per process (or worker). */
 export function defenseInDepthSupported(): Promise<boolean> {
-  defenseInDepthSupport ??= new Bash({ fs: new InMemoryFs(), defenseInDepth: true })
-    .exec("true")
-    .then(
+  defenseInDepthSupport ??= loadJustBash().then(({ Bash, InMemoryFs }) =>
+    new Bash({ fs: new InMemoryFs(), defenseInDepth: true }).exec("true").then(
       () => true,
       (error: unknown) => {
         if (/DefenseInDepth/.test(String((error as Error)?.message ?? error))) return false;
         throw error;
       },
-    );
+    ),
+  );
   return defenseInDepthSupport;
 }
 
@@ -265,7 +279,8 @@ export async function resolveDefenseInDepth(preference: boolean | undefined): Pr
   return supported;
 }
 
-export function createShell(fs: InMemoryFs, defenseInDepth: boolean): Bash {
+export async function createShell(fs: InMemoryFs, defenseInDepth: boolean): Promise<Bash> {
+  const { Bash } = await loadJustBash();
   return new Bash({ fs, cwd: VIRTUAL_DIRS.workspace, env: { HOME: VIRTUAL_DIRS.workspace }, defenseInDepth });
 }
 

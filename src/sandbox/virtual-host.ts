@@ -72,7 +72,7 @@ export function serveVirtualSandboxHost(channel: SandboxWorkerChannel): void {
       }
     } else if (request.fresh || !current || current.defense !== defense) {
       const fs = await restoreSnapshot(files, "(the command's copy)", { adopt: true });
-      current = { fs, bash: createShell(fs, defense), defense, files };
+      current = { fs, bash: await createShell(fs, defense), defense, files };
     } else {
       await restoreSnapshot(files, "(the command's copy)", { into: current.fs, replace: true, adopt: true });
       current.files = files;

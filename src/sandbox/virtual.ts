@@ -1,5 +1,4 @@
-import { InMemoryFs } from "just-bash";
-import type { Bash } from "just-bash";
+import type { Bash, InMemoryFs } from "just-bash";
 import { normalizePosixPath } from "../core/path.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import { SandboxError } from "../ports/sandbox.ts";
@@ -10,6 +9,7 @@ import { FileBackedSandbox } from "./file-ops.ts";
 import {
   createShell,
   isSnapshot,
+  loadJustBash,
   memoryBackend,
   resolveDefenseInDepth,
   restoreSnapshot,
@@ -17,6 +17,7 @@ import {
   takeSnapshot,
   UPLOADS,
   uploadNameOf,
+  type JustBash,
 } from "./memory-fs.ts";
 import { assertValidScope, SandboxRegistry, scopeKey } from "./scope.ts";
 import { UploadStore } from "./upload-store.ts";
@@ -58,79 +59,86 @@ export function virtualSandboxStorageKey(scope: SandboxScope): string {
  * An InMemoryFs that notes which uploads the sandbox changed, so a release writes back only those
  * (uploads are stored apart, and loaded lazily: an untouched one is never read into memory).
  */
-class TrackedFs extends InMemoryFs {
-  /** Names in the uploads folder written since acquire. */
-  readonly touched = new Set<string>();
-  /** True once anything at or above the uploads folder changed (a move or removal of the folder). */
-  wholeFolderTouched = false;
-  /** True once anything changed since the last save. */
-  changed = false;
-  /** Goes up with every change (a worker's copy of the files is current while it has not moved). */
-  generation = 0;
+function defineTrackedFs(Base: JustBash["InMemoryFs"]) {
+  return class TrackedFs extends Base {
+    /** Names in the uploads folder written since acquire. */
+    readonly touched = new Set<string>();
+    /** True once anything at or above the uploads folder changed (a move or removal of the folder). */
+    wholeFolderTouched = false;
+    /** True once anything changed since the last save. */
+    changed = false;
+    /** Goes up with every change (a worker's copy of the files is current while it has not moved). */
+    generation = 0;
 
-  note(path: string): void {
-    this.changed = true;
-    this.generation++;
-    const normalized = normalizePosixPath(path.startsWith("/") ? path : `/${path}`);
-    const name = uploadNameOf(normalized);
-    if (name !== undefined) this.touched.add(name);
-    else if (normalized === UPLOADS || UPLOADS.startsWith(`${normalized === "/" ? "" : normalized}/`)) this.wholeFolderTouched = true;
-  }
+    note(path: string): void {
+      this.changed = true;
+      this.generation++;
+      const normalized = normalizePosixPath(path.startsWith("/") ? path : `/${path}`);
+      const name = uploadNameOf(normalized);
+      if (name !== undefined) this.touched.add(name);
+      else if (normalized === UPLOADS || UPLOADS.startsWith(`${normalized === "/" ? "" : normalized}/`)) this.wholeFolderTouched = true;
+    }
 
-  override writeFile(...args: Parameters<InMemoryFs["writeFile"]>): Promise<void> {
-    this.note(args[0]);
-    return super.writeFile(...args);
-  }
-  override writeFileSync(...args: Parameters<InMemoryFs["writeFileSync"]>): void {
-    this.note(args[0]);
-    super.writeFileSync(...args);
-  }
-  override appendFile(...args: Parameters<InMemoryFs["appendFile"]>): Promise<void> {
-    this.note(args[0]);
-    return super.appendFile(...args);
-  }
-  override rm(...args: Parameters<InMemoryFs["rm"]>): Promise<void> {
-    this.note(args[0]);
-    return super.rm(...args);
-  }
-  override cp(...args: Parameters<InMemoryFs["cp"]>): Promise<void> {
-    this.note(args[1]);
-    return super.cp(...args);
-  }
-  override mv(...args: Parameters<InMemoryFs["mv"]>): Promise<void> {
-    this.note(args[0]);
-    this.note(args[1]);
-    return super.mv(...args);
-  }
-  override link(...args: Parameters<InMemoryFs["link"]>): Promise<void> {
-    this.note(args[1]);
-    return super.link(...args);
-  }
-  override symlink(...args: Parameters<InMemoryFs["symlink"]>): Promise<void> {
-    this.note(args[1]);
-    return super.symlink(...args);
-  }
-  override mkdir(...args: Parameters<InMemoryFs["mkdir"]>): Promise<void> {
-    this.changed = true;
-    this.generation++;
-    return super.mkdir(...args);
-  }
-  override chmod(...args: Parameters<InMemoryFs["chmod"]>): Promise<void> {
-    this.changed = true;
-    this.generation++;
-    return super.chmod(...args);
-  }
-  /** An upload shown in the sandbox: not a change to save (the store has it), but one a worker's copy lacks. */
-  override writeFileLazy(...args: Parameters<InMemoryFs["writeFileLazy"]>): void {
-    this.generation++;
-    super.writeFileLazy(...args);
-  }
+    override writeFile(...args: Parameters<InMemoryFs["writeFile"]>): Promise<void> {
+      this.note(args[0]);
+      return super.writeFile(...args);
+    }
+    override writeFileSync(...args: Parameters<InMemoryFs["writeFileSync"]>): void {
+      this.note(args[0]);
+      super.writeFileSync(...args);
+    }
+    override appendFile(...args: Parameters<InMemoryFs["appendFile"]>): Promise<void> {
+      this.note(args[0]);
+      return super.appendFile(...args);
+    }
+    override rm(...args: Parameters<InMemoryFs["rm"]>): Promise<void> {
+      this.note(args[0]);
+      return super.rm(...args);
+    }
+    override cp(...args: Parameters<InMemoryFs["cp"]>): Promise<void> {
+      this.note(args[1]);
+      return super.cp(...args);
+    }
+    override mv(...args: Parameters<InMemoryFs["mv"]>): Promise<void> {
+      this.note(args[0]);
+      this.note(args[1]);
+      return super.mv(...args);
+    }
+    override link(...args: Parameters<InMemoryFs["link"]>): Promise<void> {
+      this.note(args[1]);
+      return super.link(...args);
+    }
+    override symlink(...args: Parameters<InMemoryFs["symlink"]>): Promise<void> {
+      this.note(args[1]);
+      return super.symlink(...args);
+    }
+    override mkdir(...args: Parameters<InMemoryFs["mkdir"]>): Promise<void> {
+      this.changed = true;
+      this.generation++;
+      return super.mkdir(...args);
+    }
+    override chmod(...args: Parameters<InMemoryFs["chmod"]>): Promise<void> {
+      this.changed = true;
+      this.generation++;
+      return super.chmod(...args);
+    }
+    /** An upload shown in the sandbox: not a change to save (the store has it), but one a worker's copy lacks. */
+    override writeFileLazy(...args: Parameters<InMemoryFs["writeFileLazy"]>): void {
+      this.generation++;
+      super.writeFileLazy(...args);
+    }
+  };
 }
+
+type TrackedFs = InstanceType<ReturnType<typeof defineTrackedFs>>;
+
+let trackedFsClass: Promise<new () => TrackedFs> | undefined;
 
 /** A stored snapshot back in a TrackedFs. Written through the tracker: an upload in a snapshot from
  * before the upload store is thereby marked touched, and moves to the store at the next release. */
-function restoreTracked(value: unknown, key: string): Promise<TrackedFs> {
-  return restoreSnapshot(value, key, { into: new TrackedFs() });
+async function restoreTracked(value: unknown, key: string): Promise<TrackedFs> {
+  trackedFsClass ??= loadJustBash().then(({ InMemoryFs }) => defineTrackedFs(InMemoryFs));
+  return restoreSnapshot(value, key, { into: new (await trackedFsClass)() });
 }
 
 /** Where a sandbox's commands run: just-bash on the caller's thread, or a worker. */
@@ -145,12 +153,12 @@ class VirtualSandbox extends FileBackedSandbox {
     readonly fs: TrackedFs,
     /** Uploads the store held at acquire (or got since): one missing at release was deleted here. */
     readonly knownUploads: Set<string>,
-    interpreter: (fs: TrackedFs) => Interpreter,
+    interpreter: Interpreter,
     private readonly defaultTimeoutMs: number,
     private readonly save: (sandbox: VirtualSandbox) => Promise<void>,
   ) {
     super(id, scope, memoryBackend(fs));
-    this.#interpreter = interpreter(fs);
+    this.#interpreter = interpreter;
   }
 
   /** Saves the files to storage now, as release would, when anything changed since the last save. */
@@ -226,12 +234,11 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
     await persisting.get(key);
     // Asked here in worker mode too: a runtime without the box refuses at acquire, not at the first command.
     const defense = await resolveDefenseInDepth(options.defenseInDepth);
-    const interpreter = (fs: TrackedFs): Interpreter =>
-      workers
-        ? { kind: "worker", shell: new WorkerShell(workers, fs, options.defenseInDepth) }
-        : { kind: "here", bash: createShell(fs, defense) };
     return uploadStore.exclusive(scope, async () => {
       const fs = await restoreTracked(await storage.getItem(key), key);
+      const interpreter: Interpreter = workers
+        ? { kind: "worker", shell: new WorkerShell(workers, fs, options.defenseInDepth) }
+        : { kind: "here", bash: await createShell(fs, defense) };
       const sandbox = new VirtualSandbox(
         `virtual:${scopeKey(scope)}`,
         { userId: scope.userId, threadId: scope.threadId },

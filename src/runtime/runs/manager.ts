@@ -244,6 +244,14 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     throw new RunOperationError(409, "run_not_cancellable", `Run ${runId} is not cancellable (status: ${row.status}); only pending or running runs can be cancelled.`);
   }
 
+  /**
+   * Resolves once every run active now has finished (at once when none is). A host that ends a
+   * request's work when its response is sent (a Cloudflare Worker) hands this to its waitUntil.
+   */
+  settled(): Promise<void> {
+    return Promise.all([...this.#active.values()].map((run) => run.done)).then(() => undefined);
+  }
+
   /** Resolves with the run's terminal row (or its current row when `signal` aborts first). */
   async join(threadId: string, runId: string, signal?: AbortSignal): Promise<RunRecord> {
     const active = this.#active.get(runId);

@@ -78,12 +78,15 @@ export async function cliWorkspace(config: Record<string, unknown> = {}, env: Re
   };
 }
 
+/** What the CLI's serve prints once it listens; the URL is the first group. */
+const CLI_URL = /deerflow-edge gateway · (http:\/\/[^\s]+)/;
+
 async function startCli(runtime: CliRuntime, configPath: string, env: Record<string, string>, options: CliOptions): Promise<CliServer> {
   const { command, args } = cliCommand(runtime, options);
   return spawnServer(`${runtime} CLI`, command, [...args, "--port", "0", "--host", "127.0.0.1", "--config", configPath], {
     cwd: dirname(configPath),
     env,
-    url: /deerflow-edge gateway · (http:\/\/[^\s]+)/,
+    url: CLI_URL,
   });
 }
 
@@ -104,6 +107,11 @@ export async function startDenoDeploy(env: Record<string, string>, options: CliO
   const { command, args } = denoDeployCommand(options);
   const inherited = Object.fromEntries(["PATH", "HOME", "DENO_DIR"].flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]!]])));
   return spawnServer("deno serve deploy/deno-deploy.ts", command, args, { cwd: options.cwd, env: { ...inherited, ...env }, url: /Listening on (http:\/\/[^\s/]+)/, inheritEnv: false });
+}
+
+/** A `serve` command (a compiled binary, say) as a child process with exactly `env`, once it printed its URL. */
+export function startServe(command: string, args: readonly string[], options: { cwd: string; env: Record<string, string>; label: string }): Promise<CliServer> {
+  return spawnServer(options.label, command, args, { cwd: options.cwd, env: options.env, url: CLI_URL, inheritEnv: false });
 }
 
 /** A command as a child process to its end (killed after 90 s): exit code and everything it printed. */

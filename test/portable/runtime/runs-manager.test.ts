@@ -102,6 +102,20 @@ describe("RunManager: one run", () => {
     expect(await manager.list("t1")).toEqual([final]);
   });
 
+  it("settled() resolves at once with no run in flight, else once every run active when asked has finished", async () => {
+    const { manager, gates } = setup();
+    await manager.settled();
+    const row = await manager.create("t1", say("tool:block"), ALICE);
+    await running(manager, row);
+    let done = false;
+    const settled = manager.settled().then(() => void (done = true));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(done).toBe(false);
+    gates.block.resolve("released");
+    await settled;
+    expect((await manager.get("t1", row.run_id))?.status).toBe("success");
+  });
+
   it("fails a run whose graph throws: status error, an error frame {name, message} before end, thread status error", async () => {
     const { manager, threads } = setup();
     const row = await manager.create("t1", say("tool:boom"), ALICE);
