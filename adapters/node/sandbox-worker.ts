@@ -1,9 +1,14 @@
 import { Worker } from "node:worker_threads";
 import type { SandboxWorkerPort } from "../../src/ports/sandbox-worker.ts";
+import { runsFromSources, siblingModule } from "../shared/sibling-module.ts";
 
-/** Virtual sandbox workers on Node: worker_threads running sandbox-worker-entry.mjs. */
+/**
+ * Virtual sandbox workers on Node: worker_threads running sandbox-worker-entry.js when built (tsc's
+ * dist/, or beside the one-file bundle), or from the sources sandbox-worker-entry.mjs, which
+ * registers tsx before it loads the TypeScript entry.
+ */
 export function createNodeSandboxWorkers(): SandboxWorkerPort {
-  const entry = new URL("./sandbox-worker-entry.mjs", import.meta.url);
+  const entry = runsFromSources(import.meta.url) ? new URL("./sandbox-worker-entry.mjs", import.meta.url) : siblingModule("sandbox-worker-entry", import.meta.url);
   return {
     start() {
       const worker = new Worker(entry);

@@ -1,4 +1,5 @@
 import type { SandboxWorkerPort } from "../../src/ports/sandbox-worker.ts";
+import { siblingModule } from "./sibling-module.ts";
 
 interface WebWorker {
   postMessage(message: unknown): void;
@@ -11,9 +12,9 @@ interface WebWorker {
 }
 type WebWorkerConstructor = new (url: string, options: { type: "module" }) => WebWorker;
 
-/** Virtual sandbox workers as module Web Workers (Deno and Bun) running web-sandbox-worker-entry.ts. */
+/** Virtual sandbox workers as module Web Workers (Deno and Bun) running web-sandbox-worker-entry (.ts, or .js built). */
 export function createWebSandboxWorkers(): SandboxWorkerPort {
-  const entry = new URL("./web-sandbox-worker-entry.ts", import.meta.url).href;
+  const entry = siblingModule("web-sandbox-worker-entry", import.meta.url).href;
   const WorkerClass = (globalThis as unknown as { Worker: WebWorkerConstructor }).Worker;
   return {
     start() {

@@ -70,6 +70,12 @@ function expectDemoTurns(report: ConsumerReport, runtime: string, rightEntry: st
   expect(report.wrongRuntime).toMatch(new RegExp(`^wrong_runtime: deerflow-edge/\\w+ runs on \\w+, but this is \\w+: import ${rightEntry} instead\\.$`));
 }
 
+/** The demo's second step ran bash in the virtual sandbox (its worker started from the build) and printed wc's output. */
+function expectSandboxRan(stdout: string) {
+  expect(stdout).not.toContain("Sandbox unavailable");
+  expect(stdout).toMatch(/The output was:\s+```\s+\d+ \/mnt\/user-data\/workspace\/notes\.md/);
+}
+
 describe("the packed tarball", () => {
   it("holds the build, the bin, README and LICENSE; no sources, tests, benches or fixtures", () => {
     const paths = packed.files.map((file) => file.path);
@@ -77,6 +83,8 @@ describe("the packed tarball", () => {
     expect(paths).toContain("dist/src/index.d.ts");
     expect(paths).toContain("dist/adapters/node/cli.js");
     expect(paths).toContain("dist/bin/deerflow-edge.mjs");
+    expect(paths).toContain("dist/bin/sandbox-worker-entry.js");
+    expect(paths).toContain("dist/adapters/node/sandbox-worker-entry.js");
     expect(paths).toContain("bin/deerflow-edge.mjs");
     expect(paths.filter((path) => /^(src|adapters|test|bench|examples|scripts)\//.test(path) || /fixtures|\.test\.|\.ts$/.test(path.replace(/\.d\.ts$/, ""))), "unexpected files").toEqual([]);
   });
@@ -101,6 +109,7 @@ describe("the installed package", () => {
     const binPath = join(npmProject, "node_modules", ".bin", "deerflow-edge");
     const demo = await run(binPath, ["demo"], { cwd: npmProject, timeout: MINUTE });
     expect(demo.stdout).toContain("built-in demo model");
+    expectSandboxRan(demo.stdout);
     await writeFile(join(npmProject, "config.yaml"), "storage:\n  driver: memory\n");
     const serve = spawn(binPath, ["serve", "--config", "config.yaml", "--host", "127.0.0.1", "--port", "0"], { cwd: npmProject, stdio: ["ignore", "pipe", "pipe"] });
     try {
@@ -139,6 +148,14 @@ describe("the installed package", () => {
     const audited = await run(binPath, ["run", "Write a note", "--config", "audit.yaml"], { cwd: npmProject, timeout: MINUTE });
     expect(audited.stderr).toContain("audit: 2 messages");
     expect(audited.stdout).toContain("done");
+  }, 2 * MINUTE);
+
+  it("runs the built CLI of Deno (Deploy's permissions) and of Bun: the demo's bash call runs in the sandbox's worker", async () => {
+    const cli = (runtime: string) => join(npmProject, "node_modules", "deerflow-edge", "dist", "adapters", runtime, "cli.js");
+    const deno = await run(bin("deno"), ["run", "--allow-read", "--allow-env", "--allow-net", "--unstable-no-legacy-abort", cli("deno"), "demo"], { cwd: npmProject, timeout: MINUTE });
+    expectSandboxRan(deno.stdout);
+    const bun = await run(bin("bun"), [cli("bun"), "demo"], { cwd: bunProject, timeout: MINUTE });
+    expectSandboxRan(bun.stdout);
   }, 2 * MINUTE);
 
   it("type-checks a TypeScript consumer under tsc --init's strict defaults (nodenext), and under bundler resolution", async () => {
