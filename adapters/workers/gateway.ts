@@ -1,5 +1,5 @@
-import { validateLeadConfig, type LeadConfig } from "../../src/agents/app-config.ts";
-import { readConfigText } from "../../src/config/load.ts";
+import type { LeadConfig } from "../../src/agents/app-config.ts";
+import { deployConfigFromEnv, DEPLOY_ENV } from "../../src/cli/deploy-env.ts";
 import { systemClock } from "../../src/core/clock.ts";
 import { DeerflowError, errorMessage } from "../../src/core/errors.ts";
 import { createGateway, type Gateway } from "../../src/gateway/app.ts";
@@ -17,7 +17,7 @@ import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
  */
 
 /** The binding that carries config.yaml's text (YAML or JSON): a var, or a secret when it holds keys. */
-export const CONFIG_BINDING = "DEERFLOW_CONFIG";
+export const CONFIG_BINDING = DEPLOY_ENV.config;
 
 /** A Worker's `env`: text vars and secrets, plus bindings of other kinds this adapter ignores. */
 export type WorkerBindings = Readonly<Record<string, unknown>>;
@@ -42,22 +42,16 @@ export class WorkerConfigError extends DeerflowError {
 }
 
 /**
- * The lead config of DEERFLOW_CONFIG (the embedded defaults when unset), storage defaulting to
- * memory. Refuses what needs a disk or processes: storage fs or deno-kv, sandbox local.
+ * The lead config of the Worker's bindings: DEERFLOW_CONFIG (config.yaml's text) or the DEERFLOW_*
+ * variables the Deno Deploy entry reads (src/cli/deploy-env.ts), auth required, storage memory
+ * unless named. Refuses what needs a disk or processes: storage fs or deno-kv, sandbox local.
  */
 export function workerConfig(bindings: WorkerBindings): LeadConfig {
   const text = bindings[CONFIG_BINDING];
   if (text !== undefined && typeof text !== "string") {
     throw new WorkerConfigError(`${CONFIG_BINDING} must be a text binding (config.yaml's YAML or JSON), not a ${typeof text}.`);
   }
-  const value = readConfigText(text ?? "", CONFIG_BINDING);
-  const mapping = typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
-  // A Worker's storage is memory unless the config names a driver (which the checks below refuse).
-  const storage = mapping?.storage;
-  const withDefaults = mapping
-    ? { ...mapping, storage: typeof storage === "object" && storage !== null && !Array.isArray(storage) ? { driver: "memory", ...storage } : (storage ?? { driver: "memory" }) }
-    : value;
-  const config = validateLeadConfig(withDefaults, CONFIG_BINDING);
+  const config = deployConfigFromEnv(createBindingsEnv(bindings), "memory");
   if (config.storage.driver !== "memory") {
     throw new WorkerConfigError(
       `${CONFIG_BINDING}: storage.driver "${config.storage.driver}" needs ${config.storage.driver === "fs" ? "a file system" : "Deno"}, which a Worker has not; use driver: memory (or leave storage out).`,
@@ -84,26 +78,15 @@ export async function createWorkerGateway(bindings: WorkerBindings): Promise<Gat
   const env = createBindingsEnv(bindings);
   assertModelApiKeysSet(config, env);
   const storage = createMemoryKeyValue();
-  try {
-    return await createGateway({
-      config,
-      storage,
-      env,
-      clock: systemClock,
-      sandbox: createVirtualSandboxProvider({ storage, defaultTimeoutMs: config.sandbox.command_timeout_ms }),
-      // Never a loopback address: with auth disabled the gateway refuses, as it should here.
-      listening: { host: "0.0.0.0" },
-    });
-  } catch (error) {
-    if ((error as { code?: unknown }).code === "auth_required_off_loopback") {
-      throw new WorkerConfigError(
-        `A Worker answers anyone who finds its URL, so it needs authentication: set gateway.auth in ${CONFIG_BINDING} ` +
-          `(mode: api_key with api_keys: [{ key_env: DEERFLOW_API_KEY, user_id: me }], the key itself a secret named DEERFLOW_API_KEY).`,
-        { cause: error },
-      );
-    }
-    throw error;
-  }
+  return createGateway({
+    config,
+    storage,
+    env,
+    clock: systemClock,
+    sandbox: createVirtualSandboxProvider({ storage, defaultTimeoutMs: config.sandbox.command_timeout_ms }),
+    // Never a loopback address: with auth disabled the gateway refuses, as it should here.
+    listening: { host: "0.0.0.0" },
+  });
 }
 
 /** The part of a Worker's ExecutionContext this adapter uses. */

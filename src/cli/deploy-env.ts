@@ -1,17 +1,20 @@
 import { validateLeadConfig, type LeadConfig } from "../agents/app-config.ts";
 import { ConfigError } from "../config/index.ts";
+import { readConfigText } from "../config/load.ts";
 import { DeerflowError } from "../core/errors.ts";
 import type { Env } from "../ports/runtime-ports.ts";
 
 /*
- * A Deploy entry's configuration, read from environment variables only (a platform such as Deno
- * Deploy has no config file to read and no disk to keep one on). The variables become the same
- * config object config.yaml becomes and go through the same valibot schema; a value the schema
- * refuses is reported under the variable that carried it.
+ * A Deploy entry's configuration (deploy/deno-deploy.ts, deploy/cloudflare-worker.ts), read from
+ * environment variables only (Deno Deploy and Workers have no config file to read and no disk to
+ * keep one on): either DEERFLOW_CONFIG, config.yaml's whole text, or the DEERFLOW_* variables
+ * below for the common case. Both become the same config object config.yaml becomes and go through
+ * the same valibot schema; a value the schema refuses is reported under the variable that carried it.
  */
 
 /** Every variable the Deploy entries read, with what it sets. Listed in the README. */
 export const DEPLOY_ENV = {
+  config: "DEERFLOW_CONFIG",
   authMode: "DEERFLOW_AUTH_MODE",
   apiKey: "DEERFLOW_API_KEY",
   apiKeyUser: "DEERFLOW_API_KEY_USER",
@@ -62,13 +65,20 @@ function numberOrText(value: string): number | string {
   return /^\d+$/.test(value) ? Number(value) : value;
 }
 
+/** The storage driver a platform has: Deno KV on Deno Deploy, memory (one isolate's life) on Workers. */
+export type DeployStorage = "deno-kv" | "memory";
+
 /**
- * The lead config a Deploy entry serves, from `env`: Deno KV storage (DEERFLOW_KV_PATH, else the
- * runtime's default database), the virtual sandbox, auth required, one model (or the built-in demo
- * model when DEERFLOW_MODEL and its siblings are unset). Throws {@link DeployEnvError} naming the
- * variable to set or fix.
+ * The lead config a Deploy entry serves, from `env`: the virtual sandbox, auth required, `storage`
+ * unless DEERFLOW_CONFIG names a driver (deno-kv: DEERFLOW_KV_PATH, else the runtime's default
+ * database). From DEERFLOW_CONFIG when it is set, else from the DEERFLOW_* variables: one model (or
+ * the built-in demo model when DEERFLOW_MODEL and its siblings are unset). Throws
+ * {@link DeployEnvError} naming the variable to set or fix, or the schema's ConfigError for
+ * DEERFLOW_CONFIG.
  */
-export function deployConfigFromEnv(env: Env): LeadConfig {
+export function deployConfigFromEnv(env: Env, storage: DeployStorage = "deno-kv"): LeadConfig {
+  const text = env.get(E.config);
+  if (text !== undefined && text.trim() !== "") return configFromText(text, storage);
   /** Config key path → the variable whose value sits there, to name it when the schema refuses it. */
   const origins = new Map<string, string>();
   const at = (path: string, name: string, value: unknown) => {
@@ -122,7 +132,7 @@ export function deployConfigFromEnv(env: Env): LeadConfig {
   const systemPrompt = env.get(E.systemPrompt);
   const value = {
     models: model === undefined ? [] : [model],
-    storage: { driver: "deno-kv", ...(kvPath === undefined ? {} : { path: at("storage.path", E.kvPath, kvPath) }) },
+    storage: { driver: storage, ...(kvPath === undefined || storage !== "deno-kv" ? {} : { path: at("storage.path", E.kvPath, kvPath) }) },
     sandbox: { use: "virtual" },
     ...(systemPrompt === undefined || systemPrompt.trim() === "" ? {} : { agent: { system_prompt: at("agent.system_prompt", E.systemPrompt, systemPrompt) } }),
     gateway: { auth, ...(corsOrigins.length === 0 ? {} : { cors_origins: corsOrigins }) },
@@ -135,6 +145,28 @@ export function deployConfigFromEnv(env: Env): LeadConfig {
     const name = origins.get(issue.path) ?? [...origins].find(([path]) => issue.path.startsWith(`${path}.`) || issue.path.startsWith(`${path}[`))?.[1];
     throw new DeployEnvError(name === undefined ? error.message : `${name}: ${issue.message}`);
   }
+}
+
+/**
+ * DEERFLOW_CONFIG: config.yaml's text (YAML or JSON), storage defaulting to the platform's, auth
+ * required (a deployed server answers anyone who finds its URL).
+ */
+function configFromText(text: string, storage: DeployStorage): LeadConfig {
+  const value = readConfigText(text, E.config);
+  const mapping = typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  const named = mapping?.storage;
+  const withDefaults = mapping
+    ? { ...mapping, storage: typeof named === "object" && named !== null && !Array.isArray(named) ? { driver: storage, ...named } : (named ?? { driver: storage }) }
+    : value;
+  const config = validateLeadConfig(withDefaults, E.config);
+  const mode = config.gateway?.auth.mode;
+  if (mode === undefined || mode === "disabled") {
+    throw new DeployEnvError(
+      `${E.config} ${mode === undefined ? "sets no gateway.auth" : "sets gateway.auth.mode disabled"}, and a deployed server answers anyone who finds its URL: ` +
+        `set gateway.auth there (mode: api_key with api_keys: [{ key_env: ${E.apiKey}, user_id: me }], the key itself in ${E.apiKey}), or unset ${E.config} and set ${E.apiKey}.`,
+    );
+  }
+  return config;
 }
 
 function modelFromEnv(env: Env, at: (path: string, name: string, value: unknown) => unknown): Record<string, unknown> | undefined {

@@ -91,4 +91,18 @@ describe("deployConfigFromEnv", () => {
     expect(refusal({ ...base, DEERFLOW_MODEL: "gpt-4o-mini", DEERFLOW_MODEL_API_KEY_ENV: "OPENAI_API_KEY" })).toMatch(/^DEERFLOW_MODEL_API_KEY_ENV names OPENAI_API_KEY, which is not set/);
     expect(refusal({ ...base, DEERFLOW_MODEL_BASE_URL: "https://api.deepseek.com/v1" })).toMatch(/^DEERFLOW_MODEL is not set, but other DEERFLOW_MODEL_\* variables are/);
   });
+
+  it("DEERFLOW_CONFIG: config.yaml's whole text, storage on the platform's driver unless named, auth required", () => {
+    const auth = 'gateway: { auth: { mode: api_key, api_keys: [{ key_env: DEERFLOW_API_KEY, user_id: ops }] } }';
+    const built = config({ DEERFLOW_CONFIG: `${auth}\nagent: { recursion_limit: 40 }`, DEERFLOW_API_KEY: KEY, DEERFLOW_MODEL: "ignored" });
+    expect(built.agent.recursion_limit).toBe(40);
+    expect(built.storage.driver).toBe("deno-kv");
+    expect(built.models).toEqual([]);
+    expect(built.gateway?.auth.api_keys[0]?.user_id).toBe("ops");
+    expect(deployConfigFromEnv(mapEnv({ DEERFLOW_CONFIG: auth }), "memory").storage.driver).toBe("memory");
+    expect(refusal({ DEERFLOW_CONFIG: "agent: { recursion_limit: 40 }", DEERFLOW_API_KEY: KEY })).toMatch(/^DEERFLOW_CONFIG sets no gateway\.auth, .*set DEERFLOW_API_KEY\.$/);
+    expect(refusal({ DEERFLOW_CONFIG: "gateway: { auth: { mode: disabled } }" })).toContain("DEERFLOW_CONFIG sets gateway.auth.mode disabled");
+    // A key the schema refuses is named by its path in DEERFLOW_CONFIG.
+    expect(() => config({ DEERFLOW_CONFIG: `${auth}\nagent: { recursion_limt: 40 }` })).toThrow(/DEERFLOW_CONFIG.*agent\.recursion_limt/s);
+  });
 });

@@ -20,8 +20,8 @@ const PROMPT = "Write a note to the workspace and read it back.";
 
 let dir = "";
 let provider: ReplayServer;
-let workerd: Workerd<"main" | "noAuth" | "fsStorage"> | undefined;
-let urls: Record<"main" | "noAuth" | "fsStorage", string>;
+let workerd: Workerd<"main" | "vars" | "noAuth" | "fsStorage"> | undefined;
+let urls: Record<"main" | "vars" | "noAuth" | "fsStorage", string>;
 const workerdOutput = () => workerd?.output() ?? "";
 
 beforeAll(async () => {
@@ -34,6 +34,8 @@ beforeAll(async () => {
   const secrets = { PROVIDER_KEY: "sk-test-123", DEERFLOW_API_KEY: API_KEY };
   workerd = await startWorkerd(dir, "worker", modules, {
     main: { config: { models: [model], gateway: { auth } }, secrets },
+    // The Deno Deploy entry's variables, no DEERFLOW_CONFIG.
+    vars: { secrets: { DEERFLOW_API_KEY: API_KEY, DEERFLOW_MODEL: "gpt-4o-mini", DEERFLOW_MODEL_BASE_URL: provider.baseUrl, DEERFLOW_MODEL_API_KEY: "sk-vars-456" } },
     noAuth: { config: { models: [model] }, secrets: { PROVIDER_KEY: "sk-test-123" } },
     fsStorage: { config: { models: [model], gateway: { auth }, storage: { driver: "fs", base: "/data" } }, secrets },
   });
@@ -114,6 +116,20 @@ describe("the Cloudflare Workers entry on workerd", () => {
     expect(String(messages[2]!.content)).toContain("edge-sandbox\n42");
   }, 3 * MINUTE);
 
+  it("is configured by the Deno Deploy entry's variables alone (DEERFLOW_API_KEY, DEERFLOW_MODEL*): a run with a bash call", async () => {
+    const client = new Client({ apiUrl: `${urls.vars}/api`, apiKey: API_KEY });
+    const thread = await client.threads.create();
+    const before = provider.received.length;
+    const done = await client.runs.wait(thread.thread_id, "lead_agent", { input: { messages: [{ type: "human", content: PROMPT }] } });
+    const messages = conversation(done);
+    expect(messages.map((m) => m.type), workerdOutput()).toEqual(["human", "ai", "tool", "ai"]);
+    expect(String(messages[2]!.content)).toContain("edge-sandbox\n42");
+    const calls = provider.received.slice(before);
+    expect(calls.length).toBe(2);
+    expect(calls[0]!.headers.authorization).toBe("Bearer sk-vars-456");
+    expect((await fetch(`${urls.vars}/api/threads/${thread.thread_id}/state`)).status).toBe(401);
+  }, 3 * MINUTE);
+
   it("answers 401 with a detail to a caller without the API key, or with a wrong one", async () => {
     const thread = await new Client({ apiUrl: `${urls.main}/api`, apiKey: API_KEY }).threads.create();
     for (const headers of [{}, { "x-api-key": "wk-wrong" }] as Record<string, string>[]) {
@@ -127,8 +143,8 @@ describe("the Cloudflare Workers entry on workerd", () => {
     const response = await fetch(`${urls.noAuth}/api/ok`);
     expect(response.status).toBe(503);
     const body = (await response.json()) as { detail: string; code: string };
-    expect(body.code).toBe("worker_config_invalid");
-    expect(body.detail).toContain("gateway.auth in DEERFLOW_CONFIG");
+    expect(body.code).toBe("deploy_env_invalid");
+    expect(body.detail).toContain("DEERFLOW_CONFIG sets no gateway.auth");
     expect(body.detail).toContain("DEERFLOW_API_KEY");
   });
 

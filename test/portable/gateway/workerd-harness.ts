@@ -13,9 +13,9 @@ const exec = promisify(execFile);
 const repo = fileURLToPath(new URL("../../..", import.meta.url));
 const MINUTE = 60_000;
 
-/** One worker: the config it gets as DEERFLOW_CONFIG (as JSON) and its other text bindings. */
+/** One worker: the config it gets as DEERFLOW_CONFIG (as JSON; none when unset) and its other text bindings. */
 export interface WorkerSpec {
-  readonly config: unknown;
+  readonly config?: unknown;
   readonly secrets?: Readonly<Record<string, string>>;
 }
 
@@ -57,7 +57,7 @@ export async function startWorkerd<N extends string>(dir: string, modulesDir: st
   const workers = names.map((name, index) => {
     const spec = specs[name];
     const bindings = [
-      `(name = "DEERFLOW_CONFIG", text = ${capnpText(JSON.stringify(spec.config))})`,
+      ...(spec.config === undefined ? [] : [`(name = "DEERFLOW_CONFIG", text = ${capnpText(JSON.stringify(spec.config))})`]),
       ...Object.entries(spec.secrets ?? {}).map(([key, value]) => `(name = ${capnpText(key)}, text = ${capnpText(value)})`),
     ];
     return `const worker${index} :Workerd.Worker = (
