@@ -58,8 +58,10 @@ describe("the JSR package", () => {
     const imported = new Set<string>();
     for (const file of [...(await sourceFiles("src")), ...(await sourceFiles("adapters"))]) {
       const text = await readFile(join(repo, file), "utf8");
-      for (const match of text.matchAll(/(?:from\s+|import\s*\(\s*|import\s+|@ts-types=)"([^"./][^"]*)"/g)) {
-        const specifier = match[1]!;
+      // Import and export statements (from a line's start, so a message quoting `from "x"` is not one), import("x"), @ts-types.
+      const statements = /^(?:import|export)\b[^;"`]*?\bfrom\s+"([^"./][^"]*)"|^import\s+"([^"./][^"]*)"|\bimport\s*\(\s*"([^"./][^"]*)"\s*\)|@ts-types="([^"./][^"]*)"/gm;
+      for (const match of text.matchAll(statements)) {
+        const specifier = (match[1] ?? match[2] ?? match[3] ?? match[4])!;
         if (!specifier.startsWith("node:")) imported.add(packageOf(specifier));
       }
     }
