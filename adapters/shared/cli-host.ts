@@ -91,7 +91,7 @@ export function createCliHost(bits: RuntimeBits): CliHost {
       if (config.sandbox.use === "local") {
         return createLocalSandboxProvider({ rootDir: resolve(config.storage.base), runner: bits.runner, defaultTimeoutMs });
       }
-      return createVirtualSandboxProvider({ storage, defaultTimeoutMs, workers: bits.sandboxWorkers });
+      return createVirtualSandboxProvider({ storage, defaultTimeoutMs, workers: bits.sandboxWorkers, maxWorkers: config.sandbox.max_workers });
     },
   };
 }
