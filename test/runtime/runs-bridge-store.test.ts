@@ -177,6 +177,31 @@ describe("MemoryStreamBridge", () => {
     expect(Array.from({ length: 30 }, (_, i) => bridge.has(`r${i}`)).filter(Boolean)).toEqual([]);
   });
 
+  it("holds at most retainReleasedFrames over the finished runs waiting for release: the longest finished go first", async () => {
+    const clock = new ManualClock(0);
+    const drained: number[] = [];
+    const bridge = new MemoryStreamBridge({ clock, retain: 4, releaseAfterMs: 60_000, retainReleasedFrames: 10, onDrained: () => drained.push(clock.now()) });
+    for (let i = 0; i < 5; i++) {
+      bridge.open(`r${i}`);
+      for (let f = 0; f < 2; f++) await bridge.publish(`r${i}`, "values", { f });
+      await bridge.end(`r${i}`);
+      bridge.release(`r${i}`);
+    }
+    // 3 frames each: r0 and r1 went at once to keep 9 of them; the newest three stay readable.
+    expect([0, 1, 2, 3, 4].map((i) => bridge.has(`r${i}`))).toEqual([false, false, true, true, true]);
+    expect((await collect(bridge.subscribe("r4"))).map((f) => f.event)).toEqual(["values", "values", "end"]);
+    // A run still in flight is not counted against it.
+    bridge.open("live");
+    for (let f = 0; f < 20; f++) await bridge.publish("live", "values", { f });
+    expect(bridge.has("r2")).toBe(true);
+    await clock.advance(60_000);
+    expect([2, 3, 4].map((i) => bridge.has(`r${i}`))).toEqual([false, false, false]);
+    expect(drained).toEqual([]);
+    await bridge.end("live");
+    bridge.release("live", 0);
+    expect(drained).toEqual([60_000]);
+  });
+
   it("ends a waiting subscription when its signal aborts", async () => {
     const bridge = new MemoryStreamBridge();
     bridge.open("r");
