@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/core/clock.ts";
 import { RunStore } from "../../src/runtime/runs/run-store.ts";
-import { MemoryStreamBridge, parseLastEventId, type StreamFrame } from "../../src/runtime/runs/stream-bridge.ts";
+import { MemoryStreamBridge, parseLastEventId, serializedFrameData, type StreamFrame } from "../../src/runtime/runs/stream-bridge.ts";
 import type { RunRecord } from "../../src/runtime/runs/types.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import { collect } from "./runs-fixtures.ts";
@@ -200,6 +200,23 @@ describe("MemoryStreamBridge", () => {
     await bridge.end("live");
     bridge.release("live", 0);
     expect(drained).toEqual([60_000]);
+  });
+
+  it("keeps a frame as the JSON of its data when published: later changes to the object do not reach readers, and SSE writes that text", async () => {
+    const bridge = new MemoryStreamBridge({ clock: new ManualClock(5) });
+    bridge.open("r");
+    const values = { messages: [{ type: "ai", content: "first" }], skipped: undefined };
+    await bridge.publish("r", "values", values);
+    values.messages[0]!.content = "changed afterwards";
+    await bridge.end("r");
+    const frames = await collect(bridge.subscribe("r"));
+    expect(frames).toEqual([
+      { id: "5-0", event: "values", data: { messages: [{ type: "ai", content: "first" }] } },
+      { id: "5-1", event: "end", data: null },
+    ]);
+    expect(serializedFrameData(frames[0]!)).toBe('{"messages":[{"type":"ai","content":"first"}]}');
+    expect({ ...frames[0] }).toEqual({ id: "5-0", event: "values", data: { messages: [{ type: "ai", content: "first" }] } });
+    expect(serializedFrameData({ event: "gap", data: {} })).toBeUndefined();
   });
 
   it("ends a waiting subscription when its signal aborts", async () => {
