@@ -22,8 +22,13 @@ const MAX_TIMER_MS = 2_147_483_647;
 
 /** Workers a provider runs at most at once unless told otherwise (`sandbox.max_workers`). */
 export const DEFAULT_MAX_SANDBOX_WORKERS = 8;
-/** Started workers kept waiting for the next sandbox (besides the one in reserve). */
-const DEFAULT_MAX_IDLE_WORKERS = 4;
+/**
+ * Started workers kept waiting once their sandbox let go of them (the reserve is started only when
+ * none waits). One: each idle one costs its interpreter's memory (on Bun about 15 MB after a burst
+ * of commands; keeping four held about 45 MB more after the burst than one), and within a burst
+ * the workers go from sandbox to sandbox without being let go of.
+ */
+const DEFAULT_MAX_IDLE_WORKERS = 1;
 
 export interface WorkerSupplyOptions {
   /**

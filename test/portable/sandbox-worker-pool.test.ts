@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { SandboxProvider } from "../../src/ports/sandbox.ts";
 import type { SandboxWorker, SandboxWorkerPort } from "../../src/ports/sandbox-worker.ts";
 import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
+import { HOST_RECLAIM_AFTER_IDLE_MS, HOST_READY, serveVirtualSandboxHost, type HostReply } from "../../src/sandbox/virtual-host.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import { RUNAWAY_LOOP, runtime, runtimeSandboxWorkers } from "./sandbox-workers.ts";
 
@@ -115,3 +116,55 @@ describe(`the virtual sandbox's workers are bounded (${runtime})`, () => {
     expect(counted.started()).toBe(1);
   });
 });
+
+describe(`idle sandbox workers give their memory back (${runtime})`, () => {
+  it("once their sandboxes let go, one started worker stays and the others are terminated", async () => {
+    const counted = await countedWorkers();
+    const provider = createVirtualSandboxProvider({ storage: createMemoryKeyValue(), workers: counted.port, maxWorkers: 4 });
+    try {
+      const sandboxes = await Promise.all([1, 2, 3, 4].map((n) => provider.acquire({ userId: `user-${n}`, threadId: "thread-1" })));
+      await Promise.all(sandboxes.map((sb) => sb.exec("echo hi", UNHURRIED)));
+      expect(counted.live()).toBe(4);
+      for (const sb of sandboxes) await provider.release(sb.id);
+      expect(counted.live()).toBe(1);
+    } finally {
+      await provider.close();
+    }
+    expect(counted.live()).toBe(0);
+  });
+
+  it("a worker's host asks its runtime to collect once no command came for a while, not while one runs", async () => {
+    let listener: ((message: unknown) => void) | undefined;
+    const replies: HostReply[] = [];
+    let reclaims = 0;
+    serveVirtualSandboxHost({
+      postMessage: (message) => {
+        if (message !== HOST_READY) replies.push(message as HostReply);
+      },
+      onMessage: (l) => (listener = l),
+      reclaimMemory: () => reclaims++,
+    });
+    const files = { format: "deerflow-edge.virtual-sandbox", version: 1, entries: [] } as const;
+    const exec = (id: number, command: string) => listener!({ id, op: "exec", command, cwd: "/mnt/user-data/workspace", timeoutMs: 30_000, defenseInDepth: false, files, fresh: id === 1 });
+    const answered = (n: number) => until(() => replies.length >= n, `${n} replies`);
+    exec(1, "echo one");
+    await answered(1);
+    expect(replies[0]).toMatchObject({ id: 1, ok: true });
+    // A command longer than the idle time: no collection while it runs.
+    exec(2, `sleep ${(HOST_RECLAIM_AFTER_IDLE_MS + 1000) / 1000}`);
+    await answered(2);
+    expect(reclaims).toBe(0);
+    await until(() => reclaims === 1, "the collection after the idle time", HOST_RECLAIM_AFTER_IDLE_MS + 5000);
+    await new Promise((resolve) => setTimeout(resolve, HOST_RECLAIM_AFTER_IDLE_MS + 500));
+    // Once per quiet spell, not again and again while idle.
+    expect(reclaims).toBe(1);
+  });
+});
+
+async function until(condition: () => boolean, what: string, limitMs = 20_000): Promise<void> {
+  const start = Date.now();
+  while (!condition()) {
+    if (Date.now() - start > limitMs) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
