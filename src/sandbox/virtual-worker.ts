@@ -78,11 +78,6 @@ export class WorkerSupply {
     this.#reserve();
   }
 
-  /** Workers started and not terminated (for tests and benches). */
-  get live(): number {
-    return this.#live;
-  }
-
   /** A worker for a sandbox: a waiting one, a new one under the limit, a parked sandbox's, or the first one back. */
   take(signal?: AbortSignal): Promise<SandboxWorker> {
     signal?.throwIfAborted();
