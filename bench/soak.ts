@@ -34,8 +34,8 @@
  *   with --gc).
  * - idle_ok_max_ms (per burst and overall): the slowest GET /api/ok while the server idled, asked one
  *   after another 100 ms apart: the longest its idle memory reclaim held the event loop, at most.
- * - back_within_s: after the last burst, the seconds until RSS first came within margin_mb of
- *   start_rss (null: not within --final-idle-seconds).
+ * - back_within_s: after the last burst, the seconds from which RSS stayed within margin_mb of
+ *   start_rss to the end of --final-idle-seconds (null: above it at some reading since, or never within).
  * - fails (exit 1) when a run fails, when RSS grows from burst to burst (the last 5 bursts' idle
  *   RSS rising at every step and by more than 10 % overall), or when RSS is not back within
  *   margin_mb of start_rss within --final-idle-seconds of the last run.
@@ -329,7 +329,9 @@ async function main(): Promise<void> {
       const margin = options.marginMb * MB;
       let back: number | null = afterRuns <= startRss + margin ? 0 : null;
       const settled = await idle(server, seconds, (rss, s) => {
-        if (back === null && rss <= startRss + margin) back = round3(s);
+        // Back means back to stay: a reading above the margin later in the idle time undoes it.
+        if (rss > startRss + margin) back = null;
+        else if (back === null) back = round3(s);
         return false;
       });
       const probe = await server.probe();
@@ -385,7 +387,7 @@ async function main(): Promise<void> {
         start_rss: `RSS after ${options.warmup} warm-up runs and ${options.idleSeconds} s idle`,
         idle_rss: `RSS at the end of the idle time after each burst (${options.idleSeconds} s; ${options.finalIdleSeconds} s after the last), no collection forced`,
         idle_ok_max_ms: "the slowest GET /api/ok while the server idled (one after another, 100 ms apart): how long its memory reclaim held the event loop, at most",
-        back_within_s: `after the last burst, seconds until RSS was within margin_mb of start_rss (null: never within ${options.finalIdleSeconds} s)`,
+        back_within_s: `after the last burst, seconds from which RSS stayed within margin_mb of start_rss until ${options.finalIdleSeconds} s (null: not back to stay)`,
         fails_when: `a run fails; the last ${GROWTH_BURSTS} idle_rss rise at every step and by more than ${Math.round((GROWTH_RATIO - 1) * 100)} % overall; or back_within_s is null`,
       },
     });
