@@ -32,8 +32,10 @@
  *   sample in it; heap_used the probe's heap at that moment.
  * - probe_rss (per burst): RSS as the probe read it, right after idle_rss (after the collection
  *   with --gc).
- * - back_within_s: after the last burst, the seconds until RSS first came within margin_mb of
- *   start_rss (null: not within --final-idle-seconds).
+ * - idle_ok_max_ms (per burst and overall): the slowest GET /api/ok while the server idled, asked one
+ *   after another 100 ms apart: the longest its idle memory reclaim held the event loop, at most.
+ * - back_within_s: after the last burst, the seconds from which RSS stayed within margin_mb of
+ *   start_rss to the end of --final-idle-seconds (null: above it at some reading since, or never within).
  * - fails (exit 1) when a run fails, when RSS grows from burst to burst (the last 5 bursts' idle
  *   RSS rising at every step and by more than 10 % overall), or when RSS is not back within
  *   margin_mb of start_rss within --final-idle-seconds of the last run.
@@ -44,6 +46,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import process from "node:process";
 import { createInterface } from "node:readline";
 import { currentEnv, forwardLines, ROOT } from "./gateway-servers.ts";
 import { checkFinalValues, createThread, LoadError, streamRun, type Target } from "./gateway-sse.ts";
@@ -188,7 +191,8 @@ async function startServer(runtime: Runtime, gc: boolean): Promise<Server> {
     });
     let seq = 0;
     const probe = async () => {
-      child.kill("SIGUSR2");
+      // Not child.kill: Deno's ChildProcess sends a signal only once and ignores every later kill().
+      process.kill(child.pid!, "SIGUSR2");
       const deadline = performance.now() + 10_000;
       while (performance.now() < deadline) {
         if (existsSync(probeFile)) {
@@ -245,18 +249,39 @@ async function burst(target: Target, count: number, timeoutMs: number, base: num
   return performance.now() - started;
 }
 
-/** RSS once a second for `seconds`; `until` may end it early. */
-async function idle(server: Server, seconds: number, until?: (rss: number, elapsedS: number) => boolean): Promise<{ last: number; min: number; samples: number[] }> {
+/**
+ * RSS once a second for `seconds`; `until` may end it early. Meanwhile GET /api/ok one after
+ * another, 100 ms apart: the slowest answer is the longest the idle server held its event loop
+ * (its memory reclaim's collection, say), as a user would have waited.
+ */
+async function idle(server: Server, seconds: number, until?: (rss: number, elapsedS: number) => boolean): Promise<{ last: number; min: number; samples: number[]; okMaxMs: number }> {
   const started = performance.now();
   const samples: number[] = [];
-  for (;;) {
-    const rss = await server.rss();
-    samples.push(rss);
-    const elapsed = (performance.now() - started) / 1000;
-    if (until?.(rss, elapsed) || elapsed >= seconds) break;
-    await sleep(Math.min(1000, Math.max(0, (seconds - elapsed) * 1000)));
+  let pinging = true;
+  let okMaxMs = 0;
+  const pinger = (async () => {
+    while (pinging) {
+      const sent = performance.now();
+      const response = await fetch(`${server.target.apiUrl}/ok`);
+      await response.arrayBuffer();
+      if (!response.ok) throw new Error(`GET /api/ok answered ${response.status} while the server idled`);
+      okMaxMs = Math.max(okMaxMs, performance.now() - sent);
+      await sleep(100);
+    }
+  })();
+  try {
+    for (;;) {
+      const rss = await server.rss();
+      samples.push(rss);
+      const elapsed = (performance.now() - started) / 1000;
+      if (until?.(rss, elapsed) || elapsed >= seconds) break;
+      await sleep(Math.min(1000, Math.max(0, (seconds - elapsed) * 1000)));
+    }
+  } finally {
+    pinging = false;
+    await pinger;
   }
-  return { last: samples.at(-1)!, min: Math.min(...samples), samples };
+  return { last: samples.at(-1)!, min: Math.min(...samples), samples, okMaxMs };
 }
 
 const mb = (bytes: number) => round3(bytes / MB);
@@ -283,6 +308,7 @@ async function main(): Promise<void> {
     emit({ bench: "soak", runtime: options.runtime, phase: "start", warmup_runs: options.warmup, warmup_ms: round3(firstBurst), rss_mb: mb(startRss), heap_used_mb: mb(startProbe.heap_used), load_avg: loadAverage() });
 
     const idleRss: number[] = [];
+    const okMaxMs: number[] = [startIdle.okMaxMs];
     let runs = options.warmup;
     let backWithinS: number | null = null;
     let finalRss = startRss;
@@ -303,11 +329,14 @@ async function main(): Promise<void> {
       const margin = options.marginMb * MB;
       let back: number | null = afterRuns <= startRss + margin ? 0 : null;
       const settled = await idle(server, seconds, (rss, s) => {
-        if (back === null && rss <= startRss + margin) back = round3(s);
+        // Back means back to stay: a reading above the margin later in the idle time undoes it.
+        if (rss > startRss + margin) back = null;
+        else if (back === null) back = round3(s);
         return false;
       });
       const probe = await server.probe();
       idleRss.push(settled.last);
+      okMaxMs.push(settled.okMaxMs);
       if (last) {
         backWithinS = back;
         finalRss = settled.last;
@@ -330,6 +359,7 @@ async function main(): Promise<void> {
         heap_total_mb: mb(probe.heap_total),
         external_mb: mb(probe.external),
         back_within_margin_s: back,
+        idle_ok_max_ms: round3(settled.okMaxMs),
         load_avg: loadAverage(),
       });
       log(`burst ${b}: ${round3(elapsed / 1000)} s, RSS peak ${mb(peak)} MB, after ${seconds} s idle ${mb(settled.last)} MB (start ${mb(startRss)} MB), heap ${mb(probe.heap_used)} MB`);
@@ -350,12 +380,14 @@ async function main(): Promise<void> {
       final_rss_mb: mb(finalRss),
       back_within_s: backWithinS,
       margin_mb: options.marginMb,
+      idle_ok_max_ms: round3(Math.max(...okMaxMs)),
       ok: failures.length === 0,
       failures,
       definitions: {
         start_rss: `RSS after ${options.warmup} warm-up runs and ${options.idleSeconds} s idle`,
         idle_rss: `RSS at the end of the idle time after each burst (${options.idleSeconds} s; ${options.finalIdleSeconds} s after the last), no collection forced`,
-        back_within_s: `after the last burst, seconds until RSS was within margin_mb of start_rss (null: never within ${options.finalIdleSeconds} s)`,
+        idle_ok_max_ms: "the slowest GET /api/ok while the server idled (one after another, 100 ms apart): how long its memory reclaim held the event loop, at most",
+        back_within_s: `after the last burst, seconds from which RSS stayed within margin_mb of start_rss until ${options.finalIdleSeconds} s (null: not back to stay)`,
         fails_when: `a run fails; the last ${GROWTH_BURSTS} idle_rss rise at every step and by more than ${Math.round((GROWTH_RATIO - 1) * 100)} % overall; or back_within_s is null`,
       },
     });

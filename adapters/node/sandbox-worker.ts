@@ -11,7 +11,10 @@ export function createNodeSandboxWorkers(): SandboxWorkerPort {
   const entry = runsFromSources(import.meta.url) ? new URL("./sandbox-worker-entry.mjs", import.meta.url) : siblingModule("sandbox-worker-entry", import.meta.url);
   return {
     start() {
-      const worker = new Worker(entry);
+      // None of the process's own flags: the entry registers tsx itself, and a preload the
+      // process was started with (`--import x.ts`, as bench/soak.ts starts serve) failed the
+      // worker with "Unknown file extension .ts" before the entry ran.
+      const worker = new Worker(entry, { execArgv: [] });
       let failed = false;
       return {
         postMessage: (message) => worker.postMessage(message),

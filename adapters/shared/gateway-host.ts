@@ -56,7 +56,7 @@ export function createGatewayHost(bits: GatewayBits): GatewayHost {
         if (!bits.runner) throw new DeerflowError("sandbox_unavailable", 'sandbox.use "local" runs host processes, which this entry cannot start; use the virtual sandbox.');
         return createLocalSandboxProvider({ rootDir: resolve(config.storage.base), runner: bits.runner, defaultTimeoutMs });
       }
-      return createVirtualSandboxProvider({ storage, defaultTimeoutMs, ...(bits.sandboxWorkers ? { workers: bits.sandboxWorkers } : {}) });
+      return createVirtualSandboxProvider({ storage, defaultTimeoutMs, ...(bits.sandboxWorkers ? { workers: bits.sandboxWorkers, maxWorkers: config.sandbox.max_workers } : {}) });
     },
   };
 }

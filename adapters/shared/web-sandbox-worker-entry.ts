@@ -18,7 +18,10 @@ const scope = globalThis as unknown as {
   postMessage(message: unknown): void;
   addEventListener(type: "message", listener: (event: { data: unknown }) => void): void;
 };
+const bun = (globalThis as unknown as { Bun?: { gc(force: boolean): void } }).Bun;
 serveVirtualSandboxHost({
   postMessage: (message) => scope.postMessage(message),
   onMessage: (listener) => scope.addEventListener("message", (event) => listener(event.data)),
+  // Bun: the worker's own synchronous full collection (it holds only this worker's thread).
+  ...(bun ? { reclaimMemory: () => bun.gc(true) } : {}),
 });

@@ -10,6 +10,9 @@ export const DEFAULT_RECURSION_LIMIT = 100;
 export const DEFAULT_STORAGE_BASE = ".deer-flow";
 /** How long one sandbox command may run before it is stopped. */
 export const DEFAULT_SANDBOX_COMMAND_TIMEOUT_MS = 30_000;
+/** Virtual sandbox worker threads at once (src/sandbox/virtual-worker.ts WorkerSupply), and the most one may ask for. */
+export const DEFAULT_SANDBOX_MAX_WORKERS = 8;
+const MAX_SANDBOX_WORKERS = 256;
 /** The longest delay a timer takes on every runtime (2^31 - 1 ms, about 24.8 days). */
 const MAX_TIMER_MS = 2_147_483_647;
 
@@ -127,6 +130,14 @@ export const SandboxConfigSchema = mapping({
     ),
     DEFAULT_SANDBOX_COMMAND_TIMEOUT_MS,
   ),
+  /**
+   * virtual: how many worker threads run commands at once (each holds its own interpreter, about
+   * 11 MB on Bun); past it a sandbox borrows an idle sandbox's worker or waits for one.
+   */
+  max_workers: v.optional(
+    v.pipe(positiveInteger, v.maxValue(MAX_SANDBOX_WORKERS, (issue) => `expected a number <= ${MAX_SANDBOX_WORKERS}, got ${issue.received}`)),
+    DEFAULT_SANDBOX_MAX_WORKERS,
+  ),
 });
 
 export const StorageConfigSchema = v.pipe(
@@ -206,6 +217,7 @@ type _ModelConfigMatches = Assert<SameType<ModelConfig, v.InferOutput<typeof Mod
 export interface SandboxConfig {
   use: "local" | "virtual";
   command_timeout_ms: number;
+  max_workers: number;
 }
 type _SandboxConfigMatches = Assert<SameType<SandboxConfig, v.InferOutput<typeof SandboxConfigSchema>>>;
 export interface StorageConfig {

@@ -3,7 +3,7 @@ import { streamSSE } from "hono/streaming";
 import { systemClock } from "../core/clock.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { Clock } from "../ports/runtime-ports.ts";
-import type { StreamFrame } from "../runtime/runs/stream-bridge.ts";
+import { frameDataJson, serializedFrameData, type StreamFrame } from "../runtime/runs/stream-bridge.ts";
 
 /*
  * Run frames as Server-Sent Events the LangGraph SDK accepts: `event:`, then `data:` that is
@@ -41,8 +41,12 @@ const LINE_BREAK = /[\r\n]/;
  * run's CPU went there). Event names and ids are the server's own; a line break in one is a bug.
  */
 export function formatSseFrame(event: string, data: unknown, id?: string | null): string {
+  return formatSseJson(event, frameDataJson(data), id);
+}
+
+/** One SSE frame whose data is JSON text already (one line: JSON.stringify made it). */
+function formatSseJson(event: string, json: string, id?: string | null): string {
   if (LINE_BREAK.test(event) || (id != null && LINE_BREAK.test(id))) throw new Error("an SSE event name or id must not contain a line break");
-  const json = JSON.stringify(data ?? null) ?? "null";
   return id == null ? `event: ${event}\ndata: ${json}\n\n` : `event: ${event}\ndata: ${json}\nid: ${id}\n\n`;
 }
 
@@ -71,7 +75,8 @@ export function sseResponse(c: Context, frames: (signal: AbortSignal) => AsyncIt
     try {
       for await (const frame of frames(reading.signal)) {
         if (stream.aborted) break;
-        await stream.write(formatSseFrame(frame.event, frame.data, frame.id));
+        const json = serializedFrameData(frame);
+        await stream.write(json === undefined ? formatSseFrame(frame.event, frame.data, frame.id) : formatSseJson(frame.event, json, frame.id));
       }
     } catch (error) {
       if (!stream.aborted) {

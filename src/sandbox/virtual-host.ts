@@ -51,6 +51,9 @@ function toWire(error: unknown): WireError {
   return { message: String((error as Error)?.message ?? error) };
 }
 
+/** How long the host waits with no command in flight before it asks its runtime to collect (channel.reclaimMemory). */
+export const HOST_RECLAIM_AFTER_IDLE_MS = 2000;
+
 /** Serves one sandbox at a time over `channel` until the worker is terminated. */
 export function serveVirtualSandboxHost(channel: SandboxWorkerChannel): void {
   /**
@@ -92,16 +95,33 @@ export function serveVirtualSandboxHost(channel: SandboxWorkerChannel): void {
     }
   }
 
+  let reclaimTimer: ReturnType<typeof setTimeout> | undefined;
+  /** A command settled: once nothing else ran for a while, the worker's garbage goes. */
+  const settled = (): void => {
+    if (!channel.reclaimMemory || running.size > 0) return;
+    clearTimeout(reclaimTimer);
+    reclaimTimer = setTimeout(() => {
+      try {
+        channel.reclaimMemory?.();
+      } catch {
+        // A hint: a runtime that refuses it changes nothing for the commands.
+      }
+    }, HOST_RECLAIM_AFTER_IDLE_MS);
+  };
+
   channel.onMessage((message) => {
     const request = message as HostRequest;
     if (request.op === "abort") {
       running.get(request.target)?.abort();
       return;
     }
-    void exec(request).then(
-      (value) => channel.postMessage({ id: request.id, ok: true, value } satisfies HostReply),
-      (error: unknown) => channel.postMessage({ id: request.id, ok: false, error: toWire(error) } satisfies HostReply),
-    );
+    clearTimeout(reclaimTimer);
+    void exec(request)
+      .then(
+        (value) => channel.postMessage({ id: request.id, ok: true, value } satisfies HostReply),
+        (error: unknown) => channel.postMessage({ id: request.id, ok: false, error: toWire(error) } satisfies HostReply),
+      )
+      .finally(settled);
   });
   channel.postMessage(HOST_READY);
 }

@@ -20,41 +20,166 @@ import { timedOutResult } from "./scope.ts";
 export const WORKER_STOP_GRACE_MS = 500;
 const MAX_TIMER_MS = 2_147_483_647;
 
+/** Workers a provider runs at most at once unless told otherwise (`sandbox.max_workers`). */
+export const DEFAULT_MAX_SANDBOX_WORKERS = 8;
+/**
+ * Started workers kept waiting once their sandbox let go of them (the reserve is started only when
+ * none waits). One: each idle one costs its interpreter's memory (on Bun about 15 MB after a burst
+ * of commands; keeping four held about 45 MB more after the burst than one), and within a burst
+ * the workers go from sandbox to sandbox without being let go of.
+ */
+const DEFAULT_MAX_IDLE_WORKERS = 1;
+
+export interface WorkerSupplyOptions {
+  /**
+   * Workers started at most at once (in reserve, waiting, or serving a sandbox). Each is a thread
+   * with its own interpreter (about 11 MB on Bun 1.4, where a terminated one also leaves some
+   * 100 KB behind), so a burst of sandboxes must not start one each: past the limit a sandbox
+   * borrows the worker of a sandbox with no command in flight, or waits for one.
+   */
+  maxWorkers?: number;
+  /** Started workers kept waiting once their sandbox let go of them; the rest are terminated. */
+  maxIdle?: number;
+}
+
 /**
  * Hands out started workers and takes idle ones back. A worker takes a while to load its
  * interpreter (about a second on Node, where tsx compiles it), so one is kept started in reserve
  * and a released sandbox's worker serves the next sandbox that runs a command.
  * Messages a waiting worker posts before anyone listens are kept for its next listener.
+ *
+ * At most `maxWorkers` are started at once. A sandbox keeps its worker between its commands (the
+ * worker keeps what the last command left, /tmp included, and needs no new copy of the thread's
+ * files) only while nobody else needs one: at the limit, the worker of the sandbox idle the
+ * longest goes to the sandbox that asks (that one's next command starts a new shell over a copy
+ * of its thread's files; what it left outside /mnt/user-data is gone, as after a release), and
+ * with every worker running a command the asker waits for the first to finish.
  */
 export class WorkerSupply {
   readonly #idle: SandboxWorker[] = [];
   #spare: SandboxWorker | undefined;
+  /** Started and not terminated. */
+  #live = 0;
+  /** Sandboxes waiting for a worker, first come first served. */
+  readonly #waiting: Array<{ resolve(worker: SandboxWorker): void; reject(error: Error): void }> = [];
+  /** Sandboxes holding a worker with no command in flight, longest idle first: each gives it up on call. */
+  readonly #parked = new Set<() => SandboxWorker | undefined>();
+  readonly #maxWorkers: number;
+  readonly #maxIdle: number;
   #closed = false;
 
   /** Starts the reserve at once, so the first command does not wait for a worker either. */
   constructor(
     private readonly port: SandboxWorkerPort,
-    private readonly maxIdle = 4,
+    options: WorkerSupplyOptions = {},
   ) {
+    this.#maxWorkers = Math.max(1, Math.floor(options.maxWorkers ?? DEFAULT_MAX_SANDBOX_WORKERS));
+    this.#maxIdle = Math.max(0, Math.floor(options.maxIdle ?? DEFAULT_MAX_IDLE_WORKERS));
     this.#reserve();
   }
 
-  take(): SandboxWorker {
-    const worker = this.#idle.pop() ?? this.#spare ?? held(this.port.start());
-    if (worker === this.#spare) this.#spare = undefined;
-    this.#reserve();
+  /** A worker for a sandbox: a waiting one, a new one under the limit, a parked sandbox's, or the first one back. */
+  take(signal?: AbortSignal): Promise<SandboxWorker> {
+    signal?.throwIfAborted();
+    const now = this.#ready();
+    if (now) {
+      this.#reserve();
+      return Promise.resolve(now);
+    }
+    return new Promise<SandboxWorker>((resolve, reject) => {
+      const waiter = {
+        resolve: (worker: SandboxWorker) => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve(worker);
+        },
+        reject: (error: Error) => {
+          signal?.removeEventListener("abort", onAbort);
+          reject(error);
+        },
+      };
+      const onAbort = () => {
+        const at = this.#waiting.indexOf(waiter);
+        if (at >= 0) this.#waiting.splice(at, 1);
+        reject(signal!.reason);
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.#waiting.push(waiter);
+    });
+  }
+
+  /** A worker to hand out at once, if there is one to have without waiting. */
+  #ready(): SandboxWorker | undefined {
+    const waiting = this.#idle.pop();
+    if (waiting) return waiting;
+    if (this.#spare) {
+      const spare = this.#spare;
+      this.#spare = undefined;
+      return spare;
+    }
+    if (this.#live < this.#maxWorkers) return this.#start();
+    for (const giveUp of this.#parked) {
+      this.#parked.delete(giveUp);
+      const lent = giveUp();
+      if (lent) return lent;
+    }
+    return undefined;
+  }
+
+  #start(): SandboxWorker {
+    const worker = held(this.port.start());
+    this.#live++;
+    let ended = false;
+    const terminate = worker.terminate;
+    worker.terminate = () => {
+      terminate();
+      if (ended) return;
+      ended = true;
+      this.#live--;
+      // Room for a new one: the first waiting sandbox gets it.
+      this.#serveWaiting();
+    };
     return worker;
   }
 
+  #serveWaiting(): void {
+    while (this.#waiting.length > 0) {
+      const worker = this.#ready();
+      if (!worker) return;
+      this.#waiting.shift()!.resolve(worker);
+    }
+    this.#reserve();
+  }
+
   #reserve(): void {
-    if (this.#closed || this.#spare || this.#idle.length > 0) return;
-    this.#spare = held(this.port.start());
+    if (this.#closed || this.#spare || this.#idle.length > 0 || this.#live >= this.#maxWorkers || this.#waiting.length > 0) return;
+    this.#spare = this.#start();
     this.#spare.keepAlive?.(false);
+  }
+
+  /**
+   * A sandbox holds a worker with no command in flight: `giveUp` hands it over (or returns
+   * undefined if it no longer can) when another sandbox needs one at the limit. Called at once if
+   * one waits already.
+   */
+  park(giveUp: () => SandboxWorker | undefined): void {
+    if (this.#closed) return;
+    this.#parked.add(giveUp);
+    if (this.#waiting.length > 0) this.#serveWaiting();
+  }
+
+  /** The sandbox runs a command on its worker again (or let go of it): no longer to be given up. */
+  unpark(giveUp: () => SandboxWorker | undefined): void {
+    this.#parked.delete(giveUp);
   }
 
   /** A worker with nothing in flight, back for the next sandbox (or terminated if enough wait). */
   give(worker: SandboxWorker): void {
-    if (this.#closed || this.#idle.length >= this.maxIdle) {
+    const waiter = this.#closed ? undefined : this.#waiting.shift();
+    if (waiter) {
+      waiter.resolve(worker);
+      return;
+    }
+    if (this.#closed || this.#idle.length >= this.#maxIdle) {
       worker.terminate();
       return;
     }
@@ -65,6 +190,9 @@ export class WorkerSupply {
   /** Terminates the waiting workers; those handed out are their sandboxes' to stop. */
   close(): void {
     this.#closed = true;
+    this.#parked.clear();
+    const closed = new SandboxError("sandbox_unavailable", "The sandbox provider was closed while this command waited for a worker.");
+    for (const waiter of this.#waiting.splice(0)) waiter.reject(closed);
     for (const worker of this.#idle.splice(0)) worker.terminate();
     this.#spare?.terminate();
     this.#spare = undefined;
@@ -209,6 +337,15 @@ export class WorkerShell {
   /** The command before this one: commands run one after another, each over the files the last left. */
   #turn: Promise<void> = Promise.resolve();
   #disposed: Error | undefined;
+  /**
+   * Parked with the supply while no command runs: hands the worker to another sandbox (the next
+   * command here takes another and starts over a copy of the files).
+   */
+  readonly #giveUp = (): SandboxWorker | undefined => {
+    const worker = this.#connection?.detach(new SandboxError("sandbox_unavailable", "The sandbox's worker went to another sandbox."));
+    this.#connection = undefined;
+    return worker;
+  };
 
   constructor(
     private readonly workers: WorkerSupply,
@@ -237,8 +374,15 @@ export class WorkerShell {
     const { signal, timeoutMs } = options;
     signal?.throwIfAborted();
     if (this.#disposed) throw this.#disposed;
+    this.workers.unpark(this.#giveUp);
     if (!this.#connection || this.#connection.dead) {
-      this.#connection = new HostConnection(this.workers.take());
+      this.#connection = undefined;
+      const worker = await this.workers.take(signal);
+      if (this.#disposed) {
+        this.workers.give(worker);
+        throw this.#disposed;
+      }
+      this.#connection = new HostConnection(worker);
       this.#started = false;
       this.#inSync = undefined;
     }
@@ -291,12 +435,14 @@ export class WorkerShell {
     } finally {
       clearTimeout(timer);
       if (onAbort) signal?.removeEventListener("abort", onAbort);
+      if (!this.#disposed && this.#connection === connection && !connection.dead) this.workers.park(this.#giveUp);
     }
   }
 
   /** Lets go of the worker (for another sandbox to use); a command still running there is stopped and refused with `reason`. */
   dispose(reason: Error): void {
     this.#disposed = reason;
+    this.workers.unpark(this.#giveUp);
     const worker = this.#connection?.detach(reason);
     this.#connection = undefined;
     if (worker) this.workers.give(worker);

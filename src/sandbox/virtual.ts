@@ -47,6 +47,11 @@ export interface VirtualSandboxProviderOptions {
    * caller's thread: a loop that never waits holds it until just-bash's command limit stops it.
    */
   workers?: SandboxWorkerPort;
+  /**
+   * With `workers`: how many run at once (default 8). Past it a sandbox borrows the worker of one
+   * with no command in flight, or waits for a command to finish (see WorkerSupply).
+   */
+  maxWorkers?: number;
 }
 
 export const VIRTUAL_DEFAULT_TIMEOUT_MS = 600_000;
@@ -200,7 +205,7 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
   const persisting = new Map<string, Promise<void>>();
   /** Acquired sandboxes by scope, set before open resolves, so an upload commit always finds one. */
   const live = new Map<string, VirtualSandbox>();
-  const workers = options.workers ? new WorkerSupply(options.workers) : undefined;
+  const workers = options.workers ? new WorkerSupply(options.workers, { maxWorkers: options.maxWorkers }) : undefined;
 
   /** Makes a stored upload appear in a live sandbox, read from storage only when something reads it. */
   function showUpload(sandbox: VirtualSandbox, name: string, entry: Parameters<UploadStore["read"]>[1]): void {

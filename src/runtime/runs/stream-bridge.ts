@@ -57,12 +57,55 @@ export interface MemoryStreamBridgeOptions {
   readonly retain?: number;
   /** How long a finished run's log stays readable. Default 60 s. */
   readonly releaseAfterMs?: number;
+  /**
+   * Frames held at most, over every finished run whose log waits for its release (default 8192,
+   * 32 full windows): past it the longest-finished run's log goes at once. A burst of 200 runs
+   * otherwise kept every one of their windows for the whole grace period (bench/soak.ts: about
+   * 150 KB of heap per demo run, the heap and RSS only coming back 60 s after the last run).
+   */
+  readonly retainReleasedFrames?: number;
   /** Told when a release left no run's log held (the memory of the last replay window is free). */
   readonly onDrained?: () => void;
 }
 
+/**
+ * A frame as the log keeps it: its data as JSON text, serialized once when published. A window of
+ * parsed frames is hundreds of small objects per run, and a non-moving heap (Bun's JavaScriptCore)
+ * cannot give back a page while one of them lives on it: a burst's retained windows kept about
+ * 30 MB of RSS beyond their own size (bench/soak.ts). One string per frame is one heap cell.
+ */
+interface LoggedFrame {
+  readonly id: string;
+  readonly event: string;
+  readonly json: string;
+}
+
+const FRAME_JSON = Symbol("frame JSON");
+
+/** The data of a frame as JSON text (null when absent), as an SSE `data:` line carries it. */
+export function frameDataJson(data: unknown): string {
+  return JSON.stringify(data ?? null) ?? "null";
+}
+
+/** The JSON text of a frame the bridge kept, without parsing it again; undefined for any other frame. */
+export function serializedFrameData(frame: StreamFrame): string | undefined {
+  return (frame as { [FRAME_JSON]?: string })[FRAME_JSON];
+}
+
+/** A kept frame as readers see it: `data` parsed on first read, the JSON text at hand for SSE. */
+function readable(frame: LoggedFrame): StreamFrame {
+  let parsed: { value: unknown } | undefined;
+  const out = { id: frame.id, event: frame.event } as StreamFrame;
+  Object.defineProperty(out, "data", {
+    enumerable: true,
+    get: () => (parsed ??= { value: JSON.parse(frame.json) as unknown }).value,
+  });
+  Object.defineProperty(out, FRAME_JSON, { value: frame.json });
+  return out;
+}
+
 interface RunLog {
-  frames: StreamFrame[];
+  frames: LoggedFrame[];
   /** The absolute seq of frames[0]. */
   start: number;
   nextSeq: number;
@@ -98,16 +141,20 @@ export class MemoryStreamBridge implements StreamBridge {
   readonly #clock: Clock;
   readonly #retain: number;
   readonly #releaseAfterMs: number;
+  readonly #retainReleasedFrames: number;
+  /** Frames of the logs in #pendingReleases. */
+  #releasedFrames = 0;
   readonly #onDrained: (() => void) | undefined;
   readonly #logs = new Map<string, RunLog>();
   readonly #releases = new AbortController();
-  readonly #pendingReleases: Array<{ readonly due: number; readonly runId: string; readonly log: RunLog }> = [];
+  readonly #pendingReleases: Array<{ readonly due: number; readonly runId: string; readonly log: RunLog; readonly frames: number }> = [];
   #sweeping = false;
 
   constructor(options: MemoryStreamBridgeOptions = {}) {
     this.#clock = options.clock ?? systemClock;
     this.#retain = Math.max(1, Math.floor(options.retain ?? 256));
     this.#releaseAfterMs = options.releaseAfterMs ?? 60_000;
+    this.#retainReleasedFrames = Math.max(this.#retain, Math.floor(options.retainReleasedFrames ?? 8192));
     this.#onDrained = options.onDrained;
   }
 
@@ -147,7 +194,10 @@ export class MemoryStreamBridge implements StreamBridge {
     const due = this.#clock.now() + delayMs;
     let at = this.#pendingReleases.length;
     while (at > 0 && this.#pendingReleases[at - 1]!.due > due) at--;
-    this.#pendingReleases.splice(at, 0, { due, runId, log });
+    this.#pendingReleases.splice(at, 0, { due, runId, log, frames: log.frames.length });
+    this.#releasedFrames += log.frames.length;
+    // Over the budget: the logs released longest ago go first (the newest one always stays).
+    while (this.#releasedFrames > this.#retainReleasedFrames && this.#pendingReleases.length > 1) this.#dropPending(this.#pendingReleases.shift()!);
     if (!this.#sweeping) void this.#sweep();
   }
 
@@ -157,6 +207,11 @@ export class MemoryStreamBridge implements StreamBridge {
     log.released = true;
     wake(log);
     if (this.#logs.size === 0) this.#onDrained?.();
+  }
+
+  #dropPending(pending: { readonly runId: string; readonly log: RunLog; readonly frames: number }): void {
+    this.#releasedFrames -= pending.frames;
+    this.#drop(pending.runId, pending.log);
   }
 
   async #sweep(): Promise<void> {
@@ -173,8 +228,7 @@ export class MemoryStreamBridge implements StreamBridge {
         }
         const now = this.#clock.now();
         while (this.#pendingReleases.length > 0 && this.#pendingReleases[0]!.due <= now) {
-          const { runId, log } = this.#pendingReleases.shift()!;
-          this.#drop(runId, log);
+          this.#dropPending(this.#pendingReleases.shift()!);
         }
       }
     } finally {
@@ -185,6 +239,7 @@ export class MemoryStreamBridge implements StreamBridge {
   async close(): Promise<void> {
     this.#releases.abort();
     this.#pendingReleases.length = 0;
+    this.#releasedFrames = 0;
     for (const log of this.#logs.values()) {
       log.released = true;
       wake(log);
@@ -206,8 +261,8 @@ export class MemoryStreamBridge implements StreamBridge {
       const frame = log.frames[next - log.start];
       if (frame) {
         next += 1;
-        cursor = frame.id ?? cursor;
-        yield frame;
+        cursor = frame.id;
+        yield readable(frame);
         if (frame.event === "end") return;
         continue;
       }
@@ -226,7 +281,7 @@ export class MemoryStreamBridge implements StreamBridge {
   }
 
   #append(log: RunLog, event: string, data: unknown): void {
-    log.frames.push({ id: `${this.#clock.now()}-${log.nextSeq++}`, event, data });
+    log.frames.push({ id: `${this.#clock.now()}-${log.nextSeq++}`, event, json: frameDataJson(data) });
     const overflow = log.frames.length - this.#retain;
     if (overflow > 0) {
       log.frames.splice(0, overflow);
@@ -257,8 +312,8 @@ export class MemoryStreamBridge implements StreamBridge {
       code: "stream_replay_gap",
       run_id: runId,
       requested_event_id: requested,
-      earliest_available_event_id: log.frames[0]!.id!,
-      latest_available_event_id: log.frames[log.frames.length - 1]!.id!,
+      earliest_available_event_id: log.frames[0]!.id,
+      latest_available_event_id: log.frames[log.frames.length - 1]!.id,
       recovery: "reload_durable_state",
     };
   }

@@ -21,7 +21,7 @@ function yaml(...lines: string[]): string {
 describe("defaults", () => {
   const defaults = {
     models: [],
-    sandbox: { use: "virtual", command_timeout_ms: 30000 },
+    sandbox: { use: "virtual", command_timeout_ms: 30000, max_workers: 8 },
     storage: { driver: "fs", base: ".deer-flow" },
     agent: { recursion_limit: 100 },
   };
@@ -65,7 +65,7 @@ describe("defaults", () => {
       extra_headers: { "X-Title": "deerflow-edge" },
     });
     expect(config.models[1]).toMatchObject({ base_url: "http://127.0.0.1:11434/v1", timeout_ms: 5000 });
-    expect(config.sandbox).toEqual({ use: "local", command_timeout_ms: 5000 });
+    expect(config.sandbox).toEqual({ use: "local", command_timeout_ms: 5000, max_workers: 8 });
     expect(config.storage).toEqual({ driver: "memory", base: ".deer-flow" });
     expect(config.agent).toEqual({ system_prompt: "Be brief.", recursion_limit: 25 });
     expect(config.default_model).toBe("gpt");
@@ -172,6 +172,8 @@ describe("wrong values", () => {
       ["sandbox: { command_timeout_ms: 0 }\n", "sandbox.command_timeout_ms: expected a number >= 1, got 0"],
       ["sandbox: { command_timeout_ms: 2.5 }\n", "sandbox.command_timeout_ms: expected a whole number, got 2.5"],
       ["sandbox: { command_timeout_ms: 2147483648 }\n", "sandbox.command_timeout_ms: expected a number <= 2147483647 (about 24.8 days), got 2147483648"],
+      ["sandbox: { max_workers: 0 }\n", "sandbox.max_workers: expected a number >= 1, got 0"],
+      ["sandbox: { max_workers: 257 }\n", "sandbox.max_workers: expected a number <= 256, got 257"],
       ["agent: { recursion_limit: -1 }\n", "agent.recursion_limit: expected a number >= 1, got -1"],
       ["default_model: 7\n", "default_model: expected string, got 7"],
     ];

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../../src/core/clock.ts";
 import { RunStore } from "../../../src/runtime/runs/run-store.ts";
-import { MemoryStreamBridge, parseLastEventId, type StreamFrame } from "../../../src/runtime/runs/stream-bridge.ts";
+import { MemoryStreamBridge, parseLastEventId, serializedFrameData, type StreamFrame } from "../../../src/runtime/runs/stream-bridge.ts";
 import type { RunRecord } from "../../../src/runtime/runs/types.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { collect } from "./runs-fixtures.ts";
@@ -175,6 +175,48 @@ describe("MemoryStreamBridge", () => {
     expect(held.slice(1).every(Boolean)).toBe(true);
     await clock.advance(29_000);
     expect(Array.from({ length: 30 }, (_, i) => bridge.has(`r${i}`)).filter(Boolean)).toEqual([]);
+  });
+
+  it("holds at most retainReleasedFrames over the finished runs waiting for release: the longest finished go first", async () => {
+    const clock = new ManualClock(0);
+    const drained: number[] = [];
+    const bridge = new MemoryStreamBridge({ clock, retain: 4, releaseAfterMs: 60_000, retainReleasedFrames: 10, onDrained: () => drained.push(clock.now()) });
+    for (let i = 0; i < 5; i++) {
+      bridge.open(`r${i}`);
+      for (let f = 0; f < 2; f++) await bridge.publish(`r${i}`, "values", { f });
+      await bridge.end(`r${i}`);
+      bridge.release(`r${i}`);
+    }
+    // 3 frames each: r0 and r1 went at once to keep 9 of them; the newest three stay readable.
+    expect([0, 1, 2, 3, 4].map((i) => bridge.has(`r${i}`))).toEqual([false, false, true, true, true]);
+    expect((await collect(bridge.subscribe("r4"))).map((f) => f.event)).toEqual(["values", "values", "end"]);
+    // A run still in flight is not counted against it.
+    bridge.open("live");
+    for (let f = 0; f < 20; f++) await bridge.publish("live", "values", { f });
+    expect(bridge.has("r2")).toBe(true);
+    await clock.advance(60_000);
+    expect([2, 3, 4].map((i) => bridge.has(`r${i}`))).toEqual([false, false, false]);
+    expect(drained).toEqual([]);
+    await bridge.end("live");
+    bridge.release("live", 0);
+    expect(drained).toEqual([60_000]);
+  });
+
+  it("keeps a frame as the JSON of its data when published: later changes to the object do not reach readers, and SSE writes that text", async () => {
+    const bridge = new MemoryStreamBridge({ clock: new ManualClock(5) });
+    bridge.open("r");
+    const values = { messages: [{ type: "ai", content: "first" }], skipped: undefined };
+    await bridge.publish("r", "values", values);
+    values.messages[0]!.content = "changed afterwards";
+    await bridge.end("r");
+    const frames = await collect(bridge.subscribe("r"));
+    expect(frames).toEqual([
+      { id: "5-0", event: "values", data: { messages: [{ type: "ai", content: "first" }] } },
+      { id: "5-1", event: "end", data: null },
+    ]);
+    expect(serializedFrameData(frames[0]!)).toBe('{"messages":[{"type":"ai","content":"first"}]}');
+    expect({ ...frames[0] }).toEqual({ id: "5-0", event: "values", data: { messages: [{ type: "ai", content: "first" }] } });
+    expect(serializedFrameData({ event: "gap", data: {} })).toBeUndefined();
   });
 
   it("ends a waiting subscription when its signal aborts", async () => {
