@@ -36,7 +36,7 @@ import { createAgent, type AgentMiddleware } from "../src/engine/index.ts";
 import { systemClock } from "../src/core/clock.ts";
 import { validateLeadConfig } from "../src/agents/app-config.ts";
 import { buildLeadMiddlewares } from "../src/agents/lead-agent.ts";
-import { createMemoryStore, type MemoryStore } from "../src/middlewares/memory-store.ts";
+import { createMemoryStore, type MemoryStore } from "../src/middlewares/memory/store.ts";
 import { createVirtualSandboxProvider } from "../src/sandbox/virtual.ts";
 import { createSkillRegistry } from "../src/skills/registry.ts";
 import { createMemoryKeyValue } from "../src/storage/key-value.ts";

@@ -43,7 +43,7 @@ import { createAgent, type AgentMiddleware, type ModelRequest, type ToolCallRequ
 import { Placement, type MiddlewareContributor } from "../src/extension-api/index.ts";
 import { isolateMiddleware, type ExtensionDiagnostic } from "../src/extensions/isolation.ts";
 import { HostExtensionRegistry, type LoadedExtensions } from "../src/extensions/registry.ts";
-import { createMemoryStore } from "../src/middlewares/memory-store.ts";
+import { createMemoryStore } from "../src/middlewares/memory/store.ts";
 import { createVirtualSandboxProvider } from "../src/sandbox/virtual.ts";
 import { createMemoryKeyValue } from "../src/storage/key-value.ts";
 import { ScriptedChatModel, ourNoop } from "./scripted.ts";

@@ -1,7 +1,7 @@
 import * as v from "valibot";
 import { DeerflowError } from "../core/errors.ts";
 import type { KeyValue } from "../ports/key-value.ts";
-import { SUBAGENT_STOP_REASONS, type SubagentStopReason } from "../middlewares/tool-error-handling-subagent.ts";
+import { SUBAGENT_STOP_REASONS, type SubagentStopReason } from "../middlewares/tool-error-handling/index.ts";
 import type { SubagentUsage } from "./subagent-executor.ts";
 
 /*

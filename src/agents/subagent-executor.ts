@@ -16,7 +16,7 @@ import {
   boundSubagentText,
   type SubagentStatus,
   type SubagentStopReason,
-} from "../middlewares/tool-error-handling-subagent.ts";
+} from "../middlewares/tool-error-handling/index.ts";
 import type { ThreadState } from "../state/thread-state.ts";
 import type { SubagentType } from "./subagent-types.ts";
 

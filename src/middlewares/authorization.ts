@@ -9,7 +9,7 @@ import type { AuthorizationProvider } from "../authz/provider.ts";
 import { resolveAuthorizationProvider } from "../authz/runtime.ts";
 import type { AgentMiddleware, ToolCallRequest, ToolHandler, ToolResult } from "../engine/types.ts";
 import { parseMiddlewareConfig } from "./config.ts";
-import { createGuardrailGate } from "./guardrail-gate.ts";
+import { createGuardrailGate } from "./guardrail/gate.ts";
 
 /*
  * Lead chain position 9, Layer 2 of authorization: every tool call is checked (resource `tool`,

@@ -3,7 +3,7 @@ import type { ToolCall } from "@langchain/core/messages/tool";
 import * as v from "valibot";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { parseMiddlewareConfig } from "./config.ts";
-import { appendStopText } from "./loop-detection-forced-stop.ts";
+import { appendStopText } from "./loop-detection/forced-stop.ts";
 import { recordStopReason } from "./stop-reason.ts";
 
 export const SUBAGENT_LIMIT_NAME = "SubagentLimit";

@@ -14,7 +14,7 @@ import {
   completionReminderText,
   createWriteTodosTool,
   todoReminderText,
-} from "./todo-tool.ts";
+} from "../tools/write-todos.ts";
 
 /*
  * Plan mode's todo list: the write_todos tool, the prompt that explains it, and two guards. When

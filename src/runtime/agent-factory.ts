@@ -9,7 +9,7 @@ import type { AgentMiddleware, AgentTool } from "../engine/types.ts";
 import { canonicalHash } from "../extension-api/index.ts";
 import type { ExtensionDiagnostic } from "../extensions/diagnostics.ts";
 import type { LoadedExtensions } from "../extensions/registry.ts";
-import type { MemoryStore } from "../middlewares/memory-store.ts";
+import type { MemoryStore } from "../middlewares/memory/index.ts";
 import type { Env } from "../ports/runtime-ports.ts";
 import type { RunAgentRequest, RunPrincipal } from "./runs/types.ts";
 

@@ -29,8 +29,8 @@ import { canonicalHashSync, sha256HexSync } from "../extension-api/sha256-sync.t
 import { parseMiddlewareConfig } from "../middlewares/config.ts";
 import { emitEvent } from "../middlewares/events.ts";
 import { resolveThreadId, resolveUserId } from "../middlewares/thread-data.ts";
-import { SUBAGENT_TOKEN_USAGE_KEY } from "../middlewares/token-usage.ts";
-import { boundSubagentText, formatSubagentResultMessage } from "../middlewares/tool-error-handling-subagent.ts";
+import { SUBAGENT_TOKEN_USAGE_KEY } from "../middlewares/token-usage/index.ts";
+import { boundSubagentText, formatSubagentResultMessage } from "../middlewares/tool-error-handling/index.ts";
 
 /*
  * `batch_task`: an explicit, durable fan-out. Where `task` is one delegation whose verdict lives

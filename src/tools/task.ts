@@ -3,9 +3,9 @@ import type { Agent } from "../engine/agent.ts";
 import type { AgentTool, ToolContext } from "../engine/types.ts";
 import { runSubagent, type SubagentRunResult } from "../agents/subagent-executor.ts";
 import { BUILTIN_SUBAGENT_TYPES, type SubagentType } from "../agents/subagent-types.ts";
-import { SUBAGENT_TOKEN_USAGE_KEY } from "../middlewares/token-usage.ts";
-import { formatSubagentResultMessage, makeSubagentAdditionalKwargs } from "../middlewares/tool-error-handling-subagent.ts";
-import { citingTurnReceipts, parseCitations, verifyCitations, type CitationVerdict } from "../middlewares/tool-receipt.ts";
+import { SUBAGENT_TOKEN_USAGE_KEY } from "../middlewares/token-usage/index.ts";
+import { formatSubagentResultMessage, makeSubagentAdditionalKwargs } from "../middlewares/tool-error-handling/index.ts";
+import { citingTurnReceipts, parseCitations, verifyCitations, type CitationVerdict } from "../middlewares/tool-receipt/index.ts";
 
 /*
  * `task`: the lead delegates one bounded piece of work to a subagent and gets back a single

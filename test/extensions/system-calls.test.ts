@@ -14,9 +14,9 @@ import {
 } from "../../src/extension-api/index.ts";
 import { HostExtensionRegistry, type LoadedExtensions } from "../../src/extensions/registry.ts";
 import { createSystemCallHook, passThroughSystemCall } from "../../src/extensions/system-calls.ts";
-import { MEMORY_EXTRACTION_PROMPT } from "../../src/middlewares/memory-extractors.ts";
-import { createMemoryStore } from "../../src/middlewares/memory-store.ts";
-import { createSummarizationMiddleware } from "../../src/middlewares/summarization.ts";
+import { MEMORY_EXTRACTION_PROMPT } from "../../src/middlewares/memory/extractors.ts";
+import { createMemoryStore } from "../../src/middlewares/memory/store.ts";
+import { createSummarizationMiddleware } from "../../src/middlewares/summarization/summarization.ts";
 import { runSystemModelCall, type SystemModelCallHook } from "../../src/middlewares/system-model-call.ts";
 import { createTitleMiddleware } from "../../src/middlewares/title.ts";
 import { emptyThreadState } from "../../src/state/thread-state.ts";

@@ -17,7 +17,7 @@ import {
   AuthorizationConfigSchema,
   createAuthorizationMiddleware,
 } from "../../src/middlewares/authorization.ts";
-import { createGuardrailMiddleware } from "../../src/middlewares/guardrail.ts";
+import { createGuardrailMiddleware } from "../../src/middlewares/guardrail/guardrail.ts";
 import { emptyThreadState } from "../../src/state/thread-state.ts";
 import { makeRuntime } from "./runtime.ts";
 

@@ -12,7 +12,7 @@ import {
   createDeferredToolFilterMiddleware,
   deferredToolBlockedMessage,
 } from "../../src/middlewares/deferred-tool-filter.ts";
-import { createToolErrorHandlingMiddleware } from "../../src/middlewares/tool-error-handling.ts";
+import { createToolErrorHandlingMiddleware } from "../../src/middlewares/tool-error-handling/tool-error-handling.ts";
 import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
 import { assembleDeferredTools } from "../../src/tools/tool-search.ts";
 import { makeRuntime } from "./runtime.ts";

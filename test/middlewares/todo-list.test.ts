@@ -15,7 +15,7 @@ import {
   createTodoListMiddleware,
   hasToolCallIntentOrError,
 } from "../../src/middlewares/todo-list.ts";
-import { DEFAULT_WRITE_TODOS_DESCRIPTION, createWriteTodosTool, formatTodoLines } from "../../src/middlewares/todo-tool.ts";
+import { DEFAULT_WRITE_TODOS_DESCRIPTION, createWriteTodosTool, formatTodoLines } from "../../src/tools/write-todos.ts";
 import { emptyThreadState, type Todo } from "../../src/state/thread-state.ts";
 import { makeRuntime } from "./runtime.ts";
 

@@ -9,7 +9,7 @@ import { EXTENSION_TASK_STORE_KEY, ExtensionData, taskInfo, type TaskInfo } from
 import { leadTaskOutcome, notifyTaskStart, notifyTaskStop } from "../../extensions/notify.ts";
 import type { LoadedExtensions } from "../../extensions/registry.ts";
 import { bindExtensionSnapshot } from "../../extensions/run-context.ts";
-import { ERROR_FALLBACK_KEY } from "../../middlewares/llm-error-handling.ts";
+import { ERROR_FALLBACK_KEY } from "../../middlewares/llm-error-handling/index.ts";
 import type { Clock } from "../../ports/runtime-ports.ts";
 import { readHead, restorePreRunCheckpoint, titleOf, writeFallbackTitle } from "./checkpoints.ts";
 import { checkpointWritesSettled } from "./settle.ts";

@@ -19,7 +19,7 @@ import {
   isUserInjectionTarget,
   stripInjectedUserMessageIdSuffix,
 } from "../../../src/middlewares/dynamic-context.ts";
-import { memoryKey, type StoredMemoryFact } from "../../../src/middlewares/memory-store.ts";
+import { memoryKey, type StoredMemoryFact } from "../../../src/middlewares/memory/store.ts";
 import { createSystemMessageCoalescingMiddleware } from "../../../src/middlewares/system-message-coalescing.ts";
 import { createThreadDataMiddleware } from "../../../src/middlewares/thread-data.ts";
 import { emptyThreadState, type ThreadState } from "../../../src/state/thread-state.ts";

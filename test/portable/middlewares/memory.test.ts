@@ -14,9 +14,9 @@ import {
   MemoryConfigSchema,
   createMemoryMiddleware,
   filterMessagesForMemory,
-} from "../../../src/middlewares/memory.ts";
-import { MEMORY_EXTRACTION_PROMPT_HASH } from "../../../src/middlewares/memory-extractors.ts";
-import { createMemoryStore, memoryKey, type MemoryStore, type MemoryUpdate } from "../../../src/middlewares/memory-store.ts";
+} from "../../../src/middlewares/memory/memory.ts";
+import { MEMORY_EXTRACTION_PROMPT_HASH } from "../../../src/middlewares/memory/extractors.ts";
+import { createMemoryStore, memoryKey, type MemoryStore, type MemoryUpdate } from "../../../src/middlewares/memory/store.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
 

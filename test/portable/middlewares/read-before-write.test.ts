@@ -20,7 +20,7 @@ import {
 } from "../../../src/middlewares/read-before-write.ts";
 import { KeyedMutex } from "../../../src/core/keyed-mutex.ts";
 import { createSandboxMiddleware } from "../../../src/middlewares/sandbox.ts";
-import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling.ts";
+import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling/tool-error-handling.ts";
 import { TOOL_META_KEY, type ToolResultMeta } from "../../../src/middlewares/tool-result-meta.ts";
 import { SandboxError, type SandboxProvider } from "../../../src/ports/sandbox.ts";
 import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";

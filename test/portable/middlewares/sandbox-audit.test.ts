@@ -19,13 +19,13 @@ import {
   createSandboxAuditMiddleware,
   shlexSplit,
   splitCompoundCommand,
-} from "../../../src/middlewares/sandbox-audit.ts";
-import type { SandboxAuditRecord } from "../../../src/middlewares/sandbox-audit.ts";
-import { SANDBOX_AUDIT_RULE_SOURCES } from "../../../src/middlewares/sandbox-audit-classify.ts";
-import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling.ts";
+} from "../../../src/middlewares/sandbox-audit/sandbox-audit.ts";
+import type { SandboxAuditRecord } from "../../../src/middlewares/sandbox-audit/sandbox-audit.ts";
+import { SANDBOX_AUDIT_RULE_SOURCES } from "../../../src/middlewares/sandbox-audit/classify.ts";
+import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling/tool-error-handling.ts";
 import { TOOL_META_KEY } from "../../../src/middlewares/tool-result-meta.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
-import { SANDBOX_AUDIT_CORPUS } from "../../middlewares/sandbox-audit-corpus.ts";
+import { SANDBOX_AUDIT_CORPUS } from "../../middlewares/sandbox-audit/corpus.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
 
 const BLOCKED = "Command blocked: security violation detected. Please use a safer alternative approach.";

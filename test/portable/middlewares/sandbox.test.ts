@@ -13,7 +13,7 @@ import {
   attachSandboxUpdate,
   createSandboxMiddleware,
 } from "../../../src/middlewares/sandbox.ts";
-import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling.ts";
+import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling/tool-error-handling.ts";
 import type { Sandbox, SandboxProvider, SandboxScope } from "../../../src/ports/sandbox.ts";
 import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";

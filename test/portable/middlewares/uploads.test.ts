@@ -19,8 +19,8 @@ import {
   formatFileSize,
   formatUploadsBlock,
   isBareFileName,
-} from "../../../src/middlewares/uploads.ts";
-import { MAX_OUTLINE_ENTRIES } from "../../../src/middlewares/uploads-outline.ts";
+} from "../../../src/middlewares/uploads/uploads.ts";
+import { MAX_OUTLINE_ENTRIES } from "../../../src/middlewares/uploads/outline.ts";
 import { SANDBOX_ACQUIRED_SCOPE_KEY } from "../../../src/tools/sandbox-tools.ts";
 import { emptyThreadState, type ThreadState } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";

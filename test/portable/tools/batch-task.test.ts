@@ -6,9 +6,9 @@ import { systemClock } from "../../../src/core/clock.ts";
 import { createAgent } from "../../../src/engine/agent.ts";
 import type { ThreadState } from "../../../src/state/thread-state.ts";
 import { canonicalHashSync } from "../../../src/extension-api/sha256-sync.ts";
-import { createDurableContextMiddleware } from "../../../src/middlewares/durable-context.ts";
+import { createDurableContextMiddleware } from "../../../src/middlewares/durable-context/durable-context.ts";
 import { createSubagentLimitMiddleware } from "../../../src/middlewares/subagent-limit.ts";
-import { SUBAGENT_TOKEN_USAGE_KEY, createTokenUsageMiddleware, normalizeTokenUsage } from "../../../src/middlewares/token-usage.ts";
+import { SUBAGENT_TOKEN_USAGE_KEY, createTokenUsageMiddleware, normalizeTokenUsage } from "../../../src/middlewares/token-usage/token-usage.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import {
   BATCH_TASK_DEFAULTS,
