@@ -3,7 +3,7 @@ import { isCommand, isGraphBubbleUp } from "@langchain/langgraph/web";
 import type { Command } from "@langchain/langgraph/web";
 import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
-import { resolveVirtualPath } from "../core/path.ts";
+import { resolveVirtualPath } from "../sandbox/virtual-path.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, ToolCallRequest, ToolHandler, ToolResult } from "../engine/types.ts";
 import { sha256Hex } from "../extension-api/canonical.ts";
 import { sha256HexSync } from "../extension-api/sha256-sync.ts";

@@ -1,4 +1,4 @@
-import { resolveVirtualPath } from "../core/path.ts";
+import { resolveVirtualPath } from "../sandbox/virtual-path.ts";
 import type { AgentTool } from "../engine/types.ts";
 import { SandboxError, VIRTUAL_DIRS } from "../ports/sandbox.ts";
 import type { Sandbox } from "../ports/sandbox.ts";

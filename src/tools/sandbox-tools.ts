@@ -1,7 +1,7 @@
 import { ToolMessage } from "@langchain/core/messages";
 import { Command, isGraphBubbleUp } from "@langchain/langgraph/web";
 import { DeerflowError } from "../core/errors.ts";
-import { resolveVirtualPath } from "../core/path.ts";
+import { resolveVirtualPath } from "../sandbox/virtual-path.ts";
 import type { AgentRuntime, AgentTool, ToolContext, ToolOutput } from "../engine/types.ts";
 import { SandboxError, VIRTUAL_DIRS } from "../ports/sandbox.ts";
 import type { DirEntry, Sandbox, SandboxScope } from "../ports/sandbox.ts";

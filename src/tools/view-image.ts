@@ -1,6 +1,7 @@
 import { ToolMessage } from "@langchain/core/messages";
 import { Command, isGraphBubbleUp } from "@langchain/langgraph/web";
-import { isInsideVirtualRoots, resolveVirtualPath } from "../core/path.ts";
+import { isInsideVirtualRoots } from "../core/path.ts";
+import { resolveVirtualPath } from "../sandbox/virtual-path.ts";
 import type { AgentRuntime, AgentTool, ToolContext, ToolOutput } from "../engine/types.ts";
 import { SandboxError, VIRTUAL_DIRS } from "../ports/sandbox.ts";
 import type { Sandbox } from "../ports/sandbox.ts";
