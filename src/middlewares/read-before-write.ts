@@ -14,7 +14,7 @@ import {
   sandboxScopeOf,
   type SandboxAuthorizer,
 } from "../tools/sandbox-tools.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { KeyedMutex } from "../core/keyed-mutex.ts";
 import { TOOL_META_KEY, normalizeToolResult } from "./tool-result-meta.ts";
 

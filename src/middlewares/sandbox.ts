@@ -11,7 +11,7 @@ import {
   sandboxScopeOf,
   type SandboxAuthorizer,
 } from "../tools/sandbox-tools.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 
 /*
  * Sandbox: binds a thread to its sandbox and gives the sandbox back when the run ends. Acquisition

@@ -5,7 +5,7 @@ import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { VIRTUAL_DIRS } from "../ports/sandbox.ts";
 import type { ThreadDataState } from "../state/thread-state.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 
 export const THREAD_DATA_NAME = "ThreadData";
 export const DEFAULT_USER_ID = "default";

@@ -18,7 +18,7 @@ import {
   type BatchRecord,
   type BatchSnapshot,
   type BatchTaskSpec,
-} from "../agents/batch-store.ts";
+} from "./batch-store.ts";
 import { runSubagent, subagentThreadId, type SubagentRunResult, type SubagentUsage } from "../agents/subagent-executor.ts";
 import { BUILTIN_SUBAGENT_TYPES, type SubagentType } from "../agents/subagent-types.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
@@ -26,8 +26,8 @@ import { newId } from "../core/ids.ts";
 import type { Agent } from "../engine/agent.ts";
 import type { AgentRuntime, AgentTool, ToolContext } from "../engine/types.ts";
 import { canonicalHashSync, sha256HexSync } from "../extension-api/sha256-sync.ts";
-import { parseMiddlewareConfig } from "../middlewares/config.ts";
-import { emitEvent } from "../middlewares/events.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
+import { emitEvent } from "../engine/events.ts";
 import { resolveThreadId, resolveUserId } from "../middlewares/thread-data.ts";
 import { SUBAGENT_TOKEN_USAGE_KEY } from "../middlewares/token-usage/index.ts";
 import { boundSubagentText, formatSubagentResultMessage } from "../middlewares/tool-error-handling/index.ts";

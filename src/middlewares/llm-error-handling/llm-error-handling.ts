@@ -3,8 +3,8 @@ import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
 import type { Assert, SameType } from "../../core/types.ts";
 import type { AgentMiddleware, ModelHandler, ModelRequest } from "../../engine/types.ts";
-import { parseMiddlewareConfig } from "../config.ts";
-import { emitEvent } from "../events.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
+import { emitEvent } from "../../engine/events.ts";
 import {
   CIRCUIT_OPEN_MESSAGE,
   RETRIABLE_STATUS_CODES,

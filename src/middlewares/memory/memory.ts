@@ -4,7 +4,7 @@ import { contentText } from "../../core/content.ts";
 import { DeerflowError } from "../../core/errors.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../../engine/types.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
-import { parseMiddlewareConfig } from "../config.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { ORIGINAL_USER_CONTENT_KEY, USER_CONTENT_TEXT } from "../input-sanitization.ts";
 import { MemoryConfigSchema, type MemoryConfig, type MemoryConfigInput } from "./config.ts";
 import {

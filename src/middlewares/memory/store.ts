@@ -4,7 +4,7 @@ import { DeerflowError } from "../../core/errors.ts";
 import { newId } from "../../core/ids.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
 import type { Clock } from "../../ports/runtime-ports.ts";
-import { parseMiddlewareConfig } from "../config.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { MemoryConfigSchema, type MemoryConfig, type MemoryConfigInput } from "./config.ts";
 import { createModelMemoryExtractor, rememberStatementExtractor } from "./extractors.ts";
 import type { SystemModelCallHook } from "../system-model-call.ts";

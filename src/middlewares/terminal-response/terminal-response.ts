@@ -2,7 +2,7 @@ import { AIMessage, RemoveMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import type { Assert, SameType } from "../../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ModelHandler, ModelRequest } from "../../engine/types.ts";
-import { parseMiddlewareConfig } from "../config.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { hiddenHumanMessage } from "../messages.ts";
 import { hasToolCallIntent, hasVisibleContent, isAIMessage, toolResultInCurrentTurn } from "./messages.ts";
 

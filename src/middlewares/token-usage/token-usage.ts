@@ -3,7 +3,7 @@ import * as v from "valibot";
 import type { Assert, SameType } from "../../core/types.ts";
 import type { AgentMiddleware, AgentState, HookResult } from "../../engine/types.ts";
 import { canonicalJson } from "../../extension-api/index.ts";
-import { parseMiddlewareConfig } from "../config.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { latestRealUserIndex } from "../messages.ts";
 import { ATTRIBUTION_VERSION, buildAttribution } from "./attribution.ts";
 

@@ -1,6 +1,6 @@
 import { ToolMessage } from "@langchain/core/messages";
 import { describe, expect, it } from "vitest";
-import { BatchStore, type BatchItemRecord } from "../../../src/agents/batch-store.ts";
+import { BatchStore, type BatchItemRecord } from "../../../src/tools/batch-store.ts";
 import { sha256HexSync } from "../../../src/extension-api/sha256-sync.ts";
 import { SUBAGENT_TOKEN_USAGE_KEY, normalizeTokenUsage } from "../../../src/middlewares/token-usage/token-usage.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";

@@ -1,7 +1,7 @@
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { describe, expect, it, vi } from "vitest";
-import { BatchStore, type BatchRecord } from "../../../src/agents/batch-store.ts";
+import { BatchStore, type BatchRecord } from "../../../src/tools/batch-store.ts";
 import { systemClock } from "../../../src/core/clock.ts";
 import { createAgent } from "../../../src/engine/agent.ts";
 import type { ThreadState } from "../../../src/state/thread-state.ts";

@@ -1,4 +1,4 @@
-import { sha256HexSync } from "../../extension-api/sha256-sync.ts";
+import { sha256HexSync } from "../extension-api/sha256-sync.ts";
 
 /*
  * The structured result contract of the `task` tool: model-visible text and the
