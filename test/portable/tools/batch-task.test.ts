@@ -17,11 +17,11 @@ import {
   BATCH_TASK_RESULT_KEY,
   BATCH_TASK_TOOL_NAME,
   batchTaskReleasePolicyParameters,
-  createBatchTaskTool,
   defaultBatchId,
   parseBatchTaskConfig,
 } from "../../../src/tools/batch-task.ts";
-import { TASK_TOOL_NAME, createTaskTool } from "../../../src/tools/task.ts";
+import { TASK_TOOL_NAME } from "../../../src/tools/task.ts";
+import { createBatchTaskTool, createTaskTool } from "../../../src/agents/delegation-tools.ts";
 import { GP, ITEM_USAGE, SubagentScript, driveGated, invokeBatch, task, toolRuntime } from "./batch-task-helpers.ts";
 
 const OWNER = { userId: "default", threadId: "thread-1" };
