@@ -32,7 +32,7 @@ import { createToolReceiptMiddleware } from "../middlewares/tool-receipt/index.t
 import { createToolResultSanitizationMiddleware } from "../middlewares/tool-result-sanitization.ts";
 import { createViewImageMiddleware } from "../middlewares/view-image.ts";
 import type { SkillRegistry } from "../skills/registry.ts";
-import type { SandboxAuthorizer } from "../tools/sandbox-tools.ts";
+import type { SandboxAuthorizer } from "../sandbox/acquire.ts";
 import type { DeferredToolSetup } from "../tools/tool-search.ts";
 import type { LeadConfig } from "./app-config.ts";
 import { SUBAGENT_EXTENSION_TAIL, placeExtensionMiddlewares } from "./configured-middlewares.ts";

@@ -8,12 +8,7 @@ import type { AgentMiddleware, AgentRuntime, AgentState, ToolCallRequest, ToolHa
 import { sha256Hex } from "../extension-api/canonical.ts";
 import { sha256HexSync } from "../extension-api/sha256-sync.ts";
 import { SandboxError } from "../ports/sandbox.ts";
-import {
-  SandboxAuthorizationError,
-  acquireRunSandbox,
-  sandboxScopeOf,
-  type SandboxAuthorizer,
-} from "../tools/sandbox-tools.ts";
+import { SandboxAuthorizationError, acquireRunSandbox, sandboxScopeOf, type SandboxAuthorizer } from "../sandbox/acquire.ts";
 import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { KeyedMutex } from "../core/keyed-mutex.ts";
 import { TOOL_META_KEY, normalizeToolResult } from "./tool-result-meta.ts";

@@ -3,14 +3,7 @@ import { Command, isCommand } from "@langchain/langgraph/web";
 import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ToolCallRequest, ToolHandler, ToolResult } from "../engine/types.ts";
-import {
-  SANDBOX_ACQUIRED_SCOPE_KEY,
-  acquireRunSandbox,
-  acquiredSandboxId,
-  authorizeSandbox,
-  sandboxScopeOf,
-  type SandboxAuthorizer,
-} from "../tools/sandbox-tools.ts";
+import { SANDBOX_ACQUIRED_SCOPE_KEY, acquireRunSandbox, acquiredSandboxId, authorizeSandbox, sandboxScopeOf, type SandboxAuthorizer } from "../sandbox/acquire.ts";
 import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 
 /*

@@ -14,7 +14,7 @@ import type {
   ToolResult,
 } from "../../engine/types.ts";
 import { VIRTUAL_DIRS, type Sandbox } from "../../ports/sandbox.ts";
-import { acquireRunSandbox, type SandboxAuthorizer } from "../../tools/sandbox-tools.ts";
+import { acquireRunSandbox, type SandboxAuthorizer } from "../../sandbox/acquire.ts";
 import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { renderToolOutputPreview } from "./synopsis.ts";
 import { PyText, codePointLength } from "./text.ts";

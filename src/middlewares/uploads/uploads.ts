@@ -7,7 +7,7 @@ import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../.
 import { canonicalHashSync } from "../../extension-api/sha256-sync.ts";
 import { SandboxError, VIRTUAL_DIRS, type Sandbox } from "../../ports/sandbox.ts";
 import type { UploadedFile } from "../../state/thread-state.ts";
-import { acquireRunSandbox, type SandboxAuthorizer } from "../../tools/sandbox-tools.ts";
+import { acquireRunSandbox, type SandboxAuthorizer } from "../../sandbox/acquire.ts";
 import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { ORIGINAL_USER_CONTENT_KEY, USER_CONTENT_TEXT, neutralizeUntrustedTags } from "../input-sanitization.ts";
 import { MAX_OUTLINE_ENTRIES, documentOutline, type DocumentOutline } from "./outline.ts";
