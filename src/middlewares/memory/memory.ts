@@ -17,6 +17,7 @@ import {
   type MemoryStore,
   type MemoryStoreOptions,
 } from "./store.ts";
+import { ERROR_FALLBACK_KEY } from "../llm-error-handling/index.ts";
 import { isRealUserMessage, messageText } from "../messages.ts";
 import { resolveUserId } from "../thread-data.ts";
 
@@ -31,7 +32,6 @@ export const MEMORY_NAME = "Memory";
 export { MEMORY_DEFAULTS, MemoryConfigSchema, type MemoryConfig, type MemoryConfigInput } from "./config.ts";
 
 const UPLOAD_BLOCK = /<(uploaded_files|current_uploads)>[\s\S]*?<\/\1>\n*/gi;
-const ERROR_FALLBACK_KEY = "deerflow_error_fallback";
 
 export interface MemoryMiddlewareDeps {
   /**
