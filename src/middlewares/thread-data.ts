@@ -3,8 +3,9 @@ import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
-import { VIRTUAL_DIRS } from "../ports/sandbox.ts";
-import type { ThreadDataState } from "../state/thread-state.ts";
+import { threadDataPaths } from "../state/thread-data.ts";
+
+export { threadDataPaths } from "../state/thread-data.ts";
 import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { ThreadDataError, resolveThreadId, resolveUserId } from "../engine/scope-ids.ts";
 
@@ -28,16 +29,6 @@ export interface ThreadDataConfig {
 type _ThreadDataConfigMatches = Assert<SameType<ThreadDataConfig, v.InferOutput<typeof ThreadDataConfigSchema>>>;
 export const THREAD_DATA_DEFAULTS: ThreadDataConfig = Object.freeze({ lazy_init: true });
 
-
-/**
- * The thread's user-data folders as state records them: the virtual paths every sandbox serves
- * (`/mnt/user-data/...`). State is what GET /threads/{id}/state answers, so a host folder (the
- * storage base, a home directory) never enters it; each sandbox maps the virtual paths to its own
- * storage for the run's user and thread (the local one to `<root>/users/<user>/threads/<thread>`).
- */
-export function threadDataPaths(): ThreadDataState {
-  return { workspace_path: VIRTUAL_DIRS.workspace, uploads_path: VIRTUAL_DIRS.uploads, outputs_path: VIRTUAL_DIRS.outputs };
-}
 
 /**
  * Records the thread's data paths in state and stamps the turn's user message with the run that
