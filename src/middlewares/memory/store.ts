@@ -24,15 +24,8 @@ import {
  * for `debounce_seconds`, so a burst of turns costs one extraction and no turn waits for one.
  */
 
-export {
-  MEMORY_FACT_CATEGORIES,
-  type MemoryExtractionInput,
-  type MemoryExtractor,
-  type MemoryFact,
-  type MemoryFactCategory,
-  type MemoryMessage,
-  type StoredMemoryFact,
-} from "./types.ts";
+// The facts and the extractor contract, declared beside the extractors that produce them.
+export * from "./types.ts";
 
 export interface MemoryUpdate {
   readonly userId: string;
