@@ -38,8 +38,9 @@ import type { ChatResult } from "@langchain/core/outputs";
 import type { SubagentRunResult } from "../src/agents/subagent-executor.ts";
 import { systemClock } from "../src/core/clock.ts";
 import { createAgent, type AgentTool } from "../src/engine/index.ts";
-import { SUBAGENT_STATUS_KEY } from "../src/middlewares/tool-error-handling/subagent.ts";
-import { createTaskTool, taskResultMessage, TASK_TOOL_NAME } from "../src/tools/task.ts";
+import { SUBAGENT_STATUS_KEY } from "../src/tools/subagent-result.ts";
+import { createTaskTool } from "../src/agents/delegation-tools.ts";
+import { taskResultMessage, TASK_TOOL_NAME } from "../src/tools/task.ts";
 import { collectGarbage, emit, envNumber, groupBy, loadAverage, median, progressLog, quantile, round4 as round, runBench, runSamples, runtimeInfo, calibrateBlock } from "./harness.ts";
 
 const log = progressLog("delegation");

@@ -29,7 +29,7 @@ import { UploadsConfigSchema, type UploadsConfig } from "../middlewares/uploads/
 import { WebFetchConfigSchema, WebSearchConfigSchema, type WebFetchConfig, type WebSearchConfig } from "../tools/web.ts";
 import { SandboxConfigSchema, type AppConfig, type SandboxConfig } from "../config/schema.ts";
 import { pluginsConfigEntries, type PluginSpec } from "../extensions/config.ts";
-import { SubagentsConfigSchema, type SubagentsConfig } from "./subagent-chain.ts";
+import { SubagentsConfigSchema, type SubagentsConfig } from "./subagents-config.ts";
 import { GatewayConfigSchema } from "../config/gateway.ts";
 
 /**

@@ -27,7 +27,7 @@ import {
   type ThreadState,
   type ThreadStateUpdate,
 } from "../state/thread-state.ts";
-import { RunScope } from "./run-scope.ts";
+import { RunScope, type RunFailure } from "./run-scope.ts";
 import type { AgentServices } from "./services.ts";
 import { withoutAmbientRun } from "./ambient.ts";
 import type {
@@ -113,6 +113,11 @@ export interface RunRecord {
   /** afterAgent hook failures during an error or abort exit; the original error wins. */
   readonly cleanupErrors: unknown[];
   outcome: "running" | "completed" | "interrupted" | "failed" | "aborted";
+  /**
+   * Set when the graph finished (completed or interrupted) but a middleware marked the run failed
+   * through its scope (RunScope.fail): the run is to be reported as an error with this name and message.
+   */
+  failure: RunFailure | undefined;
 }
 
 interface RunTicket {
@@ -227,7 +232,7 @@ export class Agent {
    */
   async *stream(input: AgentInput, options: AgentRunOptions = {}, onRecord?: (record: RunRecord) => void): AsyncGenerator<unknown> {
     const runId = options.runId ?? newId("run");
-    const record: RunRecord = { runId, scope: new RunScope(runId), cleanupErrors: [], outcome: "running" };
+    const record: RunRecord = { runId, scope: new RunScope(runId), cleanupErrors: [], outcome: "running", failure: undefined };
     onRecord?.(record);
     const ticketId = newId();
     const threadId = options.threadId ?? (options.configurable?.thread_id as string | undefined);
@@ -263,6 +268,7 @@ export class Agent {
       const stream = await withoutAmbientRun(() => this.graph.stream(input as never, config as never));
       for await (const chunk of stream) yield chunk;
       record.outcome = (await this.#isPaused(config)) ? "interrupted" : "completed";
+      record.failure = record.scope.failure;
     } catch (error) {
       failure = error;
       record.outcome = options.signal?.aborted ? "aborted" : "failed";

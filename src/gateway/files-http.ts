@@ -1,4 +1,4 @@
-import { fileSuffix } from "../middlewares/uploads/index.ts";
+import { fileSuffix } from "../sandbox/upload-names.ts";
 import type { UploadBatch } from "../ports/sandbox.ts";
 import { quotePathSegment } from "./files-names.ts";
 import { MultipartSyntaxError, multipartBoundary, readMultipart } from "./multipart.ts";

@@ -1,5 +1,5 @@
 import { VIRTUAL_DIRS } from "../ports/sandbox.ts";
-import { fileSuffix, isUploadStagingFile } from "../middlewares/uploads/index.ts";
+import { fileSuffix, isUploadStagingFile } from "../sandbox/upload-names.ts";
 
 /**
  * Names and URLs of a thread's files: which upload names are accepted, how duplicates are renamed,

@@ -8,7 +8,7 @@ import {
 import type { AuthorizationProvider } from "../authz/provider.ts";
 import { resolveAuthorizationProvider } from "../authz/runtime.ts";
 import type { AgentMiddleware, ToolCallRequest, ToolHandler, ToolResult } from "../engine/types.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { createGuardrailGate } from "./guardrail/gate.ts";
 
 /*

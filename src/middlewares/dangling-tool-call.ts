@@ -3,7 +3,7 @@ import type { BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, ModelHandler, ModelRequest } from "../engine/types.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 
 /*
  * Strict OpenAI-compatible providers reject a request whose assistant tool calls lack results, whose

@@ -4,7 +4,7 @@ import type { Assert, SameType } from "../core/types.ts";
 import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, AgentState, ModelHandler, ModelRequest, ToolCallRequest, ToolHandler } from "../engine/types.ts";
 import { compareCodePoints } from "../extension-api/canonical.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 
 /*
  * Deferred (MCP) tools stay executable, but their schemas reach the model only once tool_search or

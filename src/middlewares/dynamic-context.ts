@@ -6,7 +6,7 @@ import { newId } from "../core/ids.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { sha256Hex } from "../extension-api/canonical.ts";
 import { ContentKind, ProducerKind, provenanceKwargs } from "../extension-api/provenance.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { MEMORY_MAX_INJECTION_TOKENS } from "./memory/config.ts";
 import { formatMemoryForInjection, recallMemoryFacts, type MemoryStore, type StoredMemoryFact } from "./memory/store.ts";
 import { HIDE_FROM_UI, SUMMARY_MESSAGE_NAME, hiddenHumanMessage } from "./messages.ts";

@@ -4,7 +4,7 @@ import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import { contentText, type ContentTextOptions } from "../core/content.ts";
 import type { AgentMiddleware, ModelHandler, ModelRequest } from "../engine/types.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { isRealUserMessage } from "./messages.ts";
 
 /*

@@ -4,7 +4,7 @@ import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, AgentState, HookResult } from "../engine/types.ts";
 import { compareCodePoints } from "../extension-api/canonical.ts";
 import { canonicalHashSync } from "../extension-api/sha256-sync.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import {
   DEFERRED_TOOL_FILTER_NAME,
   TOOL_SEARCH_DEFAULTS,

@@ -2,7 +2,7 @@ import type { BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import { newId } from "../core/ids.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { DynamicContextConfigSchema, REMINDER_DATE_KEY, currentDateFormatter, dateReminderMessage, isDynamicContextReminder } from "./dynamic-context.ts";
 
 export const SUBAGENT_DATE_CONTEXT_NAME = "SubagentDateContext";

@@ -2,7 +2,7 @@ import { AIMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import * as v from "valibot";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { appendStopText } from "./loop-detection/forced-stop.ts";
 import { recordStopReason } from "./stop-reason.ts";
 

@@ -5,7 +5,7 @@ import type { Assert, SameType } from "../core/types.ts";
 import { contentText } from "../core/content.ts";
 import type { AgentMiddleware, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { ContentKind, ProducerKind, provenanceKwargs } from "../extension-api/provenance.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { isDynamicContextReminder } from "./dynamic-context.ts";
 
 /*

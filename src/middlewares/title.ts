@@ -7,7 +7,7 @@ import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { canonicalJson } from "../extension-api/index.ts";
 import { sha256HexSync } from "../extension-api/sha256-sync.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { isDynamicContextReminder } from "./dynamic-context.ts";
 import { ORIGINAL_USER_CONTENT_KEY } from "./input-sanitization.ts";
 import { isRealUserMessage } from "./messages.ts";

@@ -6,7 +6,7 @@ import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ModelHandle
 import { canonicalJson } from "../extension-api/index.ts";
 import type { Todo } from "../state/thread-state.ts";
 import { sha256HexSync } from "../extension-api/sha256-sync.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { hiddenHumanMessage } from "./messages.ts";
 import {
   DEFAULT_WRITE_TODOS_DESCRIPTION,

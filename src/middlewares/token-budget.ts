@@ -2,7 +2,7 @@ import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ModelHandler, ModelRequest } from "../engine/types.ts";
-import { notBelow, parseMiddlewareConfig } from "./config.ts";
+import { notBelow, parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { forceFinalAnswer } from "./loop-detection/forced-stop.ts";
 import { handleWithHiddenNotices } from "./messages.ts";
 import { recordStopReason } from "./stop-reason.ts";

@@ -2,7 +2,7 @@ import type { ToolMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentTool, ToolCallRequest, ToolHandler, ToolResult } from "../engine/types.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { BLOCKED_TAGS_HASH, BLOCKED_TAG_NAMES, USER_INPUT_BEGIN, USER_INPUT_END, neutralizeUntrustedTags } from "./input-sanitization.ts";
 import { ToolTransform, mapToolResultMessages, replaceToolContent } from "./tool-transform-meta.ts";
 

@@ -15,7 +15,7 @@ import {
   rethrowIfControlFlow,
   statThroughParent,
 } from "../tools/view-image.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { HIDE_FROM_UI } from "./messages.ts";
 
 /*

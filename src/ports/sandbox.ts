@@ -1,11 +1,5 @@
-/** The virtual paths every sandbox exposes, per user and thread. */
-export const VIRTUAL_ROOT = "/mnt/user-data";
-export const VIRTUAL_DIRS = {
-  workspace: "/mnt/user-data/workspace",
-  uploads: "/mnt/user-data/uploads",
-  outputs: "/mnt/user-data/outputs",
-} as const;
-export type VirtualDirName = keyof typeof VIRTUAL_DIRS;
+// The virtual paths every sandbox exposes are declared in core/path.ts, beside the path rules.
+export { VIRTUAL_DIRS, VIRTUAL_ROOT, type VirtualDirName } from "../core/path.ts";
 
 export interface SandboxScope {
   readonly userId: string;

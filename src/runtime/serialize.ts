@@ -1,5 +1,5 @@
 import { BaseMessageChunk, isBaseMessage, type BaseMessage } from "@langchain/core/messages";
-import { threadDataPaths } from "../middlewares/thread-data.ts";
+import { threadDataPaths } from "../state/thread-data.ts";
 
 /*
  * The LangGraph Platform wire format for state: plain JSON where every LangChain message is the

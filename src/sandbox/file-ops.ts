@@ -1,4 +1,4 @@
-import { pathOutsideSandbox, resolveVirtualPath } from "../core/path.ts";
+import { pathOutsideSandbox, resolveVirtualPath } from "./virtual-path.ts";
 import { SandboxError, VIRTUAL_DIRS } from "../ports/sandbox.ts";
 import type { DirEntry, ExecOptions, ExecResult, Sandbox, SandboxScope } from "../ports/sandbox.ts";
 

@@ -1,8 +1,9 @@
-import { resolveVirtualPath } from "../core/path.ts";
+import { resolveVirtualPath } from "../sandbox/virtual-path.ts";
 import type { AgentTool } from "../engine/types.ts";
 import { SandboxError, VIRTUAL_DIRS } from "../ports/sandbox.ts";
 import type { Sandbox } from "../ports/sandbox.ts";
-import { ArgumentError, runSandboxTool, type SandboxAuthorizer } from "./sandbox-tools.ts";
+import { ArgumentError, runSandboxTool } from "./sandbox-tools.ts";
+import { type SandboxAuthorizer } from "../sandbox/acquire.ts";
 
 /*
  * present_files: the model declares which files under /mnt/user-data/outputs are deliverables. The

@@ -3,14 +3,8 @@ import { fakeModel } from "@langchain/core/testing";
 import { describe, expect, it } from "vitest";
 import { validateLeadConfig } from "../../src/agents/app-config.ts";
 import { buildLeadMiddlewares } from "../../src/agents/lead-agent.ts";
-import {
-  SUBAGENTS_DEFAULTS,
-  buildSubagentRuntimeMiddlewares,
-  parseSubagentsConfig,
-  subagentTokenBudget,
-  type SubagentChainConfig,
-  type SubagentChainDeps,
-} from "../../src/agents/subagent-chain.ts";
+import { buildSubagentRuntimeMiddlewares, type SubagentChainConfig, type SubagentChainDeps } from "../../src/agents/subagent-chain.ts";
+import { SUBAGENTS_DEFAULTS, parseSubagentsConfig, subagentTokenBudget } from "../../src/agents/subagents-config.ts";
 import { resolveAuthorizationProvider, resolveGuardrailProvider } from "../../src/authz/index.ts";
 import { systemClock } from "../../src/core/clock.ts";
 import { createAgent } from "../../src/engine/agent.ts";

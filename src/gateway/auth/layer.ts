@@ -23,7 +23,8 @@ import {
 import { clientAddress, normalizeIpAddresses } from "./client-address.ts";
 import { authErrorResponse, forbiddenResponse, type AuthFailure } from "./errors.ts";
 import { signSessionToken, verifySessionToken } from "./jwt.ts";
-import { createLoginThrottle, type LoginDecision } from "./login-throttle.ts";
+import { createLoginThrottle } from "./login-throttle.ts";
+import type { SessionService } from "./session-service.ts";
 import { createSessionRevocations } from "./revocations.ts";
 import { DEFAULT_PASSWORD_ITERATIONS, isUsablePasswordHash, verifyPassword } from "./password.ts";
 import {
@@ -65,18 +66,6 @@ export interface AuthLayerOptions {
   readonly storage?: KeyValue;
   /** Where the server will listen; given, an unsafe combination (auth disabled off loopback) throws here. */
   readonly listening?: { readonly host: string };
-}
-
-/** What `register` hands the auth routes: the credential checks, without the HTTP. */
-export interface SessionService {
-  readonly tokenLifetimeSeconds: number;
-  /** The user when `password` is theirs; null otherwise, after the same amount of work either way. */
-  checkPassword(username: string, password: string): Promise<GatewayUserConfig | null>;
-  /** Whether `request`'s client may try `username`'s password now (see login-throttle.ts); an allowed try counts as failed until it succeeds. */
-  beginLogin(username: string, request: Request): Promise<LoginDecision>;
-  issueToken(user: GatewayUserConfig): Promise<string>;
-  /** Ends the session of `token` server-side (a logout): it is refused from now on, also after a restart. */
-  endSession(token: string): Promise<void>;
 }
 
 export interface AuthLayer {

@@ -9,7 +9,7 @@ import { parseRunBody, THREAD_ID_PATTERN, type ParsedRunBody } from "../run-requ
 import { readJsonBody } from "../request-limits.ts";
 import { runLocationHeaders, sseResponse } from "../sse.ts";
 import { ASSISTANT_ID_ALIASES, listAssistants, resolveAssistantId } from "./assistants.ts";
-import type { GatewayDeps, GatewayRunHooks } from "../app.ts";
+import type { GatewayDeps, GatewayRunHooks } from "../deps.ts";
 import type { GatewayEnv, GatewayUser, RouteGuard, ThreadStore } from "../types.ts";
 
 /*

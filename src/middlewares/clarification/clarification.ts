@@ -23,7 +23,7 @@ import {
   normalizeClarification,
   parseJsonValue,
 } from "./payload.ts";
-import { parseMiddlewareConfig } from "../config.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 
 export {
   FORM_FIELD_TYPES,

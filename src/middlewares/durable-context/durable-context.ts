@@ -5,7 +5,7 @@ import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ModelHandle
 import { ContentKind, ProducerKind, provenanceKwargs } from "../../extension-api/provenance.ts";
 import { reduceSkillContext } from "../../state/reducers.ts";
 import type { SkillContextInput, ThreadStateUpdate } from "../../state/thread-state.ts";
-import { parseMiddlewareConfig } from "../config.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import {
   LEDGER_ENTRY_RESULT_RENDER_CAP,
   LEDGER_RENDER_CHAR_BUDGET,

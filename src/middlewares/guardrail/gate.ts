@@ -6,7 +6,7 @@ import { publishAuthorizationOutcome } from "../../authz/outcome.ts";
 import { DeerflowError } from "../../core/errors.ts";
 import { deepFrozenCopy } from "../../core/freeze.ts";
 import type { AgentRuntime, ToolCallRequest, ToolHandler, ToolResult } from "../../engine/types.ts";
-import { emitEvent } from "../events.ts";
+import { emitEvent } from "../../engine/events.ts";
 import { TOOL_META_KEY, type ToolResultMeta } from "../tool-result-meta.ts";
 
 /*

@@ -2,7 +2,7 @@ import { GUARDRAILS_DEFAULTS, GuardrailsConfigSchema, type GuardrailsConfig, typ
 import type { GuardrailProvider } from "../../authz/guardrail-provider.ts";
 import { resolveGuardrailProvider } from "../../authz/runtime.ts";
 import type { AgentMiddleware, ToolCallRequest, ToolHandler, ToolResult } from "../../engine/types.ts";
-import { parseMiddlewareConfig } from "../config.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { createGuardrailGate } from "./gate.ts";
 
 /*

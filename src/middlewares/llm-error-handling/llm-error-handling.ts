@@ -2,9 +2,9 @@ import { AIMessage } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
 import type { Assert, SameType } from "../../core/types.ts";
-import type { AgentMiddleware, ModelHandler, ModelRequest } from "../../engine/types.ts";
-import { parseMiddlewareConfig } from "../config.ts";
-import { emitEvent } from "../events.ts";
+import type { AgentMiddleware, AgentRuntime, ModelHandler, ModelRequest } from "../../engine/types.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
+import { emitEvent } from "../../engine/events.ts";
 import {
   CIRCUIT_OPEN_MESSAGE,
   RETRIABLE_STATUS_CODES,
@@ -24,14 +24,23 @@ import { sharedLlmCallLimiter, type LlmCallLimiter } from "./limiter.ts";
 /*
  * Provider failures become something the run can carry on with: transient ones are retried with
  * jittered backoff (or exactly as long as the provider asked), and whatever still fails comes back
- * as an assistant message marked `deerflow_error_fallback`, which the run worker turns into an
- * errored run with a readable reason. A circuit breaker stops hammering a provider that keeps
+ * as an assistant message marked `deerflow_error_fallback`, and the run is marked failed through
+ * its scope (RunScope.fail), which the run worker reports as an errored run with a readable reason. A circuit breaker stops hammering a provider that keeps
  * failing. Interrupts and cancellations are control flow and pass straight through.
  */
 
 export const LLM_ERROR_HANDLING_NAME = "LLMErrorHandling";
 export const LLM_RETRY_EVENT_TYPE = "llm_retry";
+/** The marker on an assistant message that stands in for an answer the model could not give. */
 export const ERROR_FALLBACK_KEY = "deerflow_error_fallback";
+/** The error name a run ends with when its model could not answer. */
+export const LLM_RUN_FAILURE_NAME = "LLMError";
+const DEFAULT_RUN_FAILURE_DETAIL = "The model provider failed after retries.";
+
+/** Marks the run failed because its model could not answer; `detail` (default: a generic one) is the run's error message. */
+export function failRunOnModelError(runtime: Pick<AgentRuntime, "scope">, detail?: string): void {
+  runtime.scope.fail({ name: LLM_RUN_FAILURE_NAME, message: detail ?? DEFAULT_RUN_FAILURE_DETAIL });
+}
 
 const int = (min: number) => v.pipe(v.number(), v.integer(), v.minValue(min));
 
@@ -211,6 +220,7 @@ export function createLLMErrorHandlingMiddleware(config?: LLMErrorHandlingConfig
       const { runtime } = request;
       const clock = runtime.services.clock;
       if (breaker.rejects(clock.now())) {
+        failRunOnModelError(runtime, "LLM circuit breaker is open");
         return buildLlmErrorFallback(CIRCUIT_OPEN_MESSAGE, {
           errorType: "CircuitBreakerOpen",
           reason: "circuit_open",
@@ -225,6 +235,7 @@ export function createLLMErrorHandlingMiddleware(config?: LLMErrorHandlingConfig
         try {
           const response = await attempt(request, handler);
           breaker.recordSuccess();
+          runtime.scope.clearFailure();
           return response;
         } catch (error) {
           if (isGraphBubbleUp(error) || runtime.signal?.aborted) {
@@ -261,10 +272,12 @@ export function createLLMErrorHandlingMiddleware(config?: LLMErrorHandlingConfig
         // it trip the breaker would fast-fail every call for the whole recovery window.
         if (retriable && reason !== "burst_rate") breaker.recordFailure(clock.now());
         else breaker.releaseProbe();
+        const detail = errorDetail(failure);
+        failRunOnModelError(runtime, detail);
         return buildLlmErrorFallback(userMessageFor(failure, reason), {
           errorType: errorTypeName(failure),
           reason,
-          detail: errorDetail(failure),
+          detail,
         });
       }
     },

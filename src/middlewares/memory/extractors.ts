@@ -2,7 +2,7 @@ import type { BaseChatModel } from "@langchain/core/language_models/chat_models"
 import { HumanMessage, SystemMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import { DeerflowError } from "../../core/errors.ts";
-import type { MemoryExtractionInput, MemoryExtractor, MemoryFact, MemoryFactCategory } from "./store.ts";
+import type { MemoryExtractionInput, MemoryExtractor, MemoryFact, MemoryFactCategory } from "./types.ts";
 import { messageText } from "../messages.ts";
 import { runSystemModelCall, type SystemModelCallHook } from "../system-model-call.ts";
 

@@ -4,7 +4,7 @@ import { contentText } from "../../core/content.ts";
 import { DeerflowError } from "../../core/errors.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../../engine/types.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
-import { parseMiddlewareConfig } from "../config.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { ORIGINAL_USER_CONTENT_KEY, USER_CONTENT_TEXT } from "../input-sanitization.ts";
 import { MemoryConfigSchema, type MemoryConfig, type MemoryConfigInput } from "./config.ts";
 import {
@@ -17,6 +17,7 @@ import {
   type MemoryStore,
   type MemoryStoreOptions,
 } from "./store.ts";
+import { ERROR_FALLBACK_KEY } from "../llm-error-handling/index.ts";
 import { isRealUserMessage, messageText } from "../messages.ts";
 import { resolveUserId } from "../thread-data.ts";
 
@@ -31,7 +32,6 @@ export const MEMORY_NAME = "Memory";
 export { MEMORY_DEFAULTS, MemoryConfigSchema, type MemoryConfig, type MemoryConfigInput } from "./config.ts";
 
 const UPLOAD_BLOCK = /<(uploaded_files|current_uploads)>[\s\S]*?<\/\1>\n*/gi;
-const ERROR_FALLBACK_KEY = "deerflow_error_fallback";
 
 export interface MemoryMiddlewareDeps {
   /**

@@ -4,10 +4,18 @@ import { DeerflowError } from "../../core/errors.ts";
 import { newId } from "../../core/ids.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
 import type { Clock } from "../../ports/runtime-ports.ts";
-import { parseMiddlewareConfig } from "../config.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { MemoryConfigSchema, type MemoryConfig, type MemoryConfigInput } from "./config.ts";
 import { createModelMemoryExtractor, rememberStatementExtractor } from "./extractors.ts";
 import type { SystemModelCallHook } from "../system-model-call.ts";
+import {
+  MEMORY_FACT_CATEGORIES,
+  type MemoryExtractor,
+  type MemoryFact,
+  type MemoryFactCategory,
+  type MemoryMessage,
+  type StoredMemoryFact,
+} from "./types.ts";
 
 /*
  * Per-user long-term memory: facts in KeyValue under `memory:<user_id>`, written by a debounced
@@ -16,49 +24,8 @@ import type { SystemModelCallHook } from "../system-model-call.ts";
  * for `debounce_seconds`, so a burst of turns costs one extraction and no turn waits for one.
  */
 
-export const MEMORY_FACT_CATEGORIES = ["preference", "knowledge", "context", "behavior", "goal", "correction"] as const;
-export type MemoryFactCategory = (typeof MEMORY_FACT_CATEGORIES)[number];
-
-/** A fact as an extractor proposes it. */
-export interface MemoryFact {
-  readonly content: string;
-  readonly category: MemoryFactCategory;
-  /** 0..1; an explicit statement by the user is 0.9 or more. */
-  readonly confidence: number;
-}
-
-/** A fact as stored: identity and timestamps added by the store. */
-export interface StoredMemoryFact extends MemoryFact {
-  readonly id: string;
-  /** ISO 8601. */
-  readonly createdAt: string;
-  /** ISO 8601: when an extraction last produced this fact again. */
-  readonly lastConfirmedAt: string;
-  readonly sourceThreadId?: string;
-}
-
-/** One turn of a conversation as memory sees it: the user's own words or a final answer. */
-export interface MemoryMessage {
-  readonly id?: string;
-  readonly role: "user" | "assistant";
-  readonly text: string;
-}
-
-export interface MemoryExtractionInput {
-  readonly userId: string;
-  readonly threadId: string;
-  /** Only the turns not yet processed for this thread. */
-  readonly messages: readonly MemoryMessage[];
-  readonly existing: readonly StoredMemoryFact[];
-}
-
-/**
- * Turns a conversation into facts to remember. `policy` identifies the extractor in release
- * declarations (an extractor without one is declared as `{ kind: "custom" }`).
- */
-export type MemoryExtractor = ((input: MemoryExtractionInput) => Promise<MemoryFact[]>) & {
-  readonly policy?: Readonly<Record<string, unknown>>;
-};
+// The facts and the extractor contract, declared beside the extractors that produce them.
+export * from "./types.ts";
 
 export interface MemoryUpdate {
   readonly userId: string;

@@ -3,7 +3,7 @@ import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
 import type { Assert, SameType } from "../../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../../engine/types.ts";
-import { parseMiddlewareConfig } from "../config.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { defaultLengthDetectors, describeDetector, type FinishReasonDetector, type FinishReasonHit } from "./detectors.ts";
 import { recordStopReason } from "../stop-reason.ts";
 import { hasToolCallIntent, hasVisibleContent, isAIMessage } from "../terminal-response/messages.ts";

@@ -6,8 +6,8 @@ import * as v from "valibot";
 import type { Assert, SameType } from "../../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, ToolCallRequest, ToolHandler, ToolResult } from "../../engine/types.ts";
 import { canonicalHashSync } from "../../extension-api/sha256-sync.ts";
-import { parseMiddlewareConfig } from "../config.ts";
-import { emitEvent } from "../events.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
+import { emitEvent } from "../../engine/events.ts";
 import {
   MAX_COMMAND_LENGTH,
   SANDBOX_AUDIT_RULE_SOURCES,

@@ -13,7 +13,7 @@ import type {
   ToolResult,
 } from "../../engine/types.ts";
 import type { SkillRegistry, SkillRegistrySnapshot } from "../../skills/registry.ts";
-import { parseMiddlewareConfig } from "../config.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import {
   POLICY_DECISION_VERSION,
   requireSkillChainBinding,

@@ -13,7 +13,7 @@ import {
   type ContextCompactionObserver,
 } from "../../extension-api/index.ts";
 import { sha256HexSync } from "../../extension-api/sha256-sync.ts";
-import { parseMiddlewareConfig } from "../config.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { SUMMARY_MESSAGE_NAME, messageText } from "../messages.ts";
 import {
   DEFAULT_MESSAGES_TO_KEEP,

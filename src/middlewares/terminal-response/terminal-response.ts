@@ -2,7 +2,8 @@ import { AIMessage, RemoveMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import type { Assert, SameType } from "../../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ModelHandler, ModelRequest } from "../../engine/types.ts";
-import { parseMiddlewareConfig } from "../config.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
+import { ERROR_FALLBACK_KEY, failRunOnModelError } from "../llm-error-handling/index.ts";
 import { hiddenHumanMessage } from "../messages.ts";
 import { hasToolCallIntent, hasVisibleContent, isAIMessage, toolResultInCurrentTurn } from "./messages.ts";
 
@@ -49,7 +50,7 @@ function clearRunState(runtime: AgentRuntime): void {
   runtime.scope.delete(PENDING_PROMPT_KEY);
 }
 
-/** The empty reply rewritten in place (same id) as a visible error the run worker recognises. */
+/** The empty reply rewritten in place (same id) as a visible error, marked as LLMErrorHandling marks its fallbacks. */
 function fallbackFor(message: AIMessage): AIMessage {
   return new AIMessage({
     content: TERMINAL_RESPONSE_FALLBACK_CONTENT,
@@ -57,7 +58,7 @@ function fallbackFor(message: AIMessage): AIMessage {
     ...(message.name !== undefined ? { name: message.name } : {}),
     additional_kwargs: {
       ...message.additional_kwargs,
-      deerflow_error_fallback: true,
+      [ERROR_FALLBACK_KEY]: true,
       error_reason: TERMINAL_RESPONSE_ERROR_REASON,
     },
     response_metadata: { ...message.response_metadata },
@@ -91,6 +92,8 @@ export function createTerminalResponseMiddleware(config?: Partial<TerminalRespon
           // requests (the retry's reply carries a new id).
           return { messages: last.id ? [new RemoveMessage({ id: last.id })] : [], jumpTo: "model" };
         }
+        // The run failed as a provider failure does (same error name and generic message as before).
+        failRunOnModelError(runtime);
         return { messages: [fallbackFor(last)] };
       },
     },

@@ -3,9 +3,13 @@ import * as v from "valibot";
 import type { Assert, SameType } from "../../core/types.ts";
 import type { AgentMiddleware, AgentState, HookResult } from "../../engine/types.ts";
 import { canonicalJson } from "../../extension-api/index.ts";
-import { parseMiddlewareConfig } from "../config.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { latestRealUserIndex } from "../messages.ts";
 import { ATTRIBUTION_VERSION, buildAttribution } from "./attribution.ts";
+import { SUBAGENT_TOKEN_USAGE_KEY } from "../../tools/subagent-result.ts";
+
+// The key a delegation tool reports its subagent's usage under is part of the task result contract.
+export { SUBAGENT_TOKEN_USAGE_KEY };
 
 /*
  * Stamps each AI step with what its tokens were spent on, and folds a subagent's token usage (the
@@ -16,7 +20,6 @@ import { ATTRIBUTION_VERSION, buildAttribution } from "./attribution.ts";
 export const TOKEN_USAGE_NAME = "TokenUsage";
 
 export const TOKEN_USAGE_ATTRIBUTION_KEY = "token_usage_attribution";
-export const SUBAGENT_TOKEN_USAGE_KEY = "subagent_token_usage";
 export const SUBAGENT_TOKEN_USAGE_ATTRIBUTED_KEY = "subagent_token_usage_attributed";
 
 export const TokenUsageConfigSchema = v.strictObject({

@@ -5,14 +5,14 @@ import * as v from "valibot";
 import type { Assert, SameType } from "../../core/types.ts";
 import type { AgentMiddleware, ToolCallRequest, ToolHandler, ToolResult } from "../../engine/types.ts";
 import { DEFAULT_SKILLS_CONTAINER_PATH } from "../../skills/registry.ts";
-import { parseMiddlewareConfig } from "../config.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import {
   DEFAULT_SKILL_FILE_READ_TOOL_NAMES,
   SKILL_CONTEXT_ENTRY_KEY,
   normalizeSkillsRoot,
   skillEntryFromRead,
 } from "../durable-context/skills.ts";
-import { formatSubagentResultMessage, makeSubagentAdditionalKwargs } from "./subagent.ts";
+import { formatSubagentResultMessage, makeSubagentAdditionalKwargs } from "../../tools/subagent-result.ts";
 import { stampExceptionMeta, stampToolMeta } from "../tool-result-meta.ts";
 
 export const TOOL_ERROR_HANDLING_NAME = "ToolErrorHandling";

@@ -14,8 +14,8 @@ import type {
   ToolResult,
 } from "../../engine/types.ts";
 import { VIRTUAL_DIRS, type Sandbox } from "../../ports/sandbox.ts";
-import { acquireRunSandbox, type SandboxAuthorizer } from "../../tools/sandbox-tools.ts";
-import { parseMiddlewareConfig } from "../config.ts";
+import { acquireRunSandbox, type SandboxAuthorizer } from "../../sandbox/acquire.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { renderToolOutputPreview } from "./synopsis.ts";
 import { PyText, codePointLength } from "./text.ts";
 import { ToolTransform, mapToolResultMessages, replaceToolContent, type ToolTransformEntry } from "../tool-transform-meta.ts";

@@ -13,8 +13,8 @@ import type {
   ToolResult,
 } from "../../engine/types.ts";
 import { canonicalHashSync } from "../../extension-api/sha256-sync.ts";
-import { parseMiddlewareConfig } from "../config.ts";
-import { emitEvent } from "../events.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
+import { emitEvent } from "../../engine/events.ts";
 import { handleWithHiddenNotices, messageText } from "../messages.ts";
 import {
   INITIAL_TOOL_PHASE_STATE,

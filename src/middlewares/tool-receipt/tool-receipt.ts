@@ -11,8 +11,8 @@ import type {
   ToolResult,
 } from "../../engine/types.ts";
 import { canonicalHashSync } from "../../extension-api/sha256-sync.ts";
-import { parseMiddlewareConfig } from "../config.ts";
-import { emitEvent } from "../events.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
+import { emitEvent } from "../../engine/events.ts";
 import { hiddenHumanMessage, latestRealUserIndex } from "../messages.ts";
 import {
   LEDGER_EVIDENCE_BOUNDARY,

@@ -7,10 +7,13 @@ import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../.
 import { canonicalHashSync } from "../../extension-api/sha256-sync.ts";
 import { SandboxError, VIRTUAL_DIRS, type Sandbox } from "../../ports/sandbox.ts";
 import type { UploadedFile } from "../../state/thread-state.ts";
-import { acquireRunSandbox, type SandboxAuthorizer } from "../../tools/sandbox-tools.ts";
-import { parseMiddlewareConfig } from "../config.ts";
+import { acquireRunSandbox, type SandboxAuthorizer } from "../../sandbox/acquire.ts";
+import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { ORIGINAL_USER_CONTENT_KEY, USER_CONTENT_TEXT, neutralizeUntrustedTags } from "../input-sanitization.ts";
 import { MAX_OUTLINE_ENTRIES, documentOutline, type DocumentOutline } from "./outline.ts";
+import { fileSuffix, isBareFileName, isUploadStagingFile } from "../../sandbox/upload-names.ts";
+
+export { fileSuffix, isBareFileName, isUploadStagingFile } from "../../sandbox/upload-names.ts";
 
 /*
  * Tells the model which files the user attached to this message. The client uploads first and
@@ -25,9 +28,6 @@ import { MAX_OUTLINE_ENTRIES, documentOutline, type DocumentOutline } from "./ou
 export const UPLOADS_NAME = "Uploads";
 
 export const UPLOADS_BLOCK_TAG = "current_uploads";
-/** Gateway staging files (`.upload-<id>.part`) are half-written uploads, never the user's file. */
-const STAGING_PREFIX = ".upload-";
-const STAGING_SUFFIX = ".part";
 
 export const UploadsConfigSchema = v.strictObject({
   /** Files listed in the block; the rest are summarised by count and extension. */
@@ -60,20 +60,6 @@ interface ContextFile extends UploadedFile {
   outline?: DocumentOutline;
 }
 
-/** Path(name).suffix: the last ".x", none for dot-files or a trailing dot. */
-export function fileSuffix(name: string): string {
-  const dot = name.lastIndexOf(".");
-  return dot > 0 && dot < name.length - 1 ? name.slice(dot) : "";
-}
-
-export function isUploadStagingFile(name: string): boolean {
-  return name.startsWith(STAGING_PREFIX) && name.endsWith(STAGING_SUFFIX);
-}
-
-/** A bare file name: no folder part and not a traversal, so it can only name a file in the uploads folder. */
-export function isBareFileName(name: string): boolean {
-  return name !== "" && name !== "." && name !== ".." && !/[/\\\0]/.test(name);
-}
 
 /** int(size or 0): whole numbers and integer strings; anything else counts as 0. */
 function sizeOf(value: unknown): number {

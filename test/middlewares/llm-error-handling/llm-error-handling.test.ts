@@ -213,6 +213,31 @@ describe("LLMErrorHandling: retries", () => {
 });
 
 describe("LLMErrorHandling: non-retriable failures", () => {
+  it("marks the run failed through its scope with the fallback's detail, and a later answer withdraws it", async () => {
+    const h = harness();
+    const handler = scripted(http(429, "insufficient_quota", "You exceeded your current quota."), "fine now");
+    const fallback = await drive(h.clock, h.call(handler));
+    expect(h.runtime.scope.failure).toEqual({ name: "LLMError", message: kwargs(fallback)["error_detail"] });
+    await drive(h.clock, h.call(handler));
+    expect(h.runtime.scope.failure).toBeUndefined();
+  });
+
+  it("through the engine, the run's record carries the failure the middleware marked", async () => {
+    const model = fakeModel().respond(new FakeError("insufficient_quota: account balance is empty", { status: 429, code: "insufficient_quota" }));
+    const agent = createAgent({ model, middlewares: [createLLMErrorHandlingMiddleware()], services: { clock: new ManualClock(0) } });
+    let record: RunRecord | undefined;
+    for await (const _ of agent.stream({ messages: [new HumanMessage("hi")] }, {}, (r) => (record = r))) void _;
+    expect(record?.outcome).toBe("completed");
+    expect(record?.failure?.name).toBe("LLMError");
+    expect(record?.failure?.message).toContain("insufficient_quota");
+
+    const fine = createAgent({ model: fakeModel().respond(new AIMessage("hello")), middlewares: [createLLMErrorHandlingMiddleware()], services: { clock: new ManualClock(0) } });
+    let fineRecord: RunRecord | undefined;
+    for await (const _ of fine.stream({ messages: [new HumanMessage("hi")] }, {}, (r) => (fineRecord = r))) void _;
+    expect(fineRecord?.outcome).toBe("completed");
+    expect(fineRecord?.failure).toBeUndefined();
+  });
+
   it("scenario 18: insufficient_quota is not retried and comes back as a quota fallback message", async () => {
     const h = harness();
     const handler = scripted(http(429, "insufficient_quota", "You exceeded your current quota, please check your plan and billing details."));

@@ -22,7 +22,7 @@ import {
   boundSubagentText,
   formatSubagentResultMessage,
   makeSubagentAdditionalKwargs,
-} from "../../../src/middlewares/tool-error-handling/subagent.ts";
+} from "../../../src/tools/subagent-result.ts";
 import { sha256HexSync } from "../../../src/extension-api/sha256-sync.ts";
 import { TOOL_META_KEY, type ToolResultMeta } from "../../../src/middlewares/tool-result-meta.ts";
 import { makeRuntime } from "../runtime.ts";

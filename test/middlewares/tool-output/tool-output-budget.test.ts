@@ -24,7 +24,8 @@ import {
   type ToolOutputBudgetConfig,
 } from "../../../src/middlewares/tool-output/tool-output-budget.ts";
 import { readToolTransforms } from "../../../src/middlewares/tool-transform-meta.ts";
-import { SANDBOX_ACQUIRED_SCOPE_KEY, createSandboxTools } from "../../../src/tools/sandbox-tools.ts";
+import { createSandboxTools } from "../../../src/tools/sandbox-tools.ts";
+import { SANDBOX_ACQUIRED_SCOPE_KEY } from "../../../src/sandbox/acquire.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../runtime.ts";
 

@@ -25,7 +25,8 @@ import { TOOL_META_KEY, type ToolResultMeta } from "../../../src/middlewares/too
 import { SandboxError, type SandboxProvider } from "../../../src/ports/sandbox.ts";
 import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
-import { createSandboxTools, type SandboxAuthorizer } from "../../../src/tools/sandbox-tools.ts";
+import { createSandboxTools } from "../../../src/tools/sandbox-tools.ts";
+import { type SandboxAuthorizer } from "../../../src/sandbox/acquire.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
 
 const PATH = "/mnt/user-data/outputs/report.md";

@@ -19,7 +19,8 @@ import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { StateConflictError } from "../../../src/state/errors.ts";
 import { emptyThreadState, type ThreadState } from "../../../src/state/thread-state.ts";
-import { SANDBOX_ACQUIRED_SCOPE_KEY, acquireRunSandbox, createSandboxTools, type SandboxAuthorizer } from "../../../src/tools/sandbox-tools.ts";
+import { createSandboxTools } from "../../../src/tools/sandbox-tools.ts";
+import { SANDBOX_ACQUIRED_SCOPE_KEY, acquireRunSandbox, type SandboxAuthorizer } from "../../../src/sandbox/acquire.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
 
 /** A provider that hands out the given ids in order and records what happened. */

@@ -21,7 +21,7 @@ import {
   isBareFileName,
 } from "../../../src/middlewares/uploads/uploads.ts";
 import { MAX_OUTLINE_ENTRIES } from "../../../src/middlewares/uploads/outline.ts";
-import { SANDBOX_ACQUIRED_SCOPE_KEY } from "../../../src/tools/sandbox-tools.ts";
+import { SANDBOX_ACQUIRED_SCOPE_KEY } from "../../../src/sandbox/acquire.ts";
 import { emptyThreadState, type ThreadState } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
 

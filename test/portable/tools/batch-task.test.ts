@@ -1,7 +1,7 @@
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { describe, expect, it, vi } from "vitest";
-import { BatchStore, type BatchRecord } from "../../../src/agents/batch-store.ts";
+import { BatchStore, type BatchRecord } from "../../../src/tools/batch-store.ts";
 import { systemClock } from "../../../src/core/clock.ts";
 import { createAgent } from "../../../src/engine/agent.ts";
 import type { ThreadState } from "../../../src/state/thread-state.ts";
@@ -17,11 +17,11 @@ import {
   BATCH_TASK_RESULT_KEY,
   BATCH_TASK_TOOL_NAME,
   batchTaskReleasePolicyParameters,
-  createBatchTaskTool,
   defaultBatchId,
   parseBatchTaskConfig,
 } from "../../../src/tools/batch-task.ts";
-import { TASK_TOOL_NAME, createTaskTool } from "../../../src/tools/task.ts";
+import { TASK_TOOL_NAME } from "../../../src/tools/task.ts";
+import { createBatchTaskTool, createTaskTool } from "../../../src/agents/delegation-tools.ts";
 import { GP, ITEM_USAGE, SubagentScript, driveGated, invokeBatch, task, toolRuntime } from "./batch-task-helpers.ts";
 
 const OWNER = { userId: "default", threadId: "thread-1" };

@@ -11,17 +11,8 @@ import { TOOL_META_KEY, type ToolResultMeta } from "../../../src/middlewares/too
 import { SandboxError, type SandboxProvider } from "../../../src/ports/sandbox.ts";
 import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { emptyThreadState, type ThreadState } from "../../../src/state/thread-state.ts";
-import {
-  SANDBOX_ACQUIRED_SCOPE_KEY,
-  SandboxAuthorizationError,
-  acquireRunSandbox,
-  acquiredSandboxId,
-  compileGrepPattern,
-  createSandboxTools,
-  globPathMatches,
-  isIgnoredSearchName,
-  type SandboxAuthorizer,
-} from "../../../src/tools/sandbox-tools.ts";
+import { compileGrepPattern, createSandboxTools, globPathMatches, isIgnoredSearchName } from "../../../src/tools/sandbox-tools.ts";
+import { SANDBOX_ACQUIRED_SCOPE_KEY, SandboxAuthorizationError, acquireRunSandbox, acquiredSandboxId, type SandboxAuthorizer } from "../../../src/sandbox/acquire.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
 
 const providers: SandboxProvider[] = [];

@@ -1,4 +1,4 @@
-import { sha256HexSync } from "../../extension-api/sha256-sync.ts";
+import { sha256HexSync } from "../extension-api/sha256-sync.ts";
 
 /*
  * The structured result contract of the `task` tool: model-visible text and the
@@ -6,6 +6,8 @@ import { sha256HexSync } from "../../extension-api/sha256-sync.ts";
  * status/result/error inputs, so no caller hand-writes a second protocol string.
  */
 
+/** The subagent's token usage on the task result (TokenUsage counts it toward the run). */
+export const SUBAGENT_TOKEN_USAGE_KEY = "subagent_token_usage";
 export const SUBAGENT_STATUS_KEY = "subagent_status";
 export const SUBAGENT_STOP_REASON_KEY = "subagent_stop_reason";
 export const SUBAGENT_ERROR_KEY = "subagent_error";

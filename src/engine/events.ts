@@ -1,5 +1,5 @@
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
-import type { AgentRuntime } from "../engine/types.ts";
+import type { AgentRuntime } from "./types.ts";
 
 /**
  * Writes a custom event to the run's stream for live clients and the audit trail. Best effort: a

@@ -1,8 +1,8 @@
 import * as v from "valibot";
 import { DeerflowError } from "../core/errors.ts";
 import type { KeyValue } from "../ports/key-value.ts";
-import { SUBAGENT_STOP_REASONS, type SubagentStopReason } from "../middlewares/tool-error-handling/index.ts";
-import type { SubagentUsage } from "./subagent-executor.ts";
+import { SUBAGENT_STOP_REASONS, type SubagentStopReason } from "./subagent-result.ts";
+import type { SubagentUsage } from "./subagent-run.ts";
 
 /*
  * The durable record of a `batch_task` batch. KeyValue has no rename and no transaction, so a
