@@ -10,7 +10,7 @@ export { DeerflowError } from "./core/errors.ts";
 export { systemClock, ManualClock } from "./core/clock.ts";
 export { mapEnv } from "./core/env.ts";
 export { parseConfigText, validateConfig, ConfigError, type AppConfig } from "./config/index.ts";
-export { ChatOpenAICompatible } from "./models/openai-compatible.ts";
+export { ChatOpenAICompatible } from "./models/openai-compatible/index.ts";
 export { DemoChatModel } from "./models/demo.ts";
 export { createChatModel, describeModel } from "./models/factory.ts";
 export { normalizeToolResult, type ToolResultMeta } from "./middlewares/tool-result-meta.ts";

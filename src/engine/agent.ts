@@ -1,3 +1,5 @@
+// The engine's Agent: the graph it compiles from a middleware stack, its four nodes and a run's
+// ticket, one cohesive thing; the innermost model and tool calls sit in model-tool-calls.ts.
 import { AIMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
@@ -10,7 +12,6 @@ import {
   START,
   Send,
   StateGraph,
-  isCommand,
   type AnnotationRoot,
   type BaseChannel,
   type LangGraphRunnableConfig,
@@ -30,6 +31,7 @@ import {
 import { RunScope, type RunFailure } from "./run-scope.ts";
 import type { AgentServices } from "./services.ts";
 import { withoutAmbientRun } from "./ambient.ts";
+import { callModel, runTool, toolResultToUpdate } from "./model-tool-calls.ts";
 import type {
   AgentMiddleware,
   AgentRuntime,
@@ -40,9 +42,7 @@ import type {
   ModelHandler,
   ModelRequest,
   NodeHook,
-  ToolCallRequest,
   ToolHandler,
-  ToolResult,
 } from "./types.ts";
 
 export const NODE = {
@@ -537,76 +537,6 @@ export function pendingToolCalls(messages: readonly BaseMessage[]): ToolCall[] {
     }
   }
   return [];
-}
-
-const boundModels = new WeakMap<BaseChatModel, WeakMap<readonly AgentTool[], Map<string, unknown>>>();
-
-function bindModel(model: BaseChatModel, tools: readonly AgentTool[], toolChoice: string | undefined) {
-  if (tools.length === 0) return model;
-  if (typeof model.bindTools !== "function") {
-    throw new DeerflowError("model_cannot_bind_tools", `Model ${model.getName()} does not support tool calling, but the agent has tools.`);
-  }
-  let byTools = boundModels.get(model);
-  if (!byTools) boundModels.set(model, (byTools = new WeakMap()));
-  let byChoice = byTools.get(tools);
-  if (!byChoice) byTools.set(tools, (byChoice = new Map()));
-  const key = toolChoice ?? "";
-  let bound = byChoice.get(key);
-  if (!bound) {
-    const definitions = tools.map((tool) => ({
-      type: "function" as const,
-      function: { name: tool.name, description: tool.description, parameters: tool.schema },
-    }));
-    bound = model.bindTools(definitions, toolChoice ? { tool_choice: toolChoice } : undefined);
-    byChoice.set(key, bound);
-  }
-  return bound as { invoke(input: BaseMessage[], config?: RunnableConfig): Promise<BaseMessage> };
-}
-
-async function callModel(request: ModelRequest, config: LangGraphRunnableConfig): Promise<AIMessage> {
-  const messages = request.systemMessage ? [request.systemMessage, ...request.messages] : [...request.messages];
-  const runnable = bindModel(request.model, request.tools, request.toolChoice);
-  const output = await runnable.invoke(messages, config);
-  if (!AIMessage.isInstance(output)) {
-    throw new DeerflowError("invalid_model_response", `Model ${request.model.getName()} returned a ${output?.getType?.() ?? typeof output} message, not an AI message.`);
-  }
-  return output;
-}
-
-async function runTool(request: ToolCallRequest): Promise<ToolResult> {
-  const { toolCall, tool } = request;
-  const id = toolCall.id ?? "";
-  if (!tool) {
-    return new ToolMessage({
-      content: `Error: ${toolCall.name || "(unnamed)"} is not a valid tool; call one of the tools you were given.`,
-      tool_call_id: id,
-      name: toolCall.name,
-      status: "error",
-    });
-  }
-  const output = await tool.invoke(toolCall.args ?? {}, { toolCall, state: request.state, runtime: request.runtime });
-  if (isCommand(output) || ToolMessage.isInstance(output)) {
-    if (ToolMessage.isInstance(output) && !output.tool_call_id) output.tool_call_id = id;
-    return output as ToolResult;
-  }
-  return new ToolMessage({ content: output as string, tool_call_id: id, name: tool.name });
-}
-
-function toolResultToUpdate(result: ToolResult, toolCall: ToolCall): Command | ThreadStateUpdate {
-  if (ToolMessage.isInstance(result)) return { messages: [result] };
-  if (!isCommand(result)) {
-    throw new DeerflowError("invalid_tool_result", `A wrapToolCall for "${toolCall.name}" returned neither a ToolMessage nor a Command.`);
-  }
-  const command = result as Command;
-  const writes = command._updateAsTuples().map(([k, v]) => [k, v] as [string, unknown]);
-  const gotos = command.goto === undefined ? [] : Array.isArray(command.goto) ? command.goto : [command.goto];
-  const ends = gotos.some((g) => g === END || g === "end");
-  const others = gotos.filter((g) => !(g === END || g === "end"));
-  if (others.length > 0) {
-    throw new DeerflowError("invalid_tool_goto", `Tool "${toolCall.name}" returned a Command going to ${JSON.stringify(others)}; a tool may only end the run.`);
-  }
-  if (ends) writes.push(["jump_to", "end"]);
-  return new Command({ update: writes });
 }
 
 function emptyEngineState(): EngineState {

@@ -1,3 +1,5 @@
+// The built-in demo model: a scripted, deterministic chat model (write notes, run bash, read them
+// back, answer) for trying the harness without a provider; one cohesive thing.
 import { yieldToEventLoop } from "../core/yield.ts";
 import type { CallbackManagerForLLMRun } from "@langchain/core/callbacks/manager";
 import type { BaseLanguageModelInput } from "@langchain/core/language_models/base";

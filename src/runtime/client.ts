@@ -55,6 +55,8 @@ import type { ThreadRecord, ThreadStatus, ThreadStore } from "./thread-types.ts"
  * store, checkpointer and agent cache, and a stream yields exactly the frames the SSE endpoint
  * would send, so code can move between `fetch` and in-process calls without changing how it reads
  * events. The caller is trusted: what it says about identity is taken, never stripped.
+ * One cohesive thing: the client and its threads and runs views share one Session, so they stay
+ * in one file.
  */
 
 export type { ClientInput, ClientUser, ClientUserOverride, EmbeddedPrincipal, RunOptions } from "./client-input.ts";

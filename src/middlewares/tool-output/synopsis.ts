@@ -15,6 +15,7 @@ import {
   utf8Length,
 } from "./text.ts";
 import { parseXmlOutline } from "./xml.ts";
+import { CsvError, readCsv } from "./csv.ts";
 
 /*
  * Deterministic, model-free summaries of an oversized tool output, so what stays in context after
@@ -22,6 +23,8 @@ import { parseXmlOutline } from "./xml.ts";
  * a program's symbols) rather than only its first and last bytes. A port of upstream's
  * tool_output_synopsis.py: the detectors run in the same order with the same thresholds, and the
  * rendered lines read the same, because models and operators compare them across both stacks.
+ * One cohesive thing, the detectors in that order, kept in one file so it reads against upstream's;
+ * the readers they use (json.ts, xml.ts, csv.ts, text.ts) sit beside it.
  */
 
 export type ToolOutputKind = "json" | "csv" | "tsv" | "yaml" | "xml" | "code" | "text" | "unknown";
@@ -53,8 +56,6 @@ const JSON_STRUCTURE_DEPTH = 4;
 const MAX_SYNOPSIS_INPUT_BYTES = 5_000_000;
 // YAML aliases can expand exponentially; the detector lets a crafted bomb through, the size cap does not.
 const MAX_YAML_CHARS = 500_000;
-// Python's csv module refuses longer fields (field_size_limit); such a table is "not a table".
-const CSV_FIELD_LIMIT = 131_072;
 
 const CODE_HINTS: readonly RegExp[] = [
   new RegExp(`^${PY_S}*(?:from${PY_S}+${PY_NOT_S}+${PY_S}+import|import${PY_S}+${PY_NOT_S}+)`, "mu"),
@@ -283,111 +284,6 @@ function tryXml(stripped: string): ToolOutputSynopsis | null {
     [`XML document with root tag ${outline.rootTag}.`],
     [`root tag: ${outline.rootTag}`, `root attributes: ${outline.rootAttributeCount}`, ...common.map(([tag, n]) => `${tag}: ${n}`)],
   );
-}
-
-class CsvError extends Error {}
-
-/**
- * Rows as Python's csv.reader (excel dialect, non-strict) reads `text`: `"` quotes with doubled
- * quotes inside, quoted fields may span lines, a stray quote inside an unquoted field is literal,
- * a blank line is an empty row.
- */
-function readCsv(text: string, delimiter: string): string[][] {
-  const rows: string[][] = [];
-  let fields: string[] = [];
-  let field = "";
-  type State = "startRecord" | "startField" | "inField" | "inQuoted" | "quoteInQuoted" | "eatNewline";
-  let state: State = "startRecord";
-  const save = () => {
-    if (field.length > CSV_FIELD_LIMIT) throw new CsvError("field larger than field limit");
-    fields.push(field);
-    field = "";
-  };
-  const add = (c: string) => {
-    field += c;
-    if (field.length > CSV_FIELD_LIMIT) throw new CsvError("field larger than field limit");
-  };
-  const EOL = null;
-  const step = (c: string | null): void => {
-    switch (state) {
-      case "startRecord":
-        if (c === EOL) return;
-        if (c === "\n" || c === "\r") {
-          state = "eatNewline";
-          return;
-        }
-        state = "startField";
-        step(c);
-        return;
-      case "startField":
-        if (c === "\n" || c === "\r" || c === EOL) {
-          save();
-          state = c === EOL ? "startRecord" : "eatNewline";
-        } else if (c === '"') state = "inQuoted";
-        else if (c === delimiter) save();
-        else {
-          add(c);
-          state = "inField";
-        }
-        return;
-      case "inField":
-        if (c === "\n" || c === "\r" || c === EOL) {
-          save();
-          state = c === EOL ? "startRecord" : "eatNewline";
-        } else if (c === delimiter) {
-          save();
-          state = "startField";
-        } else add(c);
-        return;
-      case "inQuoted":
-        if (c === EOL) return;
-        if (c === '"') state = "quoteInQuoted";
-        else add(c);
-        return;
-      case "quoteInQuoted":
-        if (c === '"') {
-          add('"');
-          state = "inQuoted";
-        } else if (c === delimiter) {
-          save();
-          state = "startField";
-        } else if (c === "\n" || c === "\r" || c === EOL) {
-          save();
-          state = c === EOL ? "startRecord" : "eatNewline";
-        } else {
-          add(c);
-          state = "inField";
-        }
-        return;
-      case "eatNewline":
-        if (c === "\n" || c === "\r") return;
-        if (c === EOL) {
-          state = "startRecord";
-          return;
-        }
-        throw new CsvError("new-line character seen in unquoted field");
-    }
-  };
-
-  const lines = text.split("\n");
-  for (const [index, line] of lines.entries()) {
-    const last = index === lines.length - 1;
-    if (last && line === "") break;
-    for (const c of line) step(c);
-    if (!last) step("\n");
-    step(EOL);
-    if (state === "startRecord") {
-      rows.push(fields);
-      fields = [];
-    }
-  }
-  // End of input inside a record: the non-strict reader keeps what it has.
-  // `state` is written inside step(), which the compiler's narrowing cannot see.
-  if ((state as State) === "inQuoted") {
-    save();
-    rows.push(fields);
-  }
-  return rows;
 }
 
 function tryTable(content: string, delimiter: string, kind: "csv" | "tsv"): ToolOutputSynopsis | null {

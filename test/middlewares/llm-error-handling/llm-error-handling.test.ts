@@ -15,7 +15,7 @@ import {
 import { classifyLlmError, retryAfterMsOf } from "../../../src/middlewares/llm-error-handling/classify.ts";
 import { LlmCallLimiter } from "../../../src/middlewares/llm-error-handling/limiter.ts";
 import { ModelError } from "../../../src/models/errors.ts";
-import { ChatOpenAICompatible } from "../../../src/models/openai-compatible.ts";
+import { ChatOpenAICompatible } from "../../../src/models/openai-compatible/index.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../runtime.ts";
 

@@ -14,11 +14,10 @@ import {
   createWebFetchTool,
   createWebSearchTool,
   createWebTools,
-  htmlToText,
-  isPrivateAddress,
-  isPrivateHost,
   type WebSearchProvider,
 } from "../../../src/tools/web.ts";
+import { isPrivateAddress, isPrivateHost } from "../../../src/tools/web-hosts.ts";
+import { htmlToText } from "../../../src/tools/web-html.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
 
 type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void;
