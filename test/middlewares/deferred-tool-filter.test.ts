@@ -69,7 +69,7 @@ async function callTool(middleware: AgentMiddleware, name: string, threadState: 
 }
 
 describe("DeferredToolFilter", () => {
-  it("scenario 46: an unpromoted slack_send is hidden from the model and its call answers '…deferred and has not been promoted yet…'", async () => {
+  it("scenario M46: an unpromoted slack_send is hidden from the model and its call answers '…deferred and has not been promoted yet…'", async () => {
     const mw = filter();
     expect(await boundNames(mw, state())).toEqual(["bash"]);
     const { result, ran } = await callTool(mw, "slack_send", state());
@@ -78,7 +78,7 @@ describe("DeferredToolFilter", () => {
     expect(result).toMatchObject({ status: "error", name: "slack_send", tool_call_id: "tc1" });
   });
 
-  it("scenario 46: a promotion under the same catalog hash exposes it; one under another hash is ignored", async () => {
+  it("scenario M46: a promotion under the same catalog hash exposes it; one under another hash is ignored", async () => {
     const mw = filter();
     const same = state({ catalog_hash: "h1", names: ["slack_send"] });
     expect(await boundNames(mw, same)).toEqual(["slack_send", "bash"]);
@@ -140,7 +140,7 @@ describe("DeferredToolFilter", () => {
     expect(deferredToolBlockedMessage("x", undefined).tool_call_id).toBe("missing_tool_call_id");
   });
 
-  it("scenario 46 through the engine: hidden until tool_search promotes it, then bound and callable", async () => {
+  it("scenario M46 through the engine: hidden until tool_search promotes it, then bound and callable", async () => {
     const slack = tool("slack_send", true);
     const setup = assembleDeferredTools([tool("bash"), slack]);
     const model = fakeModel()

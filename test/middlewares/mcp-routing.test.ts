@@ -54,12 +54,12 @@ function run(mw: AgentMiddleware, threadState: ThreadState): HookResult {
 }
 
 describe("McpRouting", () => {
-  it("scenario 47: routing keywords {slack_send: [slack]} and 'post to Slack' promote slack_send", () => {
+  it("scenario M47: routing keywords {slack_send: [slack]} and 'post to Slack' promote slack_send", () => {
     const mw = routing({ slack_send: { priority: 0, keywords: ["slack"] } });
     expect(run(mw, state([new HumanMessage("post to Slack")]))).toEqual({ promoted: { catalog_hash: "hash1", names: ["slack_send"] } });
   });
 
-  it("scenario 47: at most top_k tools are promoted, ranked by priority then name (case-folded, any script)", () => {
+  it("scenario M47: at most top_k tools are promoted, ranked by priority then name (case-folded, any script)", () => {
     const mw = routing(
       {
         z_tool: { priority: 50, keywords: ["订单"] },
@@ -136,7 +136,7 @@ describe("McpRouting", () => {
     expect(() => assertMcpRoutingBeforeDeferredFilter([f, r])).toThrow(/McpRouting must be installed before DeferredToolFilter/);
   });
 
-  it("scenario 47 through the engine: the routed schema is bound in the same model cycle and callable without tool_search", async () => {
+  it("scenario M47 through the engine: the routed schema is bound in the same model cycle and callable without tool_search", async () => {
     const pg = routed("postgres_query", ["orders"], 100);
     const metrics = routed("metrics_query", ["metrics"], 90);
     const setup = assembleDeferredTools([active, pg, metrics]);

@@ -93,7 +93,7 @@ describe("SubagentLimit afterModel", () => {
     expect(await runAfterModel(mw, stateWith(new AIMessage({ content: "", tool_calls: many })))).toBeUndefined();
   });
 
-  it("scenario 48: keeps the first 3 of 5 task calls plus every non-task call, syncing raw provider calls", async () => {
+  it("scenario M48: keeps the first 3 of 5 task calls plus every non-task call, syncing raw provider calls", async () => {
     const calls = [task("t1"), call("w1", "web_search"), task("t2"), task("t3"), task("t4"), call("b1", "bash"), task("t5")];
     const raw = calls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: "{}" } }));
     const message = new AIMessage({
@@ -113,7 +113,7 @@ describe("SubagentLimit afterModel", () => {
     expect(readStopReason(runtime)).toBeUndefined();
   });
 
-  it("scenario 48: with 6 delegations already in this run, removes every task call, appends the note, stops and records subagent_limit_capped", async () => {
+  it("scenario M48: with 6 delegations already in this run, removes every task call, appends the note, stops and records subagent_limit_capped", async () => {
     const message = new AIMessage({
       id: "ai-2",
       content: "more work",
@@ -200,7 +200,7 @@ describe("SubagentLimit afterModel", () => {
 });
 
 describe("SubagentLimit in the engine", () => {
-  it("scenario 48: the graph runs only the kept task calls and ends the capped run with the note", async () => {
+  it("scenario M48: the graph runs only the kept task calls and ends the capped run with the note", async () => {
     const ran: string[] = [];
     const taskTool: AgentTool = {
       name: "task",

@@ -35,13 +35,13 @@ describe("ThreadData", () => {
     expect(createThreadDataMiddleware({ lazy_init: false }).releasePolicyParameters?.()).toEqual({ lazy_init: false });
   });
 
-  it("scenario 9: with no thread_id in context or on the run, the agent fails with 'Thread ID is required'", () => {
+  it("scenario M9: with no thread_id in context or on the run, the agent fails with 'Thread ID is required'", () => {
     const call = () => runBeforeAgent(middleware, stateWith([]), makeRuntime());
     expect(call).toThrow("Thread ID is required");
     expect(call).toThrow(expect.objectContaining({ code: "thread_id_required", message: "Thread ID is required" }));
   });
 
-  it("scenario 9: the real engine run fails too when no thread is given", async () => {
+  it("scenario M9: the real engine run fails too when no thread is given", async () => {
     const agent = createAgent({
       model: fakeModel().respond(new AIMessage("never")),
       middlewares: [middleware],
@@ -50,7 +50,7 @@ describe("ThreadData", () => {
     await expect(agent.invoke({ messages: [new HumanMessage("hi")] })).rejects.toThrow("Thread ID is required");
   });
 
-  it("scenario 10: thread t1 and user u1 get the virtual paths, and the last user message keeps its id but gains name, run_id and an ISO timestamp", () => {
+  it("scenario M10: thread t1 and user u1 get the virtual paths, and the last user message keeps its id but gains name, run_id and an ISO timestamp", () => {
     const clock = new ManualClock(Date.UTC(2026, 4, 8, 9, 30, 15, 250));
     const last = new HumanMessage({ content: "hello", id: "m1", additional_kwargs: { files: [] } });
     const result = update(
@@ -77,7 +77,7 @@ describe("ThreadData", () => {
     expect(last.name).toBeUndefined();
   });
 
-  it("scenario 10: through the real engine the stamped message replaces the original in place", async () => {
+  it("scenario M10: through the real engine the stamped message replaces the original in place", async () => {
     const agent = createAgent({
       model: fakeModel().respond(new AIMessage("hi back")),
       middlewares: [middleware],

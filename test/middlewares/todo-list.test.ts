@@ -95,7 +95,7 @@ describe("the context-loss reminder", () => {
     expect(before(state([new HumanMessage("hi"), earlier], incomplete))).toBeUndefined();
   });
 
-  it("scenario 42: todos exist but no write_todos call remains → one hidden todo_reminder listing them is added to state", () => {
+  it("scenario M42: todos exist but no write_todos call remains → one hidden todo_reminder listing them is added to state", () => {
     const result = before(state([new HumanMessage("hi"), new AIMessage("summarized away")], incomplete));
     expect(result!.messages).toHaveLength(1);
     const reminder = result!.messages[0]!;
@@ -106,7 +106,7 @@ describe("the context-loss reminder", () => {
     expect(reminder.content).toContain("write_todos");
   });
 
-  it("scenario 42: through the real engine the reminder reaches the model and stays in state, once", async () => {
+  it("scenario M42: through the real engine the reminder reaches the model and stays in state, once", async () => {
     const model = fakeModel().respond(new AIMessage("continuing")).respond(new AIMessage("still continuing"));
     const agent = createAgent({ model, middlewares: [createTodoListMiddleware()], services: { clock: systemClock } });
     // All items completed, so the completion guard stays out of the way.
@@ -216,8 +216,8 @@ describe("the completion guard", () => {
   });
 });
 
-describe("scenario 41: the completion guard through the real engine", () => {
-  it("scenario 41: a plain final answer with [a:completed, b:pending] is sent back with a hidden reminder listing - [pending] b, at most twice, never persisted", async () => {
+describe("scenario M41: the completion guard through the real engine", () => {
+  it("scenario M41: a plain final answer with [a:completed, b:pending] is sent back with a hidden reminder listing - [pending] b, at most twice, never persisted", async () => {
     const model = fakeModel()
       .respondWithTools([
         {

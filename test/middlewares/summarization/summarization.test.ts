@@ -392,8 +392,8 @@ describe("compaction", () => {
   });
 });
 
-describe("scenario 40: a failing or blank summary changes nothing on the automatic path", () => {
-  it("scenario 40: both models failing leaves messages and summary_text unchanged and fires no memory flush", async () => {
+describe("scenario M40: a failing or blank summary changes nothing on the automatic path", () => {
+  it("scenario M40: both models failing leaves messages and summary_text unchanged and fires no memory flush", async () => {
     const { events, hook } = capture();
     const primary = fakeModel().respond(new Error("summary provider down"));
     const fallback = fakeModel().respond(new Error("run model down"));
@@ -404,14 +404,14 @@ describe("scenario 40: a failing or blank summary changes nothing on the automat
     expect(events).toEqual([]);
   });
 
-  it("scenario 40: a blank (whitespace-only) summary is a failure, not an empty replacement", async () => {
+  it("scenario M40: a blank (whitespace-only) summary is a failure, not an empty replacement", async () => {
     const blank = fakeModel().respond(new AIMessage("   \n\t "));
     const { events, hook } = capture();
     expect(await beforeModel(middleware({}, { model: blank, beforeSummarization: [hook] }), state(turns()))).toBeUndefined();
     expect(events).toEqual([]);
   });
 
-  it("scenario 40: through the real engine, a failing summary model leaves history whole and the run answers", async () => {
+  it("scenario M40: through the real engine, a failing summary model leaves history whole and the run answers", async () => {
     const lead = fakeModel().respond(new AIMessage({ content: "answer", id: "final" }));
     const mw = middleware({}, { model: fakeModel().respond(new Error("provider down")) });
     const agent = createAgent({ model: lead, middlewares: [mw], services: { clock: systemClock } });
@@ -586,7 +586,7 @@ describe("context-compaction observers", () => {
   });
 });
 
-describe("scenario 39: compaction through the real engine", () => {
+describe("scenario M39: compaction through the real engine", () => {
   function history(): BaseMessage[] {
     return [
       reminder("ctx-1"),
@@ -602,7 +602,7 @@ describe("scenario 39: compaction through the real engine", () => {
     ];
   }
 
-  it("scenario 39: state keeps the tail, the tagged reminder and the latest user message; summary_text is set and never sent as a message", async () => {
+  it("scenario M39: state keeps the tail, the tagged reminder and the latest user message; summary_text is set and never sent as a message", async () => {
     const summarizer = summaryModel("SUMMARY OF EARLIER TURNS");
     const lead = fakeModel().respond(new AIMessage({ content: "third answer", id: "final" }));
     const mw = createSummarizationMiddleware(

@@ -249,7 +249,7 @@ describe("subagent usage", () => {
   });
 });
 
-describe("scenario 43: two task calls through the real engine", () => {
+describe("scenario M43: two task calls through the real engine", () => {
   const task: AgentTool = {
     name: "task",
     description: "delegate",
@@ -262,7 +262,7 @@ describe("scenario 43: two task calls through the real engine", () => {
       }),
   };
 
-  it("scenario 43: the dispatch is a shared tool_batch with 2 subagent actions and carries the subagent usage exactly once, even on replay", async () => {
+  it("scenario M43: the dispatch is a shared tool_batch with 2 subagent actions and carries the subagent usage exactly once, even on replay", async () => {
     const model = fakeModel()
       .respondWithTools([
         { name: "task", args: { description: "a", subagent_type: "general-purpose" }, id: "call-a" },

@@ -527,7 +527,7 @@ describe("ToolProgress through the real engine", () => {
 
   const search = (id: string) => [{ name: "web_search", args: { query: `q-${id}` }, id }];
 
-  it("scenario 32: 3x 'No results found' gives the next model call a progress_hint; an auth error blocks the tool without running it; a new run resets", async () => {
+  it("scenario M32: 3x 'No results found' gives the next model call a progress_hint; an auth error blocks the tool without running it; a new run resets", async () => {
     const log: string[] = [];
     const outputs = ["No results found", "No results found", "No results found", "Error: 401 Unauthorized"];
     const model = fakeModel()
