@@ -76,7 +76,7 @@ function deferredSetup(routing: boolean): DeferredToolSetup {
 }
 
 describe("subagent chain: order", () => {
-  it("with code defaults is the lead base without Uploads, then the subagent tail, in the inventory's order", () => {
+  it("with code defaults is the lead base without Uploads, then the subagent tail, in the order of docs/chain.md, Subagent chain", () => {
     expect(names()).toEqual(CODE_DEFAULT_ORDER);
   });
 
