@@ -26,7 +26,6 @@ import { createSkillMiddlewares } from "../middlewares/skills/index.ts";
 import { createSubagentDateContextMiddleware } from "../middlewares/subagent-date-context.ts";
 import {
   DEFAULT_MAX_CONCURRENT_SUBAGENTS,
-  DEFAULT_MAX_TOTAL_SUBAGENTS_PER_RUN,
   MaxTotalPerRunSchema,
 } from "../middlewares/subagent-limit.ts";
 import type { SystemModelCallHook } from "../middlewares/system-model-call.ts";
@@ -124,12 +123,6 @@ export interface SubagentsConfigInput {
   batch?: BatchTaskConfigInput;
 }
 type _SubagentsConfigInputMatches = Assert<SameType<SubagentsConfigInput, v.InferInput<typeof SubagentsConfigSchema>>>;
-export const SUBAGENTS_DEFAULTS: SubagentsConfig = Object.freeze({
-  max_total_per_run: DEFAULT_MAX_TOTAL_SUBAGENTS_PER_RUN,
-  max_concurrent: DEFAULT_MAX_CONCURRENT_SUBAGENTS,
-  token_budget: {},
-  types: {},
-});
 
 /** The `subagents` section validated; the first issue fails with code `invalid_subagents_config` and its path. */
 export function parseSubagentsConfig(input: unknown): SubagentsConfig {

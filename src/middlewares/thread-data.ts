@@ -25,7 +25,6 @@ export interface ThreadDataConfig {
   lazy_init: boolean;
 }
 type _ThreadDataConfigMatches = Assert<SameType<ThreadDataConfig, v.InferOutput<typeof ThreadDataConfigSchema>>>;
-export const THREAD_DATA_DEFAULTS: ThreadDataConfig = Object.freeze({ lazy_init: true });
 
 export type ThreadDataErrorCode = "thread_id_required" | "invalid_thread_id" | "invalid_user_id";
 

@@ -1,10 +1,11 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, SystemMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { describe, expect, it } from "vitest";
 import { validateLeadConfig } from "../../src/agents/app-config.ts";
 import { buildLeadMiddlewares } from "../../src/agents/lead-agent.ts";
 import {
-  SUBAGENTS_DEFAULTS,
+  SubagentsConfigSchema,
   buildSubagentRuntimeMiddlewares,
   parseSubagentsConfig,
   subagentTokenBudget,
@@ -20,6 +21,9 @@ import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
 import { createSkillRegistry } from "../../src/skills/registry.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import type { DeferredToolSetup } from "../../src/tools/tool-search.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const SUBAGENTS_DEFAULTS = v.parse(SubagentsConfigSchema, {});
 
 const CODE_DEFAULT_ORDER = [
   "InputSanitization",

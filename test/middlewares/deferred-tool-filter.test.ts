@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import { fakeModel } from "@langchain/core/testing";
@@ -7,7 +8,7 @@ import { createAgent } from "../../src/engine/agent.ts";
 import type { AgentMiddleware, AgentTool, ModelRequest, ToolCallRequest } from "../../src/engine/types.ts";
 import { MCP_TOOL_METADATA_KEY } from "../../src/mcp/metadata.ts";
 import {
-  DEFERRED_TOOL_FILTER_DEFAULTS,
+  DeferredToolFilterConfigSchema,
   DEFERRED_TOOL_FILTER_NAME,
   createDeferredToolFilterMiddleware,
   deferredToolBlockedMessage,
@@ -16,6 +17,9 @@ import { createToolErrorHandlingMiddleware } from "../../src/middlewares/tool-er
 import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
 import { assembleDeferredTools } from "../../src/tools/tool-search.ts";
 import { makeRuntime } from "./runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const DEFERRED_TOOL_FILTER_DEFAULTS = v.parse(DeferredToolFilterConfigSchema, {});
 
 const BLOCKED_TEXT =
   "Error: Tool 'slack_send' is deferred and has not been promoted yet. Call tool_search first to expose and promote this tool's schema, then retry.";

@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { describe, expect, it } from "vitest";
@@ -7,7 +8,7 @@ import type { AgentMiddleware, AgentTool, HookResult, NodeHook } from "../../src
 import { MCP_TOOL_METADATA_KEY, MCP_TOOL_ROUTING_METADATA_KEY } from "../../src/mcp/metadata.ts";
 import { createDeferredToolFilterMiddleware } from "../../src/middlewares/deferred-tool-filter.ts";
 import {
-  MCP_ROUTING_DEFAULTS,
+  McpRoutingConfigSchema,
   MCP_ROUTING_NAME,
   assertMcpRoutingBeforeDeferredFilter,
   createMcpRoutingMiddleware,
@@ -16,6 +17,9 @@ import { reducePromoted } from "../../src/state/reducers.ts";
 import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
 import { assembleDeferredTools } from "../../src/tools/tool-search.ts";
 import { makeRuntime } from "./runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const MCP_ROUTING_DEFAULTS = v.parse(McpRoutingConfigSchema, {});
 
 function routed(name: string, keywords: string[], priority = 0, mode = "prefer"): AgentTool {
   return {

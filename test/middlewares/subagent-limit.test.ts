@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import { fakeModel } from "@langchain/core/testing";
@@ -7,7 +8,7 @@ import { createAgent, type RunRecord } from "../../src/engine/agent.ts";
 import type { AgentMiddleware, AgentRuntime, AgentTool, HookResult, NodeHook } from "../../src/engine/types.ts";
 import { readStopReason, recordStopReason } from "../../src/middlewares/stop-reason.ts";
 import {
-  SUBAGENT_LIMIT_DEFAULTS,
+  SubagentLimitConfigSchema,
   SUBAGENT_LIMIT_REACHED_TEXT,
   clampConcurrentSubagents,
   countRunDelegations,
@@ -15,6 +16,9 @@ import {
 } from "../../src/middlewares/subagent-limit.ts";
 import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
 import { makeRuntime } from "./runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const SUBAGENT_LIMIT_DEFAULTS = v.parse(SubagentLimitConfigSchema, {});
 
 function task(id: string): ToolCall {
   return { id, name: "task", args: { description: id, prompt: `do ${id}`, subagent_type: "general-purpose" }, type: "tool_call" };

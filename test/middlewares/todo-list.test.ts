@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { Command, isCommand } from "@langchain/langgraph/web";
@@ -7,9 +8,9 @@ import { createAgent } from "../../src/engine/agent.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookSpec, ModelRequest } from "../../src/engine/types.ts";
 import { canonicalHash } from "../../src/extension-api/index.ts";
 import {
+  TodoListConfigSchema,
   DEFAULT_TODO_SYSTEM_PROMPT,
   TODO_COMPLETION_REMINDER_NAME,
-  TODO_LIST_DEFAULTS,
   TODO_LIST_NAME,
   TODO_REMINDER_NAME,
   createTodoListMiddleware,
@@ -18,6 +19,9 @@ import {
 import { DEFAULT_WRITE_TODOS_DESCRIPTION, createWriteTodosTool, formatTodoLines } from "../../src/tools/write-todos.ts";
 import { emptyThreadState, type Todo } from "../../src/state/thread-state.ts";
 import { makeRuntime } from "./runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const TODO_LIST_DEFAULTS = v.parse(TodoListConfigSchema, {});
 
 const incomplete: Todo[] = [
   { content: "Step 1", status: "completed" },

@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { MemorySaver } from "@langchain/langgraph/web";
@@ -8,8 +9,8 @@ import type { AgentMiddleware, AgentRuntime, AgentTool, HookResult, ModelRequest
 import { HIDE_FROM_UI } from "../../src/middlewares/messages.ts";
 import { readStopReason } from "../../src/middlewares/stop-reason.ts";
 import {
+  TokenBudgetConfigSchema,
   BUDGET_WARNING_NAME,
-  TOKEN_BUDGET_DEFAULTS,
   TOKEN_BUDGET_NAME,
   budgetExceededText,
   budgetWarningText,
@@ -18,6 +19,9 @@ import {
 } from "../../src/middlewares/token-budget.ts";
 import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
 import { makeRuntime } from "./runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const TOKEN_BUDGET_DEFAULTS = v.parse(TokenBudgetConfigSchema, {});
 
 let counter = 0;
 function ai(usage: { input?: number; output?: number } | undefined, options: { id?: string; calls?: boolean; content?: string } = {}): AIMessage {

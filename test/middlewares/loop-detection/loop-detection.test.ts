@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import { fakeModel } from "@langchain/core/testing";
@@ -6,7 +7,7 @@ import { systemClock } from "../../../src/core/clock.ts";
 import { createAgent, type RunRecord } from "../../../src/engine/agent.ts";
 import type { AgentMiddleware, AgentRuntime, AgentTool, HookResult, ModelRequest, NodeHook } from "../../../src/engine/types.ts";
 import {
-  LOOP_DETECTION_DEFAULTS,
+  LoopDetectionConfigSchema,
   LOOP_DETECTION_EVENT,
   LOOP_DETECTION_NAME,
   LOOP_HARD_STOP_TEXT,
@@ -23,6 +24,9 @@ import { HIDE_FROM_UI } from "../../../src/middlewares/messages.ts";
 import { readStopReason, recordStopReason } from "../../../src/middlewares/stop-reason.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const LOOP_DETECTION_DEFAULTS = v.parse(LoopDetectionConfigSchema, {});
 
 type Call = { name: string; args: unknown; id?: string };
 

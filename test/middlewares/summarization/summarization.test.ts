@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { GraphInterrupt, REMOVE_ALL_MESSAGES } from "@langchain/langgraph/web";
@@ -7,7 +8,6 @@ import { createAgent } from "../../../src/engine/agent.ts";
 import type { AgentState } from "../../../src/engine/types.ts";
 import { canonicalHash, type CompactionEvent } from "../../../src/extension-api/index.ts";
 import {
-  SUMMARIZATION_DEFAULTS,
   SUMMARIZATION_NAME,
   SummarizationConfigSchema,
   createSummarizationMiddleware,
@@ -24,6 +24,9 @@ import {
 import { DEFAULT_SUMMARY_PROMPT, buildSummaryPrompt, trimTextToTokens } from "../../../src/middlewares/summarization/prompt.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const SUMMARIZATION_DEFAULTS = v.parse(SummarizationConfigSchema, {});
 
 const messageCount = (messages: readonly BaseMessage[]) => messages.length;
 const charCount = (messages: readonly BaseMessage[]) =>

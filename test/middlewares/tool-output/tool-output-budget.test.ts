@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import { fakeModel } from "@langchain/core/testing";
@@ -12,7 +13,7 @@ import type { Sandbox, SandboxProvider } from "../../../src/ports/sandbox.ts";
 import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { createToolResultSanitizationMiddleware } from "../../../src/middlewares/tool-result-sanitization.ts";
 import {
-  TOOL_OUTPUT_BUDGET_DEFAULTS,
+  ToolOutputBudgetConfigSchema,
   TOOL_OUTPUT_BUDGET_NAME,
   TOOL_RESULTS_DIRNAME,
   buildFallback,
@@ -27,6 +28,9 @@ import { readToolTransforms } from "../../../src/middlewares/tool-transform-meta
 import { SANDBOX_ACQUIRED_SCOPE_KEY, createSandboxTools } from "../../../src/tools/sandbox-tools.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const TOOL_OUTPUT_BUDGET_DEFAULTS = v.parse(ToolOutputBudgetConfigSchema, {});
 
 const SAVED_PATH = /^\/mnt\/user-data\/outputs\/\.tool-results\/([A-Za-z0-9_.-]+)-[0-9a-f]{12}\.(log|txt)$/;
 

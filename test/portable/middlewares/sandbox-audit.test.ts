@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
 import type { BaseMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
@@ -11,7 +12,6 @@ import { canonicalHashSync } from "../../../src/extension-api/sha256-sync.ts";
 import {
   AUDIT_COMMAND_LIMIT,
   MEDIUM_RISK_REASON,
-  SANDBOX_AUDIT_DEFAULTS,
   SANDBOX_AUDIT_EVENT,
   SANDBOX_AUDIT_NAME,
   SandboxAuditConfigSchema,
@@ -27,6 +27,9 @@ import { TOOL_META_KEY } from "../../../src/middlewares/tool-result-meta.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
 import { SANDBOX_AUDIT_CORPUS } from "../../middlewares/sandbox-audit/corpus.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const SANDBOX_AUDIT_DEFAULTS = v.parse(SandboxAuditConfigSchema, {});
 
 const BLOCKED = "Command blocked: security violation detected. Please use a safer alternative approach.";
 const warningFor = (command: string) =>

@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { GraphInterrupt, MemorySaver } from "@langchain/langgraph/web";
@@ -12,7 +13,7 @@ import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { createInputSanitizationMiddleware } from "../../../src/middlewares/input-sanitization.ts";
 import { createThreadDataMiddleware } from "../../../src/middlewares/thread-data.ts";
 import {
-  UPLOADS_DEFAULTS,
+  UploadsConfigSchema,
   UPLOADS_NAME,
   createUploadsMiddleware,
   fileSuffix,
@@ -24,6 +25,9 @@ import { MAX_OUTLINE_ENTRIES } from "../../../src/middlewares/uploads/outline.ts
 import { SANDBOX_ACQUIRED_SCOPE_KEY } from "../../../src/tools/sandbox-tools.ts";
 import { emptyThreadState, type ThreadState } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const UPLOADS_DEFAULTS = v.parse(UploadsConfigSchema, {});
 
 const UPLOADS = "/mnt/user-data/uploads";
 
