@@ -14,16 +14,13 @@ const USER_INPUT_NAME = "user-input";
 // The sandbox providers accept the same alphabet, so an id that passes here can always get a sandbox.
 const SAFE_ID = /^[A-Za-z0-9_-]{1,128}$/;
 
-export const ThreadDataConfigSchema = v.strictObject({
-  /**
-   * Compute the thread's paths without creating anything. Storage here is key-value, where folders
-   * exist implicitly, so `false` only matters to ports that materialise folders eagerly.
-   */
-  lazy_init: v.optional(v.boolean(), true),
-});
-export interface ThreadDataConfig {
-  lazy_init: boolean;
-}
+/**
+ * No keys. Upstream's `lazy_init` (create the thread's folders at run start, or on first use) is
+ * not offered: storage here is key-value, where folders exist without being created, and a sandbox
+ * that needs real folders makes them when it is acquired, so the key could change nothing.
+ */
+export const ThreadDataConfigSchema = v.strictObject({});
+export interface ThreadDataConfig {}
 type _ThreadDataConfigMatches = Assert<SameType<ThreadDataConfig, v.InferOutput<typeof ThreadDataConfigSchema>>>;
 
 export type ThreadDataErrorCode = "thread_id_required" | "invalid_thread_id" | "invalid_user_id";
@@ -75,11 +72,11 @@ export function threadDataPaths(): ThreadDataState {
  * answered it (run_id, timestamp), so history can be attributed to runs.
  */
 export function createThreadDataMiddleware(config?: Partial<ThreadDataConfig>): AgentMiddleware {
-  const { lazy_init } = parseMiddlewareConfig(
+  parseMiddlewareConfig(
     ThreadDataConfigSchema,
     config,
     THREAD_DATA_NAME,
-    "Fix this key (lazy_init takes true or false).",
+    "ThreadData takes no keys (lazy_init is not offered: the thread's folders exist without being created); remove it.",
   );
   return {
     name: THREAD_DATA_NAME,
@@ -107,9 +104,6 @@ export function createThreadDataMiddleware(config?: Partial<ThreadDataConfig>): 
           : {}),
       });
       return { thread_data, messages: [stamped] };
-    },
-    releasePolicyParameters() {
-      return { lazy_init };
     },
   };
 }

@@ -28,11 +28,10 @@ function update(result: HookResult): Update {
 describe("ThreadData", () => {
   const middleware = createThreadDataMiddleware();
 
-  it("has a stable name and declares lazy_init (default true)", () => {
+  it("has a stable name and no configuration to declare", () => {
     expect(middleware.name).toBe(THREAD_DATA_NAME);
     expect(middleware.name).toBe("ThreadData");
-    expect(middleware.releasePolicyParameters?.()).toEqual({ lazy_init: true });
-    expect(createThreadDataMiddleware({ lazy_init: false }).releasePolicyParameters?.()).toEqual({ lazy_init: false });
+    expect(middleware.releasePolicyParameters).toBeUndefined();
   });
 
   it("scenario M9: with no thread_id in context or on the run, the agent fails with 'Thread ID is required'", () => {
@@ -151,5 +150,16 @@ describe("ThreadData", () => {
   it("rejects unknown or mistyped config with the key's path", () => {
     expect(() => createThreadDataMiddleware({ lazy: true } as never)).toThrow(expect.objectContaining({ code: "invalid_middleware_config" }));
     expect(() => createThreadDataMiddleware({ lazy_init: "yes" } as never)).toThrow(/ThreadData\.lazy_init/);
+  });
+
+  it("refuses lazy_init, upstream's key, saying why and what to do", () => {
+    for (const lazy_init of [true, false]) {
+      expect(() => createThreadDataMiddleware({ lazy_init } as never)).toThrow(
+        expect.objectContaining({
+          code: "invalid_middleware_config",
+          message: expect.stringMatching(/^ThreadData\.lazy_init: Invalid key.*ThreadData takes no keys \(lazy_init is not offered: the thread's folders exist without being created\); remove it\.$/),
+        }),
+      );
+    }
   });
 });
