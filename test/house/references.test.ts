@@ -9,7 +9,7 @@ import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
-const SCANNED = ["src", "test", "bench", "adapters", "scripts", "deploy"];
+const SCANNED = ["src", "test", "bench", "adapters", "scripts", "deploy", "examples", "bin"];
 const SOURCE = /\.(?:ts|mts|mjs|js|sh)$/;
 const SKIPPED_DIRS = new Set(["node_modules", "dist", ".langgraph_api"]);
 
@@ -121,7 +121,7 @@ describe("references in comments and test titles", () => {
     ]);
   });
 
-  it("every comment in src/, test/, bench/, adapters/, scripts/ and deploy/ cites what the repo holds", () => {
+  it("every comment in src/, test/, bench/, adapters/, scripts/, deploy/, examples/ and bin/ cites what the repo holds", () => {
     const scenarios = scenarioIds();
     const found: string[] = [];
     for (const folder of SCANNED) {
