@@ -26,7 +26,7 @@
  *   lead_chain_step_time_vs_bare: lead chain A per run / bare A per run (medians).
  */
 // Installed first so both engines run with the same AsyncLocalStorage, whatever imports langchain
-// pulls in later (docs/toolchain.md, Install AsyncLocalStorage before any import that might).
+// pulls in later (docs/toolchain.md, AsyncLocalStorage before any import).
 import "../adapters/shared/als.ts";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { MemorySaver } from "@langchain/langgraph/web";

@@ -29,7 +29,8 @@
  * - per_subagent_vs_1: per_subagent_ms(N) / per_subagent_ms(1) (below 1: parallel subagents
  *   overlap or amortise; above 1: they contend).
  */
-// Installed first, as in bench/chain-overhead.ts (docs/toolchain.md, Install AsyncLocalStorage before any import that might).
+// Installed first, as in bench/chain-overhead.ts
+// (docs/toolchain.md, AsyncLocalStorage before any import).
 import "../adapters/shared/als.ts";
 import { EventEmitter } from "node:events";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";

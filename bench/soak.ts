@@ -40,7 +40,8 @@
  *   RSS rising at every step and by more than 10 % overall), or when RSS is not back within
  *   margin_mb of start_rss within --final-idle-seconds of the last run.
  */
-// Installed first, as in the other benches (docs/toolchain.md, Install AsyncLocalStorage before any import that might).
+// Installed first, as in the other benches
+// (docs/toolchain.md, AsyncLocalStorage before any import).
 import "../adapters/shared/als.ts";
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";

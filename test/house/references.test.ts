@@ -72,23 +72,28 @@ function headingsOf(doc: string): string[] {
 const scenarioIds = (): Set<string> =>
   new Set([...readFileSync(join(ROOT, "docs/scenarios.md"), "utf8").matchAll(/^- \*\*([MG]\d+)\*\*/gm)].map((m) => m[1]!));
 
-/** Every problem in one piece of text (a comment, or a whole test file for its titles). */
-function problems(text: string, where: string, scenarios: Set<string>, inComment: boolean): string[] {
+/**
+ * Every problem in one piece of text (a comment line, or a whole test file for its titles). `next`
+ * is the comment line after it: a docs heading cited at the end of a line may go on there.
+ */
+function problems(text: string, where: string, scenarios: Set<string>, inComment: boolean, next = ""): string[] {
   const found: string[] = [];
   if (inComment) {
     for (const m of text.matchAll(/§\s*\d[\d.]*/g)) found.push(`${where}: cites "${m[0]}", a section of a document the repo does not hold; name a heading in docs/ or say it in plain words`);
     for (const m of text.matchAll(/\bP\d+[a-z]?\b/g)) found.push(`${where}: cites pitfall "${m[0]}"; name its heading in docs/toolchain.md instead`);
-    for (const m of text.matchAll(/(?<![\w./-])((?:docs|test|src|bench|adapters|scripts|deploy)\/[\w./-]*[\w-]\.(?:ts|md|mjs|json|sh))\b(, ([^\n]*))?/g)) {
+    for (const m of text.matchAll(/(?<![\w./-])((?:docs|test|src|bench|adapters|scripts|deploy)\/[\w./-]*[\w-]\.(?:ts|md|mjs|json|sh))\b/g)) {
       const path = m[1]!;
       if (!existsSync(join(ROOT, path))) {
         found.push(`${where}: names ${path}, which does not exist; fix the path or the comment`);
         continue;
       }
-      const cited = m[3];
-      if (path.startsWith("docs/") && path.endsWith(".md") && cited !== undefined && /^[A-Z]/.test(cited)) {
+      const after = text.slice(m.index + m[0].length);
+      if (!after.startsWith(",")) continue;
+      const cited = `${after.slice(1)} ${next.replace(/^\s*\*?\s*/, "")}`.replace(/\s+/g, " ").trim();
+      if (path.startsWith("docs/") && path.endsWith(".md") && /^[A-Z]/.test(cited)) {
         const headings = headingsOf(path);
         if (!headings.some((heading) => cited.startsWith(heading) && !/^[\w'-]/.test(cited.slice(heading.length)))) {
-          found.push(`${where}: cites "${path}, ${cited.trim()}", but ${path} has no such heading (it has: ${headings.join("; ")})`);
+          found.push(`${where}: cites "${path}, ${cited}", but ${path} has no such heading (it has: ${headings.join("; ")})`);
         }
       }
     }
@@ -114,6 +119,10 @@ describe("references in comments and test titles", () => {
     for (const text of bad) expect(problems(text, "x", scenarios, true), text).toHaveLength(1);
     const good = ["docs/toolchain.md, Deno permissions for langsmith)", "scenario M1 and G1", "src/index.ts", "https://example.com/src/x.ts"];
     for (const text of good) expect(problems(text, "x", scenarios, true), text).toEqual([]);
+    // A heading may go on on the next comment line, but it must still be whole.
+    expect(problems("(docs/toolchain.md, Deno permissions for", "x", scenarios, true, " * langsmith); and so on")).toEqual([]);
+    expect(problems("(docs/toolchain.md,", "x", scenarios, true, " * Bun's idle timeout); the")).toEqual([]);
+    expect(problems("(docs/toolchain.md, Deno permissions for", "x", scenarios, true, " * lang")).toHaveLength(1);
     expect(commentLines('const glob = "src/*.ts"; // see docs/chain.md\n/* a\n b */ x', false).map((c) => c.text.trim())).toEqual([
       "see docs/chain.md",
       "a",
@@ -129,7 +138,12 @@ describe("references in comments and test titles", () => {
         const text = readFileSync(file, "utf8");
         const name = rel(file);
         if (name === "test/house/references.test.ts") continue; // its own examples are bad on purpose
-        for (const comment of commentLines(text, file.endsWith(".sh"))) found.push(...problems(comment.text, `${name}:${comment.line}`, scenarios, true));
+        const comments = commentLines(text, file.endsWith(".sh"));
+        comments.forEach((comment, i) => {
+          const following = comments[i + 1];
+          const next = following && following.line === comment.line + 1 ? following.text : "";
+          found.push(...problems(comment.text, `${name}:${comment.line}`, scenarios, true, next));
+        });
         // Test titles are strings, not comments: only their scenario names are checked.
         if (name.startsWith("test/")) found.push(...problems(text, name, scenarios, false));
       }
