@@ -26,7 +26,7 @@
  *   lead_chain_step_time_vs_bare: lead chain A per run / bare A per run (medians).
  */
 // Installed first so both engines run with the same AsyncLocalStorage, whatever imports langchain
-// pulls in later (toolchain pitfall P3b).
+// pulls in later (docs/toolchain.md, AsyncLocalStorage before any import).
 import "../adapters/shared/als.ts";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { MemorySaver } from "@langchain/langgraph/web";
@@ -213,7 +213,6 @@ function langchainConfig(middlewares: number, workload: Workload, checkpointer: 
     const config = saver
       ? { recursionLimit: RECURSION_LIMIT, configurable: { thread_id: threads.next() } }
       : { recursionLimit: RECURSION_LIMIT };
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
     const state = (await agent.invoke({ messages: [new HumanMessage("go")] } as any, config)) as { messages: BaseMessage[] };
     return state.messages;
   };

@@ -29,7 +29,8 @@
  * - per_subagent_vs_1: per_subagent_ms(N) / per_subagent_ms(1) (below 1: parallel subagents
  *   overlap or amortise; above 1: they contend).
  */
-// Installed first, as in bench/chain-overhead.ts (toolchain pitfall P3b).
+// Installed first, as in bench/chain-overhead.ts
+// (docs/toolchain.md, AsyncLocalStorage before any import).
 import "../adapters/shared/als.ts";
 import { EventEmitter } from "node:events";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
@@ -73,7 +74,6 @@ abstract class Scripted extends BaseChatModel {
     return "scripted";
   }
 
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   override bindTools(tools: any[], kwargs?: Record<string, unknown>): any {
     return this.withConfig({ tools, ...kwargs } as never);
   }

@@ -258,7 +258,6 @@ class ScriptedChatModel extends BaseChatModel {
     return "scripted";
   }
 
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   override bindTools(boundTools: any[], kwargs?: Record<string, unknown>): any {
     return this.withConfig({ tools: boundTools, ...kwargs } as never);
   }

@@ -123,8 +123,8 @@ export interface LeadChainDeps {
 }
 
 /**
- * The lead chain in the spec's order, outer to inner, each optional member under its condition.
- * Numbers are the spec's positions; the ones missing here are built by the tool-side chain.
+ * The lead chain in upstream DeerFlow's order, outer to inner, each optional member under its condition.
+ * The `// n` numbers are the positions in docs/chain.md, Lead chain.
  */
 export function buildLeadMiddlewares(config: LeadConfig, deps: LeadChainDeps): AgentMiddleware[] {
   const memory = config.memory;
@@ -145,7 +145,7 @@ export function buildLeadMiddlewares(config: LeadConfig, deps: LeadChainDeps): A
     }), // 8
   ];
   // The outermost gate-facing tool wrapper, so no short-circuit below it gaps the receipt ledger.
-  if (config.verification?.receipts_enabled !== false) chain.push(createToolReceiptMiddleware(config.verification ?? {})); // 13 (registered ahead of 9-12)
+  if (config.verification?.receipts_enabled !== false) chain.push(createToolReceiptMiddleware(config.verification ?? {})); // 14, with ToolErrorHandling (registered ahead of 9-13)
   if (deps.authorizationProvider) {
     chain.push(createAuthorizationMiddleware(config.authorization ?? {}, { provider: deps.authorizationProvider, deferredToolSearch: deferred !== undefined })); // 9
   }

@@ -3,7 +3,6 @@ import type { Assert, SameType } from "../core/types.ts";
 import { DeerflowError } from "../core/errors.ts";
 import {
   DEFAULT_MAX_CONCURRENT_SUBAGENTS,
-  DEFAULT_MAX_TOTAL_SUBAGENTS_PER_RUN,
   MaxTotalPerRunSchema,
 } from "../middlewares/subagent-limit.ts";
 import type { TokenBudgetConfigInput } from "../middlewares/token-budget.ts";
@@ -91,12 +90,6 @@ export interface SubagentsConfigInput {
   batch?: BatchTaskConfigInput;
 }
 type _SubagentsConfigInputMatches = Assert<SameType<SubagentsConfigInput, v.InferInput<typeof SubagentsConfigSchema>>>;
-export const SUBAGENTS_DEFAULTS: SubagentsConfig = Object.freeze({
-  max_total_per_run: DEFAULT_MAX_TOTAL_SUBAGENTS_PER_RUN,
-  max_concurrent: DEFAULT_MAX_CONCURRENT_SUBAGENTS,
-  token_budget: {},
-  types: {},
-});
 
 /** The `subagents` section validated; the first issue fails with code `invalid_subagents_config` and its path. */
 export function parseSubagentsConfig(input: unknown): SubagentsConfig {

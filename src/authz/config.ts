@@ -64,13 +64,8 @@ export interface AuthorizationConfigInput {
 type _AuthorizationConfigInputMatches = Assert<SameType<AuthorizationConfigInput, v.InferInput<typeof authorizationConfigSchema>>>;
 export const AuthorizationConfigSchema: v.GenericSchema<AuthorizationConfigInput, AuthorizationConfig> = authorizationConfigSchema;
 
-export const AUTHORIZATION_DEFAULTS: AuthorizationConfig = Object.freeze({
-  enabled: false,
-  fail_closed: true,
-  default_role: "user",
-  provider: null,
-  roles: null,
-});
+/** The section as the schema fills it in when nothing is configured. */
+export const AUTHORIZATION_DEFAULTS: AuthorizationConfig = Object.freeze(v.parse(AuthorizationConfigSchema, {}));
 
 const toolNames = v.array(nonEmptyString);
 
@@ -125,14 +120,8 @@ export interface GuardrailsConfigInput {
 type _GuardrailsConfigInputMatches = Assert<SameType<GuardrailsConfigInput, v.InferInput<typeof guardrailsConfigSchema>>>;
 export const GuardrailsConfigSchema: v.GenericSchema<GuardrailsConfigInput, GuardrailsConfig> = guardrailsConfigSchema;
 
-export const GUARDRAILS_DEFAULTS: GuardrailsConfig = Object.freeze({
-  enabled: false,
-  fail_closed: true,
-  passport: null,
-  provider: null,
-  allowed_tools: null,
-  denied_tools: null,
-});
+/** The section as the schema fills it in when nothing is configured. */
+export const GUARDRAILS_DEFAULTS: GuardrailsConfig = Object.freeze(v.parse(GuardrailsConfigSchema, {}));
 
 /** The allowlist provider's `provider.config`. */
 const allowlistProviderConfigSchema = v.strictObject({

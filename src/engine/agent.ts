@@ -193,7 +193,6 @@ export class Agent {
     const exit = hasAfterAgent ? NODE.afterAgent : END;
     // The graph's generic types cannot follow nodes that return Commands with Sends; the node
     // functions below are typed against EngineState themselves.
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
     const builder: any = new StateGraph(EngineStateAnnotation);
     builder.addNode(NODE.model, (state: EngineState, config: LangGraphRunnableConfig) => this.#modelNode(state, config, exit), {
       ends: [NODE.model, NODE.tools, exit],

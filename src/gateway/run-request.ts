@@ -14,7 +14,7 @@ import { jsonObject, JsonObjectSchema } from "./errors.ts";
 import { serverOwnedChannelsIn, serverOwnedChannelsMessage, stripServerOwnedContext, stripServerOwnedMessage, stripServerOwnedMessages } from "./server-owned.ts";
 
 /*
- * The run body of the LangGraph Platform API (inventory §2.3), checked before any run exists: an
+ * The body a POST to a LangGraph Platform API runs route takes, checked before any run exists: an
  * unknown field, an unsupported option or stream mode is a 422 naming the field. Unlike upstream,
  * `multitask_strategy: "enqueue"` is supported (queued runs start in order).
  */

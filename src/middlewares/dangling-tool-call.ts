@@ -25,7 +25,6 @@ const MAX_RECOVERY_ERROR_DETAIL_CHARS = 500;
 export const DanglingToolCallConfigSchema = v.strictObject({});
 export interface DanglingToolCallConfig {}
 type _DanglingToolCallConfigMatches = Assert<SameType<DanglingToolCallConfig, v.InferOutput<typeof DanglingToolCallConfigSchema>>>;
-export const DANGLING_TOOL_CALL_DEFAULTS: DanglingToolCallConfig = Object.freeze({});
 
 type Dict = Record<string, unknown>;
 

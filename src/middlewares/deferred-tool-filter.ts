@@ -39,11 +39,9 @@ export interface ToolSearchConfig {
   auto_promote_top_k: number;
 }
 type _ToolSearchConfigMatches = Assert<SameType<ToolSearchConfig, v.InferOutput<typeof ToolSearchConfigSchema>>>;
-export const TOOL_SEARCH_DEFAULTS: ToolSearchConfig = Object.freeze({ enabled: false, auto_promote_top_k: 3 });
 
 export const DeferredToolFilterConfigSchema = ToolSearchConfigSchema;
 export type DeferredToolFilterConfig = ToolSearchConfig;
-export const DEFERRED_TOOL_FILTER_DEFAULTS: DeferredToolFilterConfig = TOOL_SEARCH_DEFAULTS;
 
 /** The deferred setup of the build (assembleDeferredTools' result fits). */
 export interface DeferredToolFilterDeps {

@@ -68,12 +68,6 @@ export interface DynamicContextConfig {
   current_date_timezone: string;
 }
 type _DynamicContextConfigMatches = Assert<SameType<DynamicContextConfig, v.InferOutput<typeof DynamicContextConfigSchema>>>;
-export const DYNAMIC_CONTEXT_DEFAULTS: DynamicContextConfig = Object.freeze({
-  enabled: true,
-  injection_enabled: true,
-  max_injection_tokens: 2000,
-  current_date_timezone: "UTC",
-});
 
 export interface DynamicContextDeps {
   /** Where recalled memory comes from; default: the facts in runtime.services.storage. */

@@ -266,7 +266,6 @@ export function sanitizeLatestUserInput(messages: readonly BaseMessage[]): BaseM
 export const InputSanitizationConfigSchema = v.strictObject({});
 export interface InputSanitizationConfig {}
 type _InputSanitizationConfigMatches = Assert<SameType<InputSanitizationConfig, v.InferOutput<typeof InputSanitizationConfigSchema>>>;
-export const INPUT_SANITIZATION_DEFAULTS: InputSanitizationConfig = Object.freeze({});
 
 /**
  * Frames and sanitises the latest real user message in every model request. Place it first in the

@@ -13,7 +13,6 @@ export const SubagentDateContextConfigSchema = v.strictObject({
 });
 export type SubagentDateContextConfig = v.InferOutput<typeof SubagentDateContextConfigSchema>;
 export type SubagentDateContextConfigInput = v.InferInput<typeof SubagentDateContextConfigSchema>;
-export const SUBAGENT_DATE_CONTEXT_DEFAULTS: SubagentDateContextConfig = Object.freeze({ current_date_timezone: "UTC" });
 
 function hasReminderFor(messages: readonly BaseMessage[], date: string): boolean {
   return messages.some((message) => isDynamicContextReminder(message) && message.additional_kwargs?.[REMINDER_DATE_KEY] === date);

@@ -47,10 +47,6 @@ export const SubagentLimitConfigSchema = v.strictObject({
 });
 export type SubagentLimitConfig = v.InferOutput<typeof SubagentLimitConfigSchema>;
 export type SubagentLimitConfigInput = v.InferInput<typeof SubagentLimitConfigSchema>;
-export const SUBAGENT_LIMIT_DEFAULTS: SubagentLimitConfig = Object.freeze({
-  max_concurrent: DEFAULT_MAX_CONCURRENT_SUBAGENTS,
-  max_total_per_run: DEFAULT_MAX_TOTAL_SUBAGENTS_PER_RUN,
-});
 
 export interface SubagentLimitDeps {
   /** The subagent runtime's startup maximum of running subagents (`subagent_runtime.max_running`). */

@@ -22,7 +22,6 @@ const PART_SEPARATOR = "\n\n";
 export const SystemMessageCoalescingConfigSchema = v.strictObject({});
 export interface SystemMessageCoalescingConfig {}
 type _SystemMessageCoalescingConfigMatches = Assert<SameType<SystemMessageCoalescingConfig, v.InferOutput<typeof SystemMessageCoalescingConfigSchema>>>;
-export const SYSTEM_MESSAGE_COALESCING_DEFAULTS: SystemMessageCoalescingConfig = Object.freeze({});
 
 function isSystem(message: BaseMessage): boolean {
   return (message as { type?: unknown }).type === "system";

@@ -16,18 +16,14 @@ export const DEFAULT_USER_ID = "default";
 const USER_INPUT_NAME = "user-input";
 
 
-export const ThreadDataConfigSchema = v.strictObject({
-  /**
-   * Compute the thread's paths without creating anything. Storage here is key-value, where folders
-   * exist implicitly, so `false` only matters to ports that materialise folders eagerly.
-   */
-  lazy_init: v.optional(v.boolean(), true),
-});
-export interface ThreadDataConfig {
-  lazy_init: boolean;
-}
+/**
+ * No keys. Upstream's `lazy_init` (create the thread's folders at run start, or on first use) is
+ * not offered: storage here is key-value, where folders exist without being created, and a sandbox
+ * that needs real folders makes them when it is acquired, so the key could change nothing.
+ */
+export const ThreadDataConfigSchema = v.strictObject({});
+export interface ThreadDataConfig {}
 type _ThreadDataConfigMatches = Assert<SameType<ThreadDataConfig, v.InferOutput<typeof ThreadDataConfigSchema>>>;
-export const THREAD_DATA_DEFAULTS: ThreadDataConfig = Object.freeze({ lazy_init: true });
 
 
 /**
@@ -35,11 +31,11 @@ export const THREAD_DATA_DEFAULTS: ThreadDataConfig = Object.freeze({ lazy_init:
  * answered it (run_id, timestamp), so history can be attributed to runs.
  */
 export function createThreadDataMiddleware(config?: Partial<ThreadDataConfig>): AgentMiddleware {
-  const { lazy_init } = parseMiddlewareConfig(
+  parseMiddlewareConfig(
     ThreadDataConfigSchema,
     config,
     THREAD_DATA_NAME,
-    "Fix this key (lazy_init takes true or false).",
+    "ThreadData takes no keys (lazy_init is not offered: the thread's folders exist without being created); remove it.",
   );
   return {
     name: THREAD_DATA_NAME,
@@ -67,9 +63,6 @@ export function createThreadDataMiddleware(config?: Partial<ThreadDataConfig>): 
           : {}),
       });
       return { thread_data, messages: [stamped] };
-    },
-    releasePolicyParameters() {
-      return { lazy_init };
     },
   };
 }

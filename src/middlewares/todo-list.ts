@@ -62,10 +62,6 @@ export interface TodoListConfig {
 type _TodoListConfigMatches = Assert<SameType<TodoListConfig, v.InferOutput<typeof TodoListConfigSchema>>>;
 export type TodoListConfigInput = Partial<TodoListConfig>;
 type _TodoListConfigInputMatches = Assert<SameType<TodoListConfigInput, v.InferInput<typeof TodoListConfigSchema>>>;
-export const TODO_LIST_DEFAULTS: TodoListConfig = Object.freeze({
-  system_prompt: DEFAULT_TODO_SYSTEM_PROMPT,
-  tool_description: DEFAULT_WRITE_TODOS_DESCRIPTION,
-});
 
 const TOOL_CALL_FINISH_REASONS = new Set(["tool_calls", "function_call"]);
 

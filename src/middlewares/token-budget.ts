@@ -51,15 +51,6 @@ type _TokenBudgetConfigMatches = Assert<SameType<TokenBudgetConfig, v.InferOutpu
 export type TokenBudgetConfigInput = Partial<TokenBudgetConfig>;
 type _TokenBudgetConfigInputMatches = Assert<SameType<TokenBudgetConfigInput, v.InferInput<typeof TokenBudgetConfigSchema>>>;
 
-export const TOKEN_BUDGET_DEFAULTS: TokenBudgetConfig = Object.freeze({
-  enabled: false,
-  max_tokens: 200_000,
-  max_input_tokens: null,
-  max_output_tokens: null,
-  warn_threshold: 0.8,
-  hard_stop_threshold: 1,
-});
-
 export type BudgetDimension = "total" | "input" | "output";
 
 /** What one run has spent, and which messages' usage it has already taken in. */

@@ -28,7 +28,6 @@ export const MCP_TOOL_METADATA_KEY = "deerflow_mcp";
 export const ToolResultSanitizationConfigSchema = v.strictObject({});
 export interface ToolResultSanitizationConfig {}
 type _ToolResultSanitizationConfigMatches = Assert<SameType<ToolResultSanitizationConfig, v.InferOutput<typeof ToolResultSanitizationConfigSchema>>>;
-export const TOOL_RESULT_SANITIZATION_DEFAULTS: ToolResultSanitizationConfig = Object.freeze({});
 
 /** Remote text made inert as data, exactly as a user's text would be (without the input frame). */
 export function sanitizeRemoteToolContent(text: string): string {

@@ -91,12 +91,6 @@ export interface BatchTaskConfig {
 type _BatchTaskConfigMatches = Assert<SameType<BatchTaskConfig, v.InferOutput<typeof BatchTaskConfigSchema>>>;
 export type BatchTaskConfigInput = Partial<BatchTaskConfig>;
 type _BatchTaskConfigInputMatches = Assert<SameType<BatchTaskConfigInput, v.InferInput<typeof BatchTaskConfigSchema>>>;
-export const BATCH_TASK_DEFAULTS: BatchTaskConfig = Object.freeze({
-  enabled: false,
-  max_total: DEFAULT_BATCH_MAX_TOTAL,
-  max_live: DEFAULT_BATCH_MAX_LIVE,
-  max_running: DEFAULT_BATCH_MAX_RUNNING,
-});
 
 /** `subagents.batch`, validated and clamped. */
 export function parseBatchTaskConfig(config?: BatchTaskConfigInput | null): BatchTaskConfig {

@@ -50,7 +50,6 @@ export interface WebFetchConfig {
   user_agent: string;
 }
 type _WebFetchConfigMatches = Assert<SameType<WebFetchConfig, v.InferOutput<typeof WebFetchConfigSchema>>>;
-export const WEB_FETCH_DEFAULTS: WebFetchConfig = Object.freeze(v.parse(WebFetchConfigSchema, {}));
 
 /** config.yaml `web_search`. */
 export const WebSearchConfigSchema = v.strictObject({
@@ -70,7 +69,6 @@ export interface WebSearchConfig {
   timeout: number;
 }
 type _WebSearchConfigMatches = Assert<SameType<WebSearchConfig, v.InferOutput<typeof WebSearchConfigSchema>>>;
-export const WEB_SEARCH_DEFAULTS: WebSearchConfig = Object.freeze(v.parse(WebSearchConfigSchema, {}));
 
 export interface WebSearchResult {
   readonly title: string;

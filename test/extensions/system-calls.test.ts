@@ -70,7 +70,7 @@ function titleAgent(titleModel: ReturnType<typeof fakeModel>, observeSystemCall?
   });
 }
 
-describe("scenario 27: a title generated through the real engine is observed", () => {
+describe("scenario G27: a title generated through the real engine is observed", () => {
   it("the observer gets kind title, the whole prompt as a one-element frozen list, the response and a duration", async () => {
     const { hook, seen, extensions, diagnostics } = observedHook();
     const titleModel = fakeModel().respond(new AIMessage("Kyoto Trip"));
@@ -138,7 +138,7 @@ describe("scenario 27: a title generated through the real engine is observed", (
   });
 });
 
-describe("scenario 28: cancellation and no observers", () => {
+describe("scenario G28: cancellation and no observers", () => {
   it("with zero observers the hook is the pass-through: only the model call happens", async () => {
     const hook = createSystemCallHook(loaded(), { onDiagnostic: () => expect.unreachable("no diagnostics") });
     expect(hook).toBe(passThroughSystemCall);

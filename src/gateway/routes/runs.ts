@@ -13,7 +13,7 @@ import type { GatewayDeps, GatewayRunHooks } from "../deps.ts";
 import type { GatewayEnv, GatewayUser, RouteGuard, ThreadStore } from "../types.ts";
 
 /*
- * The runs half of the LangGraph Platform API (inventory §2.2, anchors §5), mounted under /api.
+ * The runs routes of the LangGraph Platform API (create, stream, join, cancel), mounted under /api.
  * Every route is authorized once through the guard (permission, then thread ownership: another
  * user's thread is a 404), validates before anything is created, and answers failures as JSON
  * `{"detail": "..."}`.

@@ -76,7 +76,6 @@ const TOOL_CALL_BLOCK_TYPES: ReadonlySet<string> = new Set(["tool_use", "tool_ca
 export const ClarificationConfigSchema = v.strictObject({});
 export interface ClarificationConfig {}
 type _ClarificationConfigMatches = Assert<SameType<ClarificationConfig, v.InferOutput<typeof ClarificationConfigSchema>>>;
-export const CLARIFICATION_DEFAULTS: ClarificationConfig = Object.freeze({});
 
 export interface ClarificationDeps {
   /**

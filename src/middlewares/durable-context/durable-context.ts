@@ -64,10 +64,6 @@ export interface DurableContextConfig {
   skill_file_read_tool_names: string[];
 }
 type _DurableContextConfigMatches = Assert<SameType<DurableContextConfig, v.InferOutput<typeof DurableContextConfigSchema>>>;
-export const DURABLE_CONTEXT_DEFAULTS: DurableContextConfig = Object.freeze({
-  skills_container_path: "/mnt/skills",
-  skill_file_read_tool_names: [...DEFAULT_SKILL_FILE_READ_TOOL_NAMES],
-});
 
 /** The `<durable_context_data>` block for these channel values, or "" when there is nothing to show. */
 export function renderDurableContextData(summaryText: unknown, delegations: unknown, skillContext: unknown): string {

@@ -86,17 +86,6 @@ type _LoopDetectionConfigMatches = Assert<SameType<LoopDetectionConfig, v.InferO
 export type LoopDetectionConfigInput = Partial<LoopDetectionConfig>;
 type _LoopDetectionConfigInputMatches = Assert<SameType<LoopDetectionConfigInput, v.InferInput<typeof LoopDetectionConfigSchema>>>;
 
-export const LOOP_DETECTION_DEFAULTS: LoopDetectionConfig = Object.freeze({
-  enabled: true,
-  warn_threshold: 3,
-  hard_limit: 5,
-  window_size: 20,
-  max_tracked_threads: 100,
-  tool_freq_warn: 30,
-  tool_freq_hard_limit: 50,
-  tool_freq_overrides: Object.freeze({}) as LoopDetectionConfig["tool_freq_overrides"],
-});
-
 /** One thread's recent tool-call history. */
 interface ThreadTrack {
   /** Hashes of recent tool-call sets, newest last, at most window_size. */

@@ -55,15 +55,3 @@ export interface MemoryConfig {
 type _MemoryConfigMatches = Assert<SameType<MemoryConfig, v.InferOutput<typeof MemoryConfigSchema>>>;
 export type MemoryConfigInput = Partial<MemoryConfig>;
 type _MemoryConfigInputMatches = Assert<SameType<MemoryConfigInput, v.InferInput<typeof MemoryConfigSchema>>>;
-
-export const MEMORY_DEFAULTS: MemoryConfig = Object.freeze({
-  enabled: true,
-  mode: "middleware",
-  injection_enabled: true,
-  debounce_seconds: 30,
-  max_facts: 100,
-  fact_confidence_threshold: 0.7,
-  max_injection_tokens: 2000,
-  model_name: null,
-  shutdown_flush_timeout_seconds: 30,
-});

@@ -29,7 +29,7 @@ import { resolveUserId } from "../thread-data.ts";
  */
 
 export const MEMORY_NAME = "Memory";
-export { MEMORY_DEFAULTS, MemoryConfigSchema, type MemoryConfig, type MemoryConfigInput } from "./config.ts";
+export { MemoryConfigSchema, type MemoryConfig, type MemoryConfigInput } from "./config.ts";
 
 const UPLOAD_BLOCK = /<(uploaded_files|current_uploads)>[\s\S]*?<\/\1>\n*/gi;
 

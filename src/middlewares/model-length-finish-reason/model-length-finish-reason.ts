@@ -21,7 +21,6 @@ export const MODEL_LENGTH_CAPPED_STOP_REASON = "model_length_capped";
 export const ModelLengthFinishReasonConfigSchema = v.strictObject({});
 export interface ModelLengthFinishReasonConfig {}
 type _ModelLengthFinishReasonConfigMatches = Assert<SameType<ModelLengthFinishReasonConfig, v.InferOutput<typeof ModelLengthFinishReasonConfigSchema>>>;
-export const MODEL_LENGTH_FINISH_REASON_DEFAULTS: ModelLengthFinishReasonConfig = Object.freeze({});
 
 export interface ModelLengthFinishReasonDeps {
   /** Replaces the built-in OpenAI / Anthropic / Gemini detectors; tried in order, first hit wins. */

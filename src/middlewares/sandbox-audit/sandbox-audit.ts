@@ -50,7 +50,6 @@ const WARNING_TEMPLATE = "\n\n⚠️ Warning: `{command}` is a medium-risk comma
 export const SandboxAuditConfigSchema = v.strictObject({});
 export interface SandboxAuditConfig {}
 type _SandboxAuditConfigMatches = Assert<SameType<SandboxAuditConfig, v.InferOutput<typeof SandboxAuditConfigSchema>>>;
-export const SANDBOX_AUDIT_DEFAULTS: SandboxAuditConfig = Object.freeze({});
 
 /** One audit line, shaped as upstream logs it. */
 export interface SandboxAuditRecord {

@@ -63,7 +63,6 @@ export interface SkillActivationConfig {
   available_skills: string[] | null;
 }
 type _SkillActivationConfigMatches = Assert<SameType<SkillActivationConfig, v.InferOutput<typeof SkillActivationConfigSchema>>>;
-export const SKILL_ACTIVATION_DEFAULTS: SkillActivationConfig = Object.freeze({ available_skills: null });
 
 export interface SkillActivationDeps {
   readonly registry: SkillRegistry;

@@ -54,7 +54,6 @@ export const SkillToolPolicyConfigSchema = v.strictObject({
   available_skills: v.optional(v.nullable(v.array(v.string())), null),
 });
 export type SkillToolPolicyConfig = v.InferOutput<typeof SkillToolPolicyConfigSchema>;
-export const SKILL_TOOL_POLICY_DEFAULTS: SkillToolPolicyConfig = Object.freeze({ available_skills: null });
 
 export interface SkillToolPolicyDeps {
   readonly registry: SkillRegistry;

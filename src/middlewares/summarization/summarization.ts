@@ -198,16 +198,6 @@ export interface SummarizationConfigInput {
 }
 type _SummarizationConfigInputMatches = Assert<SameType<SummarizationConfigInput, v.InferInput<typeof SummarizationConfigSchema>>>;
 
-export const SUMMARIZATION_DEFAULTS: SummarizationConfig = Object.freeze({
-  enabled: false,
-  model_name: null,
-  trigger: null,
-  keep: { messages: DEFAULT_MESSAGES_TO_KEEP },
-  trim_tokens_to_summarize: DEFAULT_TRIM_TOKENS_TO_SUMMARIZE,
-  summary_prompt: null,
-  skill_file_read_tool_names: [...DEFAULT_SKILL_FILE_READ_TOOL_NAMES],
-});
-
 /** What runs before compacted messages leave state, once a summary exists (the lead's memory flush). */
 export interface SummarizationEvent {
   readonly messagesToSummarize: readonly BaseMessage[];

@@ -43,7 +43,6 @@ const PENDING_PROMPT_KEY = "terminal_response.pending_prompt";
 export const TerminalResponseConfigSchema = v.strictObject({});
 export interface TerminalResponseConfig {}
 type _TerminalResponseConfigMatches = Assert<SameType<TerminalResponseConfig, v.InferOutput<typeof TerminalResponseConfigSchema>>>;
-export const TERMINAL_RESPONSE_DEFAULTS: TerminalResponseConfig = Object.freeze({});
 
 function clearRunState(runtime: AgentRuntime): void {
   runtime.scope.delete(RETRIES_KEY);

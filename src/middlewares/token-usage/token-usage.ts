@@ -31,7 +31,6 @@ export interface TokenUsageConfig {
 type _TokenUsageConfigMatches = Assert<SameType<TokenUsageConfig, v.InferOutput<typeof TokenUsageConfigSchema>>>;
 export type TokenUsageConfigInput = Partial<TokenUsageConfig>;
 type _TokenUsageConfigInputMatches = Assert<SameType<TokenUsageConfigInput, v.InferInput<typeof TokenUsageConfigSchema>>>;
-export const TOKEN_USAGE_DEFAULTS: TokenUsageConfig = Object.freeze({ enabled: true });
 
 export interface TokenUsage {
   input_tokens: number;

@@ -3,7 +3,6 @@ import { isCommand, isGraphBubbleUp } from "@langchain/langgraph/web";
 import type { Command } from "@langchain/langgraph/web";
 import * as v from "valibot";
 import type { Assert, SameType } from "../../core/types.ts";
-import { deepFrozenCopy } from "../../core/freeze.ts";
 import type {
   AgentMiddleware,
   AgentRuntime,
@@ -85,9 +84,6 @@ export interface ToolOutputBudgetConfig {
   tool_overrides: Record<string, number>;
 }
 type _ToolOutputBudgetConfigMatches = Assert<SameType<ToolOutputBudgetConfig, v.InferOutput<typeof ToolOutputBudgetConfigSchema>>>;
-
-/** The section as the schema fills it in when nothing is configured. */
-export const TOOL_OUTPUT_BUDGET_DEFAULTS: Readonly<ToolOutputBudgetConfig> = deepFrozenCopy(v.parse(ToolOutputBudgetConfigSchema, {}));
 
 /**
  * Whether a path is an externalised tool result rather than something the run produced: any path

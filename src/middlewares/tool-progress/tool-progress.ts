@@ -94,17 +94,6 @@ type _ToolProgressConfigMatches = Assert<SameType<ToolProgressConfig, v.InferOut
 export type ToolProgressConfigInput = Partial<ToolProgressConfig>;
 type _ToolProgressConfigInputMatches = Assert<SameType<ToolProgressConfigInput, v.InferInput<typeof ToolProgressConfigSchema>>>;
 
-export const TOOL_PROGRESS_DEFAULTS: ToolProgressConfig = Object.freeze({
-  enabled: false,
-  stagnation_threshold: 3,
-  warn_escalation_count: 2,
-  inject_assessment: true,
-  jaccard_similarity_threshold: 0.8,
-  min_word_count_for_similarity: 10,
-  exempt_tools: [...DEFAULT_EXEMPT_TOOLS],
-  max_tracked_threads: 100,
-});
-
 /** What a run has learned about its tools, and the hints waiting for the next model call. */
 interface ProgressRunState {
   readonly tools: Map<string, ToolPhaseState>;

@@ -86,13 +86,6 @@ type _ToolReceiptConfigMatches = Assert<SameType<ToolReceiptConfig, v.InferOutpu
 export type ToolReceiptConfigInput = Partial<ToolReceiptConfig>;
 type _ToolReceiptConfigInputMatches = Assert<SameType<ToolReceiptConfigInput, v.InferInput<typeof ToolReceiptConfigSchema>>>;
 
-export const TOOL_RECEIPT_DEFAULTS: ToolReceiptConfig = Object.freeze({
-  receipts_enabled: true,
-  receipts_render_mode: "delegation_only",
-  judge_enabled: false,
-  judge_model_name: null,
-});
-
 export interface ToolReceiptDeps {
   /** A subagent chain: the ledger is rendered on every call, whatever receipts_render_mode says. */
   readonly subagent?: boolean;

@@ -37,7 +37,6 @@ export interface UploadsConfig {
   max_files_per_context_section: number;
 }
 type _UploadsConfigMatches = Assert<SameType<UploadsConfig, v.InferOutput<typeof UploadsConfigSchema>>>;
-export const UPLOADS_DEFAULTS: UploadsConfig = Object.freeze({ max_files_per_context_section: 10 });
 
 const UPLOADS_DIR = VIRTUAL_DIRS.uploads;
 

@@ -28,7 +28,7 @@ import type {
 } from "./types.ts";
 
 /*
- * One run, start to end, in the order the extension contract promises (inventory §1.8): wait for
+ * One run, start to end, in the order the extension contract promises to lifecycle hooks: wait for
  * the thread's earlier runs to finish finalizing, start, on_task_start, `metadata`, the agent's
  * stream, then in `finally` the terminal status, rollback or fallback title, thread status,
  * on_task_stop, and only then `end`. A run cancelled before it started builds no agent and fires

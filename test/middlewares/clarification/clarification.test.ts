@@ -138,7 +138,7 @@ describe("Clarification: the ask_clarification tool schema", () => {
 });
 
 describe("Clarification: wrapToolCall", () => {
-  it("scenario 56: the tool body never runs; the card is a ToolMessage clarification:<call_id> listing 1. A and 2. B with a v1 choice_with_other artifact", async () => {
+  it("scenario M56: the tool body never runs; the card is a ToolMessage clarification:<call_id> listing 1. A and 2. B with a v1 choice_with_other artifact", async () => {
     const result = await intercept(
       request({ name: "ask_clarification", id: "call-1", args: { question: "Which one?", clarification_type: "approach_choice", options: ["A", " A ", "", "B"] } }),
     );
@@ -165,7 +165,7 @@ describe("Clarification: wrapToolCall", () => {
     });
   });
 
-  it("scenario 57: fields give a version-2 form card whose text lists the fields", async () => {
+  it("scenario M57: fields give a version-2 form card whose text lists the fields", async () => {
     const message = commandMessage(
       await intercept(
         request({
@@ -179,7 +179,7 @@ describe("Clarification: wrapToolCall", () => {
     expect(message.content).toContain("1. amount (required)");
   });
 
-  it("scenario 57: a __proto__ field downgrades the card to v1 with the options kept", async () => {
+  it("scenario M57: a __proto__ field downgrades the card to v1 with the options kept", async () => {
     const message = commandMessage(
       await intercept(
         request({
@@ -237,7 +237,7 @@ describe("Clarification: wrapToolCall", () => {
     expect(await middleware.wrapToolCall!(req, async () => sentinel)).toBe(sentinel);
   });
 
-  it("scenario 57: with disable_clarification a plain 'proceed' ToolMessage comes back, not a Command", async () => {
+  it("scenario M57: with disable_clarification a plain 'proceed' ToolMessage comes back, not a Command", async () => {
     const result = await intercept(
       request({ name: "ask_clarification", id: "call-clarify-1", args: { question: "Should I create the issue?", clarification_type: "suggestion" } }, makeRuntime({ context: { disable_clarification: true } })),
     );
@@ -356,7 +356,7 @@ describe("Clarification: afterModel drops same-turn siblings", () => {
 describe("Clarification through the real engine", () => {
   const services = { clock: systemClock };
 
-  it("scenario 56: the run ends with the card, the tool body and the sibling never run, afterAgent still runs", async () => {
+  it("scenario M56: the run ends with the card, the tool body and the sibling never run, afterAgent still runs", async () => {
     const log: string[] = [];
     const askTool: AgentTool = { ...createAskClarificationTool(), invoke: async () => (log.push("ask body"), "never") };
     const model = fakeModel()
@@ -390,7 +390,7 @@ describe("Clarification through the real engine", () => {
     expect(humanInput(message)).toMatchObject({ version: 1, input_mode: "choice_with_other" });
   });
 
-  it("scenario 57: with disable_clarification the run continues: proceed message, sibling runs, final answer", async () => {
+  it("scenario M57: with disable_clarification the run continues: proceed message, sibling runs, final answer", async () => {
     const log: string[] = [];
     const model = fakeModel()
       .respondWithTools([

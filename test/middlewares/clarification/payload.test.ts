@@ -233,7 +233,7 @@ describe("human_input payload, v1 modes", () => {
 });
 
 describe("human_input payload, v2 forms", () => {
-  it("scenario 57: valid fields produce a version-2 form", () => {
+  it("scenario M57: valid fields produce a version-2 form", () => {
     const result = form(expenseFields());
     expect(result.version).toBe(2);
     expect(result.input_mode).toBe("form");
@@ -312,7 +312,7 @@ describe("human_input payload, v2 forms", () => {
     expect(result).not.toHaveProperty("fields");
   });
 
-  it("scenario 57: a field named __proto__ (or any Object.prototype member) downgrades the whole form to v1", () => {
+  it("scenario M57: a field named __proto__ (or any Object.prototype member) downgrades the whole form to v1", () => {
     for (const reserved of RESERVED_FIELD_NAMES) {
       const result = form([{ name: "amount" }, { name: reserved, type: "text" }]);
       expect(result.input_mode, reserved).toBe("free_text");
@@ -325,7 +325,7 @@ describe("human_input payload, v2 forms", () => {
     expect(({} as Record<string, unknown>)["polluted"]).toBeUndefined();
   });
 
-  it("scenario 57: 17 fields downgrade the whole form to v1; 16 are accepted", () => {
+  it("scenario M57: 17 fields downgrade the whole form to v1; 16 are accepted", () => {
     const fields = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `field_${i}`, type: "text" }));
     const over = form(fields(17));
     expect(over.version).toBe(1);

@@ -93,7 +93,7 @@ function fakeTask(result: string): AgentTool {
 }
 
 describe("DurableContext", () => {
-  it("scenario 38: a completed task summarized away still reaches the model as an authority SystemMessage plus hidden data", async () => {
+  it("scenario M38: a completed task summarized away still reaches the model as an authority SystemMessage plus hidden data", async () => {
     const model = fakeModel()
       .respondWithTools([{ name: "task", args: { description: "research auth", prompt: "do it", subagent_type: "general-purpose" }, id: "call_1" }])
       .respond(new AIMessage({ content: "all done", id: "a2" }))
@@ -139,7 +139,7 @@ describe("DurableContext", () => {
     expect(second.delegations).toHaveLength(1);
   });
 
-  it("scenario 38: the ledger is visible on the very next model call of the dispatching run, merged into one leading system block by the coalescer", async () => {
+  it("scenario M38: the ledger is visible on the very next model call of the dispatching run, merged into one leading system block by the coalescer", async () => {
     const model = fakeModel()
       .respondWithTools([{ name: "task", args: { description: "research auth", subagent_type: "general-purpose" }, id: "call_1" }])
       .respond(new AIMessage({ content: "done", id: "a2" }));

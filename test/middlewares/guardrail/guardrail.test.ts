@@ -96,7 +96,7 @@ describe("Guardrail", () => {
     expect(createGuardrailMiddleware(enabled, { provider: custom }).releasePolicyParameters?.()).toMatchObject({ provider: "allow-all", policy: { id: "oap.policy", version: "3" } });
   });
 
-  it("scenario 22: with allowed_tools [web_search], bash does not run and returns the recoverable denial", async () => {
+  it("scenario M22: with allowed_tools [web_search], bash does not run and returns the recoverable denial", async () => {
     const middleware = createGuardrailMiddleware({ enabled: true, provider: "allowlist", allowed_tools: ["web_search"] });
     const handler = ranTool();
     const result = (await middleware.wrapToolCall!(request(), handler)) as ToolMessage;
@@ -117,7 +117,7 @@ describe("Guardrail", () => {
     expect(allowed).toHaveBeenCalledOnce();
   });
 
-  it("scenario 22: through the real engine the model reads the denial and carries on", async () => {
+  it("scenario M22: through the real engine the model reads the denial and carries on", async () => {
     let bashRuns = 0;
     const bash: AgentTool = {
       name: "bash",
@@ -146,7 +146,7 @@ describe("Guardrail", () => {
     expect(state.messages.at(-1)?.content).toBe("I could not run bash, so here is what I know.");
   });
 
-  it("scenario 23: a provider that throws denies with oap.evaluator_error when fail-closed", async () => {
+  it("scenario M23: a provider that throws denies with oap.evaluator_error when fail-closed", async () => {
     const middleware = createGuardrailMiddleware({ enabled: true, fail_closed: true }, { provider: exploding() });
     const handler = ranTool();
     const result = (await middleware.wrapToolCall!(request(), handler)) as ToolMessage;
@@ -157,7 +157,7 @@ describe("Guardrail", () => {
     );
   });
 
-  it("scenario 23: a provider that throws lets the call run when fail-open", async () => {
+  it("scenario M23: a provider that throws lets the call run when fail-open", async () => {
     const middleware = createGuardrailMiddleware({ enabled: true, fail_closed: false }, { provider: exploding() });
     const handler = ranTool();
     const req = request();
@@ -166,7 +166,7 @@ describe("Guardrail", () => {
     expect((result as ToolMessage).content).toBe("ran");
   });
 
-  it("scenario 23: through the real engine, fail-closed never runs the tool and fail-open does", async () => {
+  it("scenario M23: through the real engine, fail-closed never runs the tool and fail-open does", async () => {
     for (const failClosed of [true, false]) {
       let runs = 0;
       const bash: AgentTool = {

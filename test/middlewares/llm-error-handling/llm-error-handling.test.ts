@@ -99,7 +99,7 @@ function kwargs(message: AIMessage): Record<string, unknown> {
 }
 
 describe("LLMErrorHandling: retries", () => {
-  it("scenario 17: HTTP 503 twice then success returns the answer and emits llm_retry 1/3 and 2/3", async () => {
+  it("scenario M17: HTTP 503 twice then success returns the answer and emits llm_retry 1/3 and 2/3", async () => {
     const h = harness(undefined, { random: () => 0 });
     const handler = scripted(http(503, "server_error", "Service Unavailable"), http(503, "server_error", "Service Unavailable"), "ok");
     const result = await drive(h.clock, h.call(handler));
@@ -111,7 +111,7 @@ describe("LLMErrorHandling: retries", () => {
     ]);
   });
 
-  it("scenario 17: through the engine, the real OpenAI-compatible model answers after 503, 503 and two llm_retry events stream as custom", async () => {
+  it("scenario M17: through the engine, the real OpenAI-compatible model answers after 503, 503 and two llm_retry events stream as custom", async () => {
     const replies = [
       () => new Response(JSON.stringify({ error: { message: "upstream overloaded", type: "server_error" } }), { status: 503, headers: { "content-type": "application/json" } }),
       () => new Response("Service Unavailable", { status: 503 }),
@@ -238,7 +238,7 @@ describe("LLMErrorHandling: non-retriable failures", () => {
     expect(fineRecord?.failure).toBeUndefined();
   });
 
-  it("scenario 18: insufficient_quota is not retried and comes back as a quota fallback message", async () => {
+  it("scenario M18: insufficient_quota is not retried and comes back as a quota fallback message", async () => {
     const h = harness();
     const handler = scripted(http(429, "insufficient_quota", "You exceeded your current quota, please check your plan and billing details."));
     const result = await drive(h.clock, h.call(handler));
@@ -249,7 +249,7 @@ describe("LLMErrorHandling: non-retriable failures", () => {
     expect(kwargs(result)["error_detail"]).toContain("insufficient_quota");
   });
 
-  it("scenario 18: through the engine the run receives the fallback AIMessage instead of an exception", async () => {
+  it("scenario M18: through the engine the run receives the fallback AIMessage instead of an exception", async () => {
     const model = fakeModel().respond(new FakeError("insufficient_quota: account balance is empty", { status: 429, code: "insufficient_quota" }));
     const agent = createAgent({ model, middlewares: [createLLMErrorHandlingMiddleware()], services: { clock: new ManualClock(0) } });
     const state = await agent.invoke({ messages: [new HumanMessage("hi")] });
@@ -294,7 +294,7 @@ describe("LLMErrorHandling: non-retriable failures", () => {
 });
 
 describe("LLMErrorHandling: Retry-After and burst-rate", () => {
-  it("scenario 19: a 429 with Retry-After: 2 waits exactly 2000 ms before the next attempt", async () => {
+  it("scenario M19: a 429 with Retry-After: 2 waits exactly 2000 ms before the next attempt", async () => {
     const h = harness(undefined, { random: () => 0.5 });
     const handler = scripted(new FakeError("rate limited", { status: 429, headers: { "Retry-After": "2" } }), "ok");
     const pending = h.call(handler);
@@ -310,7 +310,7 @@ describe("LLMErrorHandling: Retry-After and burst-rate", () => {
     ]);
   });
 
-  it("scenario 19: honours retry-after-ms and HTTP-date Retry-After from our ModelError and plain headers", () => {
+  it("scenario M19: honours retry-after-ms and HTTP-date Retry-After from our ModelError and plain headers", () => {
     expect(retryAfterMsOf(new FakeError("x", { status: 429, headers: { "retry-after-ms": "1500" } }), 0)).toBe(1500);
     expect(retryAfterMsOf(new FakeError("x", { status: 429, headers: { "Retry-After": "2.5" } }), 0)).toBe(2500);
     const now = Date.UTC(2026, 0, 1, 0, 0, 0);
@@ -319,7 +319,7 @@ describe("LLMErrorHandling: Retry-After and burst-rate", () => {
     expect(retryAfterMsOf(new FakeError("x", { status: 503 }), 0)).toBeUndefined();
   });
 
-  it("scenario 19: limit_burst_rate gets at most 2 attempts, reports the effective budget, and draws from the burst base", async () => {
+  it("scenario M19: limit_burst_rate gets at most 2 attempts, reports the effective budget, and draws from the burst base", async () => {
     const h = harness(undefined, { random: () => 0 });
     const handler = scripted(new FakeError("Request rate increased too quickly", { status: 429, code: "limit_burst_rate" }));
     const result = await drive(h.clock, h.call(handler));
@@ -331,13 +331,13 @@ describe("LLMErrorHandling: Retry-After and burst-rate", () => {
     expect(result.content).toContain("burst-rate");
   });
 
-  it("scenario 19: the first burst retry is jittered across [burst base, cap], not pinned to the base", async () => {
+  it("scenario M19: the first burst retry is jittered across [burst base, cap], not pinned to the base", async () => {
     const h = harness(undefined, { random: () => 1 - 1e-9 });
     await drive(h.clock, h.call(scripted(new FakeError("burst rate exceeded", { status: 429 }))));
     expect(h.events[0]!["wait_ms"]).toBe(8000);
   });
 
-  it("scenario 19: burst-rate exhaustion never trips the circuit breaker", async () => {
+  it("scenario M19: burst-rate exhaustion never trips the circuit breaker", async () => {
     const h = harness({ circuit_breaker: { failure_threshold: 3 } });
     const burst = scripted(new FakeError("rate increased too quickly", { status: 429, code: "limit_burst_rate" }));
     for (let i = 0; i < 5; i++) expect(kwargs(await drive(h.clock, h.call(burst)))["error_reason"]).toBe("burst_rate");
@@ -350,7 +350,7 @@ describe("LLMErrorHandling: Retry-After and burst-rate", () => {
 describe("LLMErrorHandling: circuit breaker", () => {
   const failing = () => scripted(new FakeError("Server Error", { status: 502 }));
 
-  it("scenario 20: after 5 exhausted calls a 6th within 60 s gets the circuit_open fallback without calling the provider", async () => {
+  it("scenario M20: after 5 exhausted calls a 6th within 60 s gets the circuit_open fallback without calling the provider", async () => {
     const h = harness();
     for (let i = 0; i < 5; i++) {
       const result = await drive(h.clock, h.call(failing()));
@@ -368,7 +368,7 @@ describe("LLMErrorHandling: circuit breaker", () => {
     });
   });
 
-  it("scenario 20: half-open admits one probe after the recovery timeout; a failed probe re-opens, a good one closes", async () => {
+  it("scenario M20: half-open admits one probe after the recovery timeout; a failed probe re-opens, a good one closes", async () => {
     const h = harness({ circuit_breaker: { failure_threshold: 2, recovery_timeout_sec: 10 }, llm_call: { retry_max_attempts: 1 } });
     await h.call(failing());
     await h.call(failing());
@@ -412,7 +412,7 @@ describe("LLMErrorHandling: circuit breaker", () => {
 });
 
 describe("LLMErrorHandling: control flow", () => {
-  it("scenario 21: a graph interrupt inside the model call passes through unchanged, without retry or event", async () => {
+  it("scenario M21: a graph interrupt inside the model call passes through unchanged, without retry or event", async () => {
     const h = harness();
     const raised = new GraphInterrupt([{ value: "ask", id: "i1" }]);
     const handler = scripted(raised);
@@ -424,7 +424,7 @@ describe("LLMErrorHandling: control flow", () => {
     await expect(h.call(scripted(parent))).rejects.toBe(parent);
   });
 
-  it("scenario 21: an interrupt during the half-open probe frees the probe", async () => {
+  it("scenario M21: an interrupt during the half-open probe frees the probe", async () => {
     const h = harness({ circuit_breaker: { failure_threshold: 1, recovery_timeout_sec: 1 }, llm_call: { retry_max_attempts: 1 } });
     await h.call(scripted(new FakeError("Server Error", { status: 502 })));
     await h.clock.advance(1_000);
@@ -433,7 +433,7 @@ describe("LLMErrorHandling: control flow", () => {
     expect((await h.call(scripted("probe admitted"))).content).toBe("probe admitted");
   });
 
-  it("scenario 21: through the engine, an interrupt raised inside the wrapped model call pauses the run and resumes", async () => {
+  it("scenario M21: through the engine, an interrupt raised inside the wrapped model call pauses the run and resumes", async () => {
     const asker: AgentMiddleware = {
       name: "asker",
       async wrapModelCall(req, handler) {

@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import { fakeModel } from "@langchain/core/testing";
@@ -6,7 +7,7 @@ import { systemClock } from "../../../src/core/clock.ts";
 import { createAgent, type RunRecord } from "../../../src/engine/agent.ts";
 import type { AgentMiddleware, AgentRuntime, AgentTool, HookResult, ModelRequest, NodeHook } from "../../../src/engine/types.ts";
 import {
-  LOOP_DETECTION_DEFAULTS,
+  LoopDetectionConfigSchema,
   LOOP_DETECTION_EVENT,
   LOOP_DETECTION_NAME,
   LOOP_HARD_STOP_TEXT,
@@ -23,6 +24,9 @@ import { HIDE_FROM_UI } from "../../../src/middlewares/messages.ts";
 import { readStopReason, recordStopReason } from "../../../src/middlewares/stop-reason.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const LOOP_DETECTION_DEFAULTS = v.parse(LoopDetectionConfigSchema, {});
 
 type Call = { name: string; args: unknown; id?: string };
 
@@ -191,7 +195,7 @@ describe("LoopDetection: identical tool-call sets", () => {
     expect(hookOf(mw, "afterModel")(emptyThreadState(), runtime)).toBeUndefined();
   });
 
-  it("scenario 49: the third identical set queues a warning without touching state; the next request ends with a hidden loop_warning", async () => {
+  it("scenario M49: the third identical set queues a warning without touching state; the next request ends with a hidden loop_warning", async () => {
     const mw = createLoopDetectionMiddleware();
     const runtime = runtimeFor();
     const results = repeat(mw, [bash("ls")], 3, runtime);
@@ -268,7 +272,7 @@ describe("LoopDetection: identical tool-call sets", () => {
     expect(warnings[0]!.content).toBe(names.slice(-MAX_PENDING_LOOP_WARNINGS).map((n) => toolFrequencyWarningText(n, 1)).join("\n\n"));
   });
 
-  it("scenario 49: the hard limit strips the calls, appends [FORCED STOP] and records stop_reason=loop_capped", () => {
+  it("scenario M49: the hard limit strips the calls, appends [FORCED STOP] and records stop_reason=loop_capped", () => {
     const mw = createLoopDetectionMiddleware();
     const runtime = runtimeFor();
     repeat(mw, [bash("ls")], 4, runtime);
@@ -480,7 +484,7 @@ describe("LoopDetection: per-tool frequency", () => {
     expect(replaced(after(mw, ai([read("/same.py")]), runtime)).content).toBe(`\n\n${LOOP_HARD_STOP_TEXT}`);
   });
 
-  it("scenario 50: 50 single read_file calls on different files: the 50th is hard-stopped (defaults)", async () => {
+  it("scenario M50: 50 single read_file calls on different files: the 50th is hard-stopped (defaults)", async () => {
     const mw = createLoopDetectionMiddleware();
     const runtime = runtimeFor();
     for (let i = 1; i <= 49; i++) {
@@ -494,7 +498,7 @@ describe("LoopDetection: per-tool frequency", () => {
     expect(readStopReason(runtime)).toBe("loop_capped");
   });
 
-  it("scenario 50: a per-tool override raises that tool's limit only", () => {
+  it("scenario M50: a per-tool override raises that tool's limit only", () => {
     const mw = createLoopDetectionMiddleware({ tool_freq_overrides: { read_file: { warn: 80, hard_limit: 100 } } });
     const runtime = runtimeFor();
     for (let i = 1; i <= 60; i++) expect(after(mw, ai([read(`/f${i}.md`)]), runtime), `read ${i}`).toBeUndefined();
@@ -569,7 +573,7 @@ describe("LoopDetection in the real engine", () => {
     },
   };
 
-  it("scenario 49: warning in the 4th request only (never persisted), the 5th identical set becomes a forced final answer", async () => {
+  it("scenario M49: warning in the 4th request only (never persisted), the 5th identical set becomes a forced final answer", async () => {
     let model = fakeModel();
     for (let i = 0; i < 5; i++) model = model.respondWithTools([{ name: "bash", args: { command: "ls" }, id: `call_ls_${i}` }]);
     const agent = createAgent({

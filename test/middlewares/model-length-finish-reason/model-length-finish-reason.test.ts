@@ -30,7 +30,7 @@ const partial = (fields: ConstructorParameters<typeof AIMessage>[0] & object) =>
 describe("ModelLengthFinishReason", () => {
   const middleware = createModelLengthFinishReasonMiddleware();
 
-  it("scenario 55: finish_reason=length on a visible answer records model_length_capped and leaves the text alone", () => {
+  it("scenario M55: finish_reason=length on a visible answer records model_length_capped and leaves the text alone", () => {
     const text = '<tool_call><invoke name="write_file"><path>/mnt/user-data/outputs/report.md</path><content># partial';
     const message = new AIMessage({ content: text, response_metadata: { finish_reason: "length" } });
     const { result, stop } = run(middleware, [new HumanMessage("write"), message]);
@@ -40,7 +40,7 @@ describe("ModelLengthFinishReason", () => {
     expect(message.tool_calls).toEqual([]);
   });
 
-  it("scenario 55: reads the OpenAI, Anthropic and Gemini forms, in response_metadata or additional_kwargs", () => {
+  it("scenario M55: reads the OpenAI, Anthropic and Gemini forms, in response_metadata or additional_kwargs", () => {
     const capped = [
       partial({ response_metadata: { finish_reason: "length" } }),
       partial({ additional_kwargs: { finish_reason: "length" } }),
@@ -51,13 +51,13 @@ describe("ModelLengthFinishReason", () => {
     for (const message of capped) expect(run(middleware, [message]).stop).toBe("model_length_capped");
   });
 
-  it("scenario 55: never overrides a stop reason already recorded in the run", () => {
+  it("scenario M55: never overrides a stop reason already recorded in the run", () => {
     const runtime = makeRuntime();
     runtime.scope.set("stop_reason", "token_capped");
     expect(run(middleware, [partial({ response_metadata: { finish_reason: "length" } })], runtime).stop).toBe("token_capped");
   });
 
-  it("scenario 55: ignores replies with tool calls, empty replies, normal stops and non-AI messages", () => {
+  it("scenario M55: ignores replies with tool calls, empty replies, normal stops and non-AI messages", () => {
     const ignored: BaseMessage[] = [
       new AIMessage({
         content: "",
@@ -76,7 +76,7 @@ describe("ModelLengthFinishReason", () => {
     expect(run(middleware, []).stop).toBeUndefined();
   });
 
-  it("scenario 55: through the engine the run's stop reason is model_length_capped and the answer is delivered as is", async () => {
+  it("scenario M55: through the engine the run's stop reason is model_length_capped and the answer is delivered as is", async () => {
     const model = fakeModel().respond(new AIMessage({ content: "a long answer cut", response_metadata: { finish_reason: "length" } }));
     const agent = createAgent({ model, middlewares: [middleware], services: { clock: systemClock } });
     let record: RunRecord | undefined;

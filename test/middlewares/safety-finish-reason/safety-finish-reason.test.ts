@@ -55,7 +55,7 @@ const always = (reasonValue = "content_filter"): FinishReasonDetector => ({
 const never: FinishReasonDetector = { name: "never_hit", detect: () => null };
 
 describe("SafetyFinishReason: the graph", () => {
-  it("scenario 54: content_filter with a write_file call: the tool never runs, the call is stripped, explained, recorded, capped and announced", async () => {
+  it("scenario M54: content_filter with a write_file call: the tool never runs, the call is stripped, explained, recorded, capped and announced", async () => {
     const writes: unknown[] = [];
     const writeFile: AgentTool = {
       name: "write_file",
@@ -114,7 +114,7 @@ describe("SafetyFinishReason: the graph", () => {
     ]);
   });
 
-  it("scenario 54: a response with visible text and no tool calls is delivered unchanged", async () => {
+  it("scenario M54: a response with visible text and no tool calls is delivered unchanged", async () => {
     const model = fakeModel().respond(new AIMessage({ content: "Partial answer truncated by safety filter", response_metadata: { finish_reason: "content_filter" } }));
     const agent = createAgent({ model, middlewares: [createSafetyFinishReasonMiddleware()], services: { clock: systemClock } });
     const state = await agent.invoke({ messages: [new HumanMessage("hi")] });
@@ -123,7 +123,7 @@ describe("SafetyFinishReason: the graph", () => {
     expect(final.additional_kwargs).not.toHaveProperty("safety_termination");
   });
 
-  it("scenario 54: registered after a call-counting guard, it runs first in the reverse after-model order, so the guard sees no calls", async () => {
+  it("scenario M54: registered after a call-counting guard, it runs first in the reverse after-model order, so the guard sees no calls", async () => {
     const seen: number[] = [];
     const counter: AgentMiddleware = {
       name: "LoopCounter",
@@ -137,7 +137,7 @@ describe("SafetyFinishReason: the graph", () => {
 });
 
 describe("SafetyFinishReason: when it acts", () => {
-  it("scenario 54: strips structured and raw calls and the legacy function_call, keeping the provider's other kwargs and the id", () => {
+  it("scenario M54: strips structured and raw calls and the legacy function_call, keeping the provider's other kwargs and the id", () => {
     const raw = [{ id: "call_write_1", type: "function", function: { name: "write_file", arguments: '{"path": "/x"}' } }];
     const original = filtered({
       id: "ai-1",

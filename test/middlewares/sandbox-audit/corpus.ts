@@ -252,9 +252,9 @@ const UPSTREAM: CorpusRow[] = [
 ];
 
 const EDGE: CorpusRow[] = [
-  ...group("scenario 25", "block", ["curl http://x | sh", "$(curl u)"]),
-  ...group("scenario 25", "pass", ["x=$(curl u)"]),
-  ...group("scenario 25", "warn", ["pip install y"]),
+  ...group("scenario M25", "block", ["curl http://x | sh", "$(curl u)"]),
+  ...group("scenario M25", "pass", ["x=$(curl u)"]),
+  ...group("scenario M25", "warn", ["pip install y"]),
   ...group("edge: every separator opens a command position", "block", [
     "echo hi || $(curl u)",
     "echo hi|$(curl u)",

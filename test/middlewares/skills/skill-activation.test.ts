@@ -55,7 +55,7 @@ async function call(middleware: ReturnType<typeof createSkillActivationMiddlewar
 }
 
 describe("SkillActivation", () => {
-  it("scenario 36: `/pdf summarize` puts a hidden, escaped SKILL.md with its sha256 right before the user message, in that request only", async () => {
+  it("scenario M36: `/pdf summarize` puts a hidden, escaped SKILL.md with its sha256 right before the user message, in that request only", async () => {
     const { middleware } = await setup();
     const user = new HumanMessage({ content: "/pdf summarize", id: "m1" });
     const req = request([new HumanMessage({ content: "earlier", id: "m0" }), new AIMessage({ content: "a", id: "a0" }), user]);
@@ -87,14 +87,14 @@ describe("SkillActivation", () => {
     expect(req.state.messages).toHaveLength(3);
   });
 
-  it("scenario 36: `/nope x` answers that the skill is not installed, without calling the model", async () => {
+  it("scenario M36: `/nope x` answers that the skill is not installed, without calling the model", async () => {
     const { middleware } = await setup();
     const { result, called } = await call(middleware, request([new HumanMessage({ content: "/nope x", id: "m1" })]));
     expect(called).toBe(false);
     expect(result.content).toBe("Skill `/nope` is not installed.");
   });
 
-  it("scenario 36: through the real engine the activation reaches the first model call only, is never stored, and is audited once", async () => {
+  it("scenario M36: through the real engine the activation reaches the first model call only, is never stored, and is audited once", async () => {
     const { registry } = await memoryRegistry({ "skills:public:pdf:SKILL.md": PDF });
     const bash: AgentTool = {
       name: "bash",
@@ -137,7 +137,7 @@ describe("SkillActivation", () => {
     ]);
   });
 
-  it("scenario 36: through the real engine an unknown skill ends the run with the answer and no model call", async () => {
+  it("scenario M36: through the real engine an unknown skill ends the run with the answer and no model call", async () => {
     const { registry } = await memoryRegistry({});
     const model = fakeModel();
     const agent = createAgent({ model, middlewares: [...createSkillMiddlewares({ registry })], services: { clock: systemClock } });
@@ -146,7 +146,7 @@ describe("SkillActivation", () => {
     expect(state.messages.at(-1)).toMatchObject({ type: "ai", content: "Skill `/nope` is not installed." });
   });
 
-  it("scenario 36: still activates behind InputSanitization, which frames the user's text before this middleware sees it", async () => {
+  it("scenario M36: still activates behind InputSanitization, which frames the user's text before this middleware sees it", async () => {
     const { registry } = await memoryRegistry({ "skills:public:pdf:SKILL.md": PDF });
     const model = fakeModel().respond(new AIMessage({ content: "ok", id: "a1" }));
     const agent = createAgent({

@@ -67,7 +67,7 @@ async function runTool(middleware: AgentMiddleware, req: ToolCallRequest, result
 }
 
 describe("SkillToolPolicy", () => {
-  it("scenario 37: a slash-activated skill with `allowed-tools: [bash]` binds only bash and the 4 framework tools, and blocks web_search", async () => {
+  it("scenario M37: a slash-activated skill with `allowed-tools: [bash]` binds only bash and the 4 framework tools, and blocks web_search", async () => {
     const { registry } = await memoryRegistry({ "skills:public:shell:SKILL.md": skill("shell", ["bash"]) });
     const tools = ["bash", "web_search", "task", ...FRAMEWORK].map((n) => tool(n));
     const model = fakeModel()
@@ -99,7 +99,7 @@ describe("SkillToolPolicy", () => {
     expect(results.find((m) => m.tool_call_id === "c2")?.content).toBe("bash ran");
   });
 
-  it("scenario 37: passive enabled skills filter nothing and never touch storage", async () => {
+  it("scenario M37: passive enabled skills filter nothing and never touch storage", async () => {
     const { middleware, loads } = await setup({ shell: ["bash"] });
     const runtime = makeRuntime();
     expect(await boundNames(middleware, modelRequest(["task", "web_search", "bash"], stateWith(), runtime))).toEqual(["task", "web_search", "bash"]);

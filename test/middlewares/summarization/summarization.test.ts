@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { GraphInterrupt, REMOVE_ALL_MESSAGES } from "@langchain/langgraph/web";
@@ -7,7 +8,6 @@ import { createAgent } from "../../../src/engine/agent.ts";
 import type { AgentState } from "../../../src/engine/types.ts";
 import { canonicalHash, type CompactionEvent } from "../../../src/extension-api/index.ts";
 import {
-  SUMMARIZATION_DEFAULTS,
   SUMMARIZATION_NAME,
   SummarizationConfigSchema,
   createSummarizationMiddleware,
@@ -24,6 +24,9 @@ import {
 import { DEFAULT_SUMMARY_PROMPT, buildSummaryPrompt, trimTextToTokens } from "../../../src/middlewares/summarization/prompt.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const SUMMARIZATION_DEFAULTS = v.parse(SummarizationConfigSchema, {});
 
 const messageCount = (messages: readonly BaseMessage[]) => messages.length;
 const charCount = (messages: readonly BaseMessage[]) =>
@@ -392,8 +395,8 @@ describe("compaction", () => {
   });
 });
 
-describe("scenario 40: a failing or blank summary changes nothing on the automatic path", () => {
-  it("scenario 40: both models failing leaves messages and summary_text unchanged and fires no memory flush", async () => {
+describe("scenario M40: a failing or blank summary changes nothing on the automatic path", () => {
+  it("scenario M40: both models failing leaves messages and summary_text unchanged and fires no memory flush", async () => {
     const { events, hook } = capture();
     const primary = fakeModel().respond(new Error("summary provider down"));
     const fallback = fakeModel().respond(new Error("run model down"));
@@ -404,14 +407,14 @@ describe("scenario 40: a failing or blank summary changes nothing on the automat
     expect(events).toEqual([]);
   });
 
-  it("scenario 40: a blank (whitespace-only) summary is a failure, not an empty replacement", async () => {
+  it("scenario M40: a blank (whitespace-only) summary is a failure, not an empty replacement", async () => {
     const blank = fakeModel().respond(new AIMessage("   \n\t "));
     const { events, hook } = capture();
     expect(await beforeModel(middleware({}, { model: blank, beforeSummarization: [hook] }), state(turns()))).toBeUndefined();
     expect(events).toEqual([]);
   });
 
-  it("scenario 40: through the real engine, a failing summary model leaves history whole and the run answers", async () => {
+  it("scenario M40: through the real engine, a failing summary model leaves history whole and the run answers", async () => {
     const lead = fakeModel().respond(new AIMessage({ content: "answer", id: "final" }));
     const mw = middleware({}, { model: fakeModel().respond(new Error("provider down")) });
     const agent = createAgent({ model: lead, middlewares: [mw], services: { clock: systemClock } });
@@ -586,7 +589,7 @@ describe("context-compaction observers", () => {
   });
 });
 
-describe("scenario 39: compaction through the real engine", () => {
+describe("scenario M39: compaction through the real engine", () => {
   function history(): BaseMessage[] {
     return [
       reminder("ctx-1"),
@@ -602,7 +605,7 @@ describe("scenario 39: compaction through the real engine", () => {
     ];
   }
 
-  it("scenario 39: state keeps the tail, the tagged reminder and the latest user message; summary_text is set and never sent as a message", async () => {
+  it("scenario M39: state keeps the tail, the tagged reminder and the latest user message; summary_text is set and never sent as a message", async () => {
     const summarizer = summaryModel("SUMMARY OF EARLIER TURNS");
     const lead = fakeModel().respond(new AIMessage({ content: "third answer", id: "final" }));
     const mw = createSummarizationMiddleware(

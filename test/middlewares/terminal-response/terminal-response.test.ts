@@ -51,7 +51,7 @@ function stateOf(messages: BaseMessage[]) {
 }
 
 describe("TerminalResponse", () => {
-  it("scenario 52: an empty reply after a tool run is removed and the model is re-called once with a hidden recovery prompt", async () => {
+  it("scenario M52: an empty reply after a tool run is removed and the model is re-called once with a hidden recovery prompt", async () => {
     const model = fakeModel()
       .respondWithTools([{ name: "lookup_status", args: {}, id: "call-1" }])
       .respond(new AIMessage(""))
@@ -72,7 +72,7 @@ describe("TerminalResponse", () => {
     expect(emptyTerminal(retried)).toEqual([]);
   });
 
-  it("scenario 52: a second empty reply becomes a visible error fallback in state, under the same id", async () => {
+  it("scenario M52: a second empty reply becomes a visible error fallback in state, under the same id", async () => {
     const model = fakeModel()
       .respondWithTools([{ name: "lookup_status", args: {}, id: "call-2" }])
       .respond(new AIMessage(""))
@@ -89,7 +89,7 @@ describe("TerminalResponse", () => {
     expect(state.messages.filter((m) => m.id === "second-empty")).toHaveLength(1);
   });
 
-  it("scenario 52: the budget is one retry per run, even when the retried reply calls another tool", async () => {
+  it("scenario M52: the budget is one retry per run, even when the retried reply calls another tool", async () => {
     const model = fakeModel()
       .respondWithTools([{ name: "lookup_status", args: {}, id: "call-a" }])
       .respond(new AIMessage(""))
@@ -103,7 +103,7 @@ describe("TerminalResponse", () => {
     expect(prompts).toHaveLength(1);
   });
 
-  it("scenario 52: each run gets its own budget", async () => {
+  it("scenario M52: each run gets its own budget", async () => {
     const model = fakeModel()
       .respondWithTools([{ name: "lookup_status", args: {}, id: "r1" }])
       .respond(new AIMessage(""))
@@ -118,7 +118,7 @@ describe("TerminalResponse", () => {
     expect(model.callCount).toBe(6);
   });
 
-  it("scenario 53: an empty reply with no tool result since the last real user message is not retried", async () => {
+  it("scenario M53: an empty reply with no tool result since the last real user message is not retried", async () => {
     const model = fakeModel().respond(new AIMessage(""));
     const state = await agentWith(model).invoke({ messages: [new HumanMessage("Hello")] }, { threadId: "t5" });
     expect(model.callCount).toBe(1);
@@ -129,7 +129,7 @@ describe("TerminalResponse", () => {
     expect(hook(stateOf(earlierTurn), makeRuntime())).toBeUndefined();
   });
 
-  it("scenario 53: tool history without any real user message does not trigger recovery; a hidden clarification answer counts as the user's", () => {
+  it("scenario M53: tool history without any real user message does not trigger recovery; a hidden clarification answer counts as the user's", () => {
     const hook = afterModel(createTerminalResponseMiddleware());
     const internal = [hiddenHumanMessage("progress_hint", "internal"), new ToolMessage({ content: "done", tool_call_id: "c8" }), new AIMessage("")];
     expect(hook(stateOf(internal), makeRuntime())).toBeUndefined();
@@ -212,7 +212,7 @@ describe("TerminalResponse", () => {
     expect(seen.map((m) => m.filter(isRecovery).length)).toEqual([1, 1]);
   });
 
-  it("scenario 52: behind LLMErrorHandling in the chain, a retried recovery call still carries the prompt", async () => {
+  it("scenario M52: behind LLMErrorHandling in the chain, a retried recovery call still carries the prompt", async () => {
     const model = fakeModel()
       .respondWithTools([{ name: "lookup_status", args: {}, id: "call-r" }])
       .respond(new AIMessage(""))

@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { describe, expect, it } from "vitest";
@@ -5,10 +6,10 @@ import { systemClock } from "../../../src/core/clock.ts";
 import { createAgent } from "../../../src/engine/agent.ts";
 import type { AgentState, AgentTool } from "../../../src/engine/types.ts";
 import {
+  TokenUsageConfigSchema,
   SUBAGENT_TOKEN_USAGE_ATTRIBUTED_KEY,
   SUBAGENT_TOKEN_USAGE_KEY,
   TOKEN_USAGE_ATTRIBUTION_KEY,
-  TOKEN_USAGE_DEFAULTS,
   TOKEN_USAGE_NAME,
   createTokenUsageMiddleware,
   normalizeTokenUsage,
@@ -16,6 +17,9 @@ import {
 import { buildTodoActions, type TokenUsageAttribution } from "../../../src/middlewares/token-usage/attribution.ts";
 import { applyStateUpdate, emptyThreadState, type Todo } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const TOKEN_USAGE_DEFAULTS = v.parse(TokenUsageConfigSchema, {});
 
 const middleware = createTokenUsageMiddleware();
 
@@ -249,7 +253,7 @@ describe("subagent usage", () => {
   });
 });
 
-describe("scenario 43: two task calls through the real engine", () => {
+describe("scenario M43: two task calls through the real engine", () => {
   const task: AgentTool = {
     name: "task",
     description: "delegate",
@@ -262,7 +266,7 @@ describe("scenario 43: two task calls through the real engine", () => {
       }),
   };
 
-  it("scenario 43: the dispatch is a shared tool_batch with 2 subagent actions and carries the subagent usage exactly once, even on replay", async () => {
+  it("scenario M43: the dispatch is a shared tool_batch with 2 subagent actions and carries the subagent usage exactly once, even on replay", async () => {
     const model = fakeModel()
       .respondWithTools([
         { name: "task", args: { description: "a", subagent_type: "general-purpose" }, id: "call-a" },

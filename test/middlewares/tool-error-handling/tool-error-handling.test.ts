@@ -73,7 +73,7 @@ describe("ToolErrorHandling", () => {
     ).toMatchObject({ skill_file_read_tool_names: ["read_file", "view"], skills_container_path: "/custom/skills" });
   });
 
-  it("scenario 29: a tool raising ValueError('boom') becomes a recoverable error ToolMessage", async () => {
+  it("scenario M29: a tool raising ValueError('boom') becomes a recoverable error ToolMessage", async () => {
     const result = (await middleware.wrapToolCall!(request(), failing(new ValueError("boom")))) as ToolMessage;
     expect(result.content).toBe(
       "Error: Tool 'x' failed with ValueError: boom. Continue with available context, or choose an alternative tool.",
@@ -90,7 +90,7 @@ describe("ToolErrorHandling", () => {
     });
   });
 
-  it("scenario 29: the run continues through the real engine after the tool raised", async () => {
+  it("scenario M29: the run continues through the real engine after the tool raised", async () => {
     const boom: AgentTool = {
       name: "x",
       description: "always fails",

@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import { fakeModel } from "@langchain/core/testing";
@@ -12,7 +13,7 @@ import type { Sandbox, SandboxProvider } from "../../../src/ports/sandbox.ts";
 import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { createToolResultSanitizationMiddleware } from "../../../src/middlewares/tool-result-sanitization.ts";
 import {
-  TOOL_OUTPUT_BUDGET_DEFAULTS,
+  ToolOutputBudgetConfigSchema,
   TOOL_OUTPUT_BUDGET_NAME,
   TOOL_RESULTS_DIRNAME,
   buildFallback,
@@ -28,6 +29,9 @@ import { createSandboxTools } from "../../../src/tools/sandbox-tools.ts";
 import { SANDBOX_ACQUIRED_SCOPE_KEY } from "../../../src/sandbox/acquire.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const TOOL_OUTPUT_BUDGET_DEFAULTS = v.parse(ToolOutputBudgetConfigSchema, {});
 
 const SAVED_PATH = /^\/mnt\/user-data\/outputs\/\.tool-results\/([A-Za-z0-9_.-]+)-[0-9a-f]{12}\.(log|txt)$/;
 
@@ -198,7 +202,7 @@ describe("ToolOutputBudget: artifacts and file names", () => {
 });
 
 describe("ToolOutputBudget: externalising", () => {
-  it("scenario 6: a 50,000-char bash output lands in .tool-results as bash-<12hex>.log and the message points to it", async () => {
+  it("scenario M6: a 50,000-char bash output lands in .tool-results as bash-<12hex>.log and the message points to it", async () => {
     const { provider, services } = withSandbox();
     const output = Array.from({ length: 2500 }, (_, i) => `line ${String(i).padStart(5, "0")} ok.`).join("\n").padEnd(50_000, "z");
     expect(output).toHaveLength(50_000);
@@ -224,7 +228,7 @@ describe("ToolOutputBudget: externalising", () => {
     ]);
   });
 
-  it("scenario 7: with default settings 12,000 chars pass unchanged and 12,001 are externalised", async () => {
+  it("scenario M7: with default settings 12,000 chars pass unchanged and 12,001 are externalised", async () => {
     const { services } = withSandbox();
     const exact = msg("x".repeat(12_000));
     expect(await budget({}, request("remote_executor", { services }), exact)).toBe(exact);
@@ -242,7 +246,7 @@ describe("ToolOutputBudget: externalising", () => {
     expect(over).toContain("(40001 chars, ~10000 tokens)");
   });
 
-  it.each(["read_file", "read_file_tool"])("scenario 7: %s output is never touched, however long", async (name) => {
+  it.each(["read_file", "read_file_tool"])("scenario M7: %s output is never touched, however long", async (name) => {
     const { services } = withSandbox();
     for (const size of [12_001, 40_000, 200_000]) {
       const original = msg("x".repeat(size), name);
@@ -362,7 +366,7 @@ describe("ToolOutputBudget: externalising", () => {
 });
 
 describe("ToolOutputBudget: no writable storage", () => {
-  it("scenario 8: with no sandbox a 40,000-char output is cut to at most 30,000 with the storage-unavailable marker", async () => {
+  it("scenario M8: with no sandbox a 40,000-char output is cut to at most 30,000 with the storage-unavailable marker", async () => {
     const output = `HEADSTART\n${"m".repeat(39_982)}\nTAILEND`;
     expect(output).toHaveLength(40_000);
     const result = await budget({}, request("bash"), msg(output, "bash"));
@@ -376,7 +380,7 @@ describe("ToolOutputBudget: no writable storage", () => {
     ]);
   });
 
-  it("scenario 8: with no sandbox a 20,000-char output (and a 12,001-char one) is unchanged", async () => {
+  it("scenario M8: with no sandbox a 20,000-char output (and a 12,001-char one) is unchanged", async () => {
     for (const size of [20_000, 12_001, 30_000]) {
       const original = msg("x".repeat(size), "bash");
       expect(await budget({}, request("bash"), original)).toBe(original);
@@ -539,7 +543,7 @@ describe("ToolOutputBudget: control flow", () => {
 });
 
 describe("ToolOutputBudget: in the real engine", () => {
-  it("scenario 6: the saved file is readable with read_file, whose own output is never budgeted", async () => {
+  it("scenario M6: the saved file is readable with read_file, whose own output is never budgeted", async () => {
     const provider = createVirtualSandboxProvider();
     const big = Array.from({ length: 5000 }, (_, i) => `row ${i}: ${"x".repeat(20)}`).join("\n");
     const bigTool: AgentTool = {
@@ -574,7 +578,7 @@ describe("ToolOutputBudget: in the real engine", () => {
     expect(state.messages.at(-1)?.content).toBe("done");
   });
 
-  it("scenario 8: without a sandbox the checkpointed result is cut and the next model request sees the cut text", async () => {
+  it("scenario M8: without a sandbox the checkpointed result is cut and the next model request sees the cut text", async () => {
     const output = "z".repeat(40_000);
     const bigTool: AgentTool = { name: "web_search", description: "s", schema: { type: "object", properties: {} }, invoke: async () => output };
     const model = fakeModel()

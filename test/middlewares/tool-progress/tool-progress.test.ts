@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import { fakeModel } from "@langchain/core/testing";
@@ -10,10 +11,10 @@ import { canonicalHashSync } from "../../../src/extension-api/sha256-sync.ts";
 import { HIDE_FROM_UI } from "../../../src/middlewares/messages.ts";
 import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling/tool-error-handling.ts";
 import {
+  ToolProgressConfigSchema,
   DEFAULT_EXEMPT_TOOLS,
   MAX_PENDING_PROGRESS_HINTS,
   PROGRESS_HINT_NAME,
-  TOOL_PROGRESS_DEFAULTS,
   TOOL_PROGRESS_EVENT,
   TOOL_PROGRESS_NAME,
   createToolProgressMiddleware,
@@ -34,6 +35,9 @@ import {
 import { TOOL_META_KEY, type ToolResultMeta } from "../../../src/middlewares/tool-result-meta.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const TOOL_PROGRESS_DEFAULTS = v.parse(ToolProgressConfigSchema, {});
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -527,7 +531,7 @@ describe("ToolProgress through the real engine", () => {
 
   const search = (id: string) => [{ name: "web_search", args: { query: `q-${id}` }, id }];
 
-  it("scenario 32: 3x 'No results found' gives the next model call a progress_hint; an auth error blocks the tool without running it; a new run resets", async () => {
+  it("scenario M32: 3x 'No results found' gives the next model call a progress_hint; an auth error blocks the tool without running it; a new run resets", async () => {
     const log: string[] = [];
     const outputs = ["No results found", "No results found", "No results found", "Error: 401 Unauthorized"];
     const model = fakeModel()

@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import { fakeModel } from "@langchain/core/testing";
@@ -11,9 +12,9 @@ import { HIDE_FROM_UI } from "../../../src/middlewares/messages.ts";
 import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling/tool-error-handling.ts";
 import { createToolProgressMiddleware } from "../../../src/middlewares/tool-progress/tool-progress.ts";
 import {
+  ToolReceiptConfigSchema,
   RECEIPT_LEDGER_MESSAGE_NAME,
   TOOL_RECEIPT_CONTEXT_KEY,
-  TOOL_RECEIPT_DEFAULTS,
   TOOL_RECEIPT_EVENT,
   TOOL_RECEIPT_KEY,
   TOOL_RECEIPT_LEDGER_KEY,
@@ -40,6 +41,9 @@ import {
 import { TOOL_META_KEY } from "../../../src/middlewares/tool-result-meta.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const TOOL_RECEIPT_DEFAULTS = v.parse(ToolReceiptConfigSchema, {});
 
 // ---------------------------------------------------------------------------------------------
 // Helpers

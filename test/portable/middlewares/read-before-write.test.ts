@@ -396,7 +396,7 @@ describe("ReadBeforeWrite through the real engine", () => {
     return run;
   }
 
-  it("scenario 27: an unread existing file blocks the write; after read_file it succeeds; a further write without re-reading is blocked", async () => {
+  it("scenario M27: an unread existing file blocks the write; after read_file it succeeds; a further write without re-reading is blocked", async () => {
     const model = fakeModel()
       .respondWithTools([{ name: "write_file", args: { path: A_MD, content: "draft 1" }, id: "w1" }])
       .respondWithTools([{ name: "read_file", args: { path: A_MD }, id: "r1" }])
@@ -416,7 +416,7 @@ describe("ReadBeforeWrite through the real engine", () => {
     expect(await file(A_MD)).toBe("draft 2");
   });
 
-  it("scenario 28: a write to a path that does not exist runs; after one read, two parallel appends land exactly one", async () => {
+  it("scenario M28: a write to a path that does not exist runs; after one read, two parallel appends land exactly one", async () => {
     const model = fakeModel()
       .respondWithTools([{ name: "write_file", args: { path: "/mnt/user-data/outputs/new.md", content: "fresh" }, id: "w0" }])
       .respondWithTools([{ name: "read_file", args: { path: A_MD }, id: "r1" }])

@@ -133,7 +133,7 @@ describe("Sandbox beforeAgent", () => {
 describe("Sandbox wrapToolCall", () => {
   const middleware = createSandboxMiddleware();
 
-  it("scenario 13: a tool that lazily acquires sb1 returns a Command setting sandbox.sandbox_id", async () => {
+  it("scenario M13: a tool that lazily acquires sb1 returns a Command setting sandbox.sandbox_id", async () => {
     const { provider } = fakeProvider(["sb1"]);
     const runtime = makeRuntime({ threadId: "t1", services: { sandbox: provider } });
     const result = await middleware.wrapToolCall!(toolRequest(runtime), async (request) => {
@@ -276,7 +276,7 @@ describe("Sandbox through the real engine", () => {
     },
   };
 
-  it("scenario 13: the lazily acquired sb1 lands in state through the step update, and is released at the end", async () => {
+  it("scenario M13: the lazily acquired sb1 lands in state through the step update, and is released at the end", async () => {
     const { provider, released } = fakeProvider(["sb1"]);
     const model = fakeModel()
       .respondWithTools([{ name: "probe", args: {}, id: "c1" }])
@@ -288,7 +288,7 @@ describe("Sandbox through the real engine", () => {
     expect(released).toEqual(["sb1"]);
   });
 
-  it("scenario 13: a conflicting sandbox id raises, and the thread's sandbox is still released", async () => {
+  it("scenario M13: a conflicting sandbox id raises, and the thread's sandbox is still released", async () => {
     const { provider, released } = fakeProvider(["sb1"]);
     const rebinder: AgentTool = {
       name: "rebind",

@@ -161,8 +161,8 @@ describe("RunManager: one run", () => {
   });
 });
 
-describe("RunManager: multitask strategies (scenario 45)", () => {
-  it("scenario 45: reject answers 409 while a run is in flight and creates no run", async () => {
+describe("RunManager: multitask strategies (scenario G45)", () => {
+  it("scenario G45: reject answers 409 while a run is in flight and creates no run", async () => {
     const { manager, gates } = setup();
     const first = await manager.create("t1", say("tool:block"), ALICE);
     await running(manager, first);
@@ -177,7 +177,7 @@ describe("RunManager: multitask strategies (scenario 45)", () => {
     expect((await manager.join("t1", first.run_id)).status).toBe("success");
   });
 
-  it("scenario 45: interrupt ends the first run interrupted, and the second starts only after the first's cleanup (on_task_stop included)", async () => {
+  it("scenario G45: interrupt ends the first run interrupted, and the second starts only after the first's cleanup (on_task_stop included)", async () => {
     const log: string[] = [];
     const stopGate = deferred();
     const { manager } = setup({ extensions: lifecycle(log, { stopGate: stopGate.promise }) });
@@ -263,7 +263,7 @@ describe("RunManager: a thread held for its deletion", () => {
 });
 
 describe("RunManager: cancel", () => {
-  it("scenario 46: rollback with wait restores the pre-run state; cancelling a successful run is a 409", async () => {
+  it("scenario G46: rollback with wait restores the pre-run state; cancelling a successful run is a 409", async () => {
     const { manager, threads } = setup();
     const done = await manager.create("t1", say("hello"), ALICE);
     await manager.join("t1", done.run_id);
@@ -301,7 +301,7 @@ describe("RunManager: cancel", () => {
     expect(threads.rows.get("t1")!.display_name).toBe(title);
   });
 
-  it("scenario 23: a run cancelled while still pending fires no hooks and still ends its stream", async () => {
+  it("scenario G23: a run cancelled while still pending fires no hooks and still ends its stream", async () => {
     const log: string[] = [];
     const { manager, gates } = setup({ extensions: lifecycle(log) });
     const first = await manager.create("t1", say("tool:block"), ALICE);
@@ -315,8 +315,8 @@ describe("RunManager: cancel", () => {
   });
 });
 
-describe("RunManager: lifecycle hooks (scenarios 22, 23)", () => {
-  it("scenario 22: on_task_start (kind lead, task_id = run_id) finishes before metadata; on_task_stop(completed) before end", async () => {
+describe("RunManager: lifecycle hooks (scenarios G22, G23)", () => {
+  it("scenario G22: on_task_start (kind lead, task_id = run_id) finishes before metadata; on_task_stop(completed) before end", async () => {
     const log: string[] = [];
     const { manager } = setup({ extensions: lifecycle(log) });
     const row = await manager.create("t1", say("hello"), ALICE);
@@ -327,7 +327,7 @@ describe("RunManager: lifecycle hooks (scenarios 22, 23)", () => {
     expect(log.slice(-3)).toEqual([`stop-begin:${row.run_id}`, `stop-done:${row.run_id}:completed`, "frame:end"]);
   });
 
-  it("scenario 23: an interrupt ends aborted, an exception failed", async () => {
+  it("scenario G23: an interrupt ends aborted, an exception failed", async () => {
     const log: string[] = [];
     const { manager } = setup({ extensions: lifecycle(log) });
     const blocked = await manager.create("t1", say("tool:block"), ALICE);

@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { describe, expect, it, vi } from "vitest";
@@ -11,7 +12,7 @@ import { createSubagentLimitMiddleware } from "../../../src/middlewares/subagent
 import { SUBAGENT_TOKEN_USAGE_KEY, createTokenUsageMiddleware, normalizeTokenUsage } from "../../../src/middlewares/token-usage/token-usage.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import {
-  BATCH_TASK_DEFAULTS,
+  BatchTaskConfigSchema,
   BATCH_TASK_ERROR_CODE_KEY,
   BATCH_TASK_PROGRESS_EVENT,
   BATCH_TASK_RESULT_KEY,
@@ -23,6 +24,9 @@ import {
 import { TASK_TOOL_NAME } from "../../../src/tools/task.ts";
 import { createBatchTaskTool, createTaskTool } from "../../../src/agents/delegation-tools.ts";
 import { GP, ITEM_USAGE, SubagentScript, driveGated, invokeBatch, task, toolRuntime } from "./batch-task-helpers.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const BATCH_TASK_DEFAULTS = v.parse(BatchTaskConfigSchema, {});
 
 const OWNER = { userId: "default", threadId: "thread-1" };
 
