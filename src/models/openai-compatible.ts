@@ -19,6 +19,7 @@ import {
 } from "@langchain/core/messages";
 import { ChatGenerationChunk, type ChatResult } from "@langchain/core/outputs";
 import type { Runnable } from "@langchain/core/runnables";
+import { DeerflowError } from "../core/errors.ts";
 import { ModelError } from "./errors.ts";
 import { oneLine, textOf } from "./text.ts";
 import { toOpenAITool, toOpenAIToolChoice, type OpenAIFunctionTool } from "./tools.ts";
@@ -275,9 +276,9 @@ function fallbackCode(status: number): string {
 }
 
 /** Reading the response body failed: the connection broke off mid-response. */
-class StreamReadError extends Error {
+class StreamReadError extends DeerflowError {
   constructor(cause: unknown) {
-    super("reading the response body failed", { cause });
+    super("response_body_unreadable", "reading the response body failed", { cause });
   }
 }
 

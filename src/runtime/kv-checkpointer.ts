@@ -20,6 +20,7 @@ import type {
 } from "@langchain/langgraph-checkpoint";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { base64ToBytes, bytesToBase64 } from "../core/base64.ts";
+import { DeerflowError } from "../core/errors.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 
 export type CheckpointerErrorCode =
@@ -29,12 +30,11 @@ export type CheckpointerErrorCode =
   | "invalid_prefix"
   | "corrupt_record";
 
-export class CheckpointerError extends Error {
-  constructor(
-    readonly code: CheckpointerErrorCode,
-    message: string,
-  ) {
-    super(message);
+export class CheckpointerError extends DeerflowError {
+  declare readonly code: CheckpointerErrorCode;
+
+  constructor(code: CheckpointerErrorCode, message: string) {
+    super(code, message);
     this.name = "CheckpointerError";
   }
 }

@@ -140,7 +140,12 @@ type Args = Record<string, unknown>;
 const ROOTS_TEXT = `${VIRTUAL_DIRS.workspace}, ${VIRTUAL_DIRS.uploads} and ${VIRTUAL_DIRS.outputs}`;
 
 /** A tool argument the model got wrong; its message is shown to the model after `Error: `. */
-export class ArgumentError extends Error {}
+export class ArgumentError extends DeerflowError {
+  constructor(message: string) {
+    super("invalid_tool_argument", message);
+    this.name = "ArgumentError";
+  }
+}
 
 export function requireString(args: Args, key: string, tool: string, options: { allowEmpty?: boolean } = {}): string {
   const value = args[key];
@@ -689,7 +694,12 @@ function truncateLine(line: string, maxChars = GREP_LINE_SUMMARY_CHARS): string 
   return chars.length <= maxChars ? chars.join("") : `${chars.slice(0, maxChars - 3).join("")}...`;
 }
 
-class InvalidPatternError extends Error {}
+class InvalidPatternError extends DeerflowError {
+  constructor(message: string) {
+    super("invalid_pattern", message);
+    this.name = "InvalidPatternError";
+  }
+}
 
 /**
  * A model-written pattern in Python's `re` dialect as a JavaScript RegExp: named groups and

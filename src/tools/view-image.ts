@@ -1,5 +1,6 @@
 import { ToolMessage } from "@langchain/core/messages";
 import { Command, isGraphBubbleUp } from "@langchain/langgraph/web";
+import { DeerflowError } from "../core/errors.ts";
 import { isInsideVirtualRoots, resolveVirtualPath } from "../core/path.ts";
 import type { AgentRuntime, AgentTool, ToolContext, ToolOutput } from "../engine/types.ts";
 import { SandboxError, VIRTUAL_DIRS } from "../ports/sandbox.ts";
@@ -96,7 +97,12 @@ export async function statThroughParent(
   }
 }
 
-class ImageRefusal extends Error {}
+class ImageRefusal extends DeerflowError {
+  constructor(message: string) {
+    super("view_image_refused", message);
+    this.name = "ImageRefusal";
+  }
+}
 
 function refuse(text: string): never {
   throw new ImageRefusal(text);

@@ -1,4 +1,5 @@
 import { parse as parseYaml } from "yaml";
+import { DeerflowError } from "../../core/errors.ts";
 import { JsonNumber, rawDecodeJson, type JsonNode } from "./json.ts";
 import {
   PY_NOT_S,
@@ -285,7 +286,12 @@ function tryXml(stripped: string): ToolOutputSynopsis | null {
   );
 }
 
-class CsvError extends Error {}
+class CsvError extends DeerflowError {
+  constructor(message: string) {
+    super("csv_syntax_error", message);
+    this.name = "CsvError";
+  }
+}
 
 /**
  * Rows as Python's csv.reader (excel dialect, non-strict) reads `text`: `"` quotes with doubled
