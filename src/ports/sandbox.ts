@@ -1,3 +1,4 @@
+import { DeerflowError } from "../core/errors.ts";
 // The virtual paths every sandbox exposes are declared in core/path.ts, beside the path rules.
 export { VIRTUAL_DIRS, VIRTUAL_ROOT, type VirtualDirName } from "../core/path.ts";
 
@@ -110,13 +111,14 @@ export interface SandboxProvider {
   close(): Promise<void>;
 }
 
+export type SandboxErrorCode = "path_outside_sandbox" | "not_found" | "is_directory" | "sandbox_unavailable";
+
 /** A path that leaves the virtual roots, or a file that does not exist. */
-export class SandboxError extends Error {
-  constructor(
-    readonly code: "path_outside_sandbox" | "not_found" | "is_directory" | "sandbox_unavailable",
-    message: string,
-  ) {
-    super(message);
+export class SandboxError extends DeerflowError {
+  declare readonly code: SandboxErrorCode;
+
+  constructor(code: SandboxErrorCode, message: string) {
+    super(code, message);
     this.name = "SandboxError";
   }
 }

@@ -21,6 +21,7 @@ import type {
   SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
 import type { RunnableConfig } from "@langchain/core/runnables";
+import { DeerflowError } from "../core/errors.ts";
 import { base64ToBytes } from "../core/base64.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import { decodeSegment, encodeSegment, takeSegments } from "./kv-checkpoint-keys.ts";
@@ -42,12 +43,11 @@ export type CheckpointerErrorCode =
   | "invalid_prefix"
   | "corrupt_record";
 
-export class CheckpointerError extends Error {
-  constructor(
-    readonly code: CheckpointerErrorCode,
-    message: string,
-  ) {
-    super(message);
+export class CheckpointerError extends DeerflowError {
+  declare readonly code: CheckpointerErrorCode;
+
+  constructor(code: CheckpointerErrorCode, message: string) {
+    super(code, message);
     this.name = "CheckpointerError";
   }
 }

@@ -1,3 +1,4 @@
+import { DeerflowError } from "../core/errors.ts";
 import { resolveVirtualPath } from "../sandbox/virtual-path.ts";
 import type { AgentTool } from "../engine/types.ts";
 import { SandboxError, VIRTUAL_DIRS } from "../ports/sandbox.ts";
@@ -24,7 +25,12 @@ export interface PresentFileToolOptions {
   readonly authorizer?: SandboxAuthorizer;
 }
 
-class PresentRefusal extends Error {}
+class PresentRefusal extends DeerflowError {
+  constructor(message: string) {
+    super("present_file_refused", message);
+    this.name = "PresentRefusal";
+  }
+}
 
 /** The normalized outputs path of one requested file, or a refusal the model can act on. */
 function presentablePath(raw: unknown, toolResultsDirname: string): string {

@@ -1,5 +1,6 @@
 import { ToolMessage } from "@langchain/core/messages";
 import { Command, isGraphBubbleUp } from "@langchain/langgraph/web";
+import { DeerflowError } from "../core/errors.ts";
 import { isInsideVirtualRoots } from "../core/path.ts";
 import { resolveVirtualPath } from "../sandbox/virtual-path.ts";
 import type { AgentRuntime, AgentTool, ToolContext, ToolOutput } from "../engine/types.ts";
@@ -95,7 +96,12 @@ export async function statThroughParent(
   }
 }
 
-class ImageRefusal extends Error {}
+class ImageRefusal extends DeerflowError {
+  constructor(message: string) {
+    super("view_image_refused", message);
+    this.name = "ImageRefusal";
+  }
+}
 
 function refuse(text: string): never {
   throw new ImageRefusal(text);

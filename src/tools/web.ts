@@ -169,7 +169,12 @@ function cutChars(text: string, maxChars: number): { text: string; cut: boolean 
   return chars.length > maxChars ? { text: chars.slice(0, maxChars).join(""), cut: true } : { text, cut: false };
 }
 
-class FetchRefusal extends Error {}
+class FetchRefusal extends DeerflowError {
+  constructor(message: string) {
+    super("web_fetch_refused", message);
+    this.name = "FetchRefusal";
+  }
+}
 
 /**
  * Runs `work` with a signal that aborts when the run aborts or `timeoutMs` passes on the agent's

@@ -5,6 +5,8 @@
  * characters such as U+001C or U+FEFF, and a blind spot in either direction is a real gap).
  */
 
+import { DeerflowError } from "../../core/errors.ts";
+
 /** The characters Python's `str.isspace()` (and `re`'s `\s` for str patterns) accept. */
 export const PY_SPACE_CLASS_BODY = String.raw`\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000`;
 
@@ -51,8 +53,11 @@ export function codePointPrefix(text: string, count: number): string {
 }
 
 /** Why a command could not be tokenised the way a POSIX shell lexer would. */
-export class ShlexError extends Error {
-  override name = "ShlexError";
+export class ShlexError extends DeerflowError {
+  constructor(message: string) {
+    super("shlex_syntax_error", message);
+    this.name = "ShlexError";
+  }
 }
 
 const SHLEX_WHITESPACE = " \t\r\n";

@@ -1,9 +1,16 @@
 // The CSV reader the table detector samples with: Python's csv.reader, rule for rule.
 
+import { DeerflowError } from "../../core/errors.ts";
+
 // Python's csv module refuses longer fields (field_size_limit); such a table is "not a table".
 const CSV_FIELD_LIMIT = 131_072;
 
-export class CsvError extends Error {}
+export class CsvError extends DeerflowError {
+  constructor(message: string) {
+    super("csv_syntax_error", message);
+    this.name = "CsvError";
+  }
+}
 
 /**
  * Rows as Python's csv.reader (excel dialect, non-strict) reads `text`: `"` quotes with doubled

@@ -1,3 +1,4 @@
+import { DeerflowError } from "../../core/errors.ts";
 import { pyFloatRepr } from "./text.ts";
 
 /*
@@ -19,7 +20,12 @@ export type JsonNode = null | boolean | string | JsonNumber | JsonNode[] | Map<s
 // bound here keeps a hostile document from exhausting the JS stack instead.
 const MAX_DEPTH = 1000;
 
-class JsonSyntaxError extends Error {}
+class JsonSyntaxError extends DeerflowError {
+  constructor(message: string) {
+    super("json_syntax_error", message);
+    this.name = "JsonSyntaxError";
+  }
+}
 
 const NUMBER = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?/y;
 const ESCAPES: Readonly<Record<string, string>> = { '"': '"', "\\": "\\", "/": "/", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t" };

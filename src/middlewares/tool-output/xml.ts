@@ -6,6 +6,8 @@
  * refuses them upstream, so a billion-laughs document costs nothing to reject.
  */
 
+import { DeerflowError } from "../../core/errors.ts";
+
 export interface XmlOutline {
   readonly rootTag: string;
   readonly rootAttributeCount: number;
@@ -13,7 +15,12 @@ export interface XmlOutline {
   readonly childTags: readonly string[];
 }
 
-class XmlSyntaxError extends Error {}
+class XmlSyntaxError extends DeerflowError {
+  constructor(message: string) {
+    super("xml_syntax_error", message);
+    this.name = "XmlSyntaxError";
+  }
+}
 
 const NAME_START = String.raw`:A-Z_a-z\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u02FF\u0370-\u037D\u037F-\u1FFF\u200C\u200D\u2070-\u218F\u2C00-\u2FEF\u3001-\uD7FF\uF900-\uFDCF\uFDF0-\uFFFD\u{10000}-\u{EFFFF}`;
 const NAME_CHAR = String.raw`${NAME_START}\-.0-9\u00B7\u0300-\u036F\u203F\u2040`;

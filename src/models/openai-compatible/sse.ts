@@ -1,9 +1,10 @@
 import { createParser, type EventSourceMessage } from "eventsource-parser";
+import { DeerflowError } from "../../core/errors.ts";
 
 /** Reading the response body failed: the connection broke off mid-response. */
-export class StreamReadError extends Error {
+export class StreamReadError extends DeerflowError {
   constructor(cause: unknown) {
-    super("reading the response body failed", { cause });
+    super("response_body_unreadable", "reading the response body failed", { cause });
   }
 }
 

@@ -5,6 +5,7 @@ import { SandboxError, VIRTUAL_DIRS, type Sandbox } from "../../ports/sandbox.ts
 import { SandboxAuthorizationError, acquireRunSandbox, type SandboxAuthorizer } from "../../sandbox/acquire.ts";
 import { resolveVirtualPath } from "../../sandbox/virtual-path.ts";
 import type { ThreadStateUpdate } from "../../state/thread-state.ts";
+import { DeerflowError } from "../../core/errors.ts";
 
 /*
  * What every sandbox tool shares: reading its arguments, a per-file lock for read-modify-write
@@ -17,7 +18,12 @@ export type Args = Record<string, unknown>;
 export const ROOTS_TEXT = `${VIRTUAL_DIRS.workspace}, ${VIRTUAL_DIRS.uploads} and ${VIRTUAL_DIRS.outputs}`;
 
 /** A tool argument the model got wrong; its message is shown to the model after `Error: `. */
-export class ArgumentError extends Error {}
+export class ArgumentError extends DeerflowError {
+  constructor(message: string) {
+    super("invalid_tool_argument", message);
+    this.name = "ArgumentError";
+  }
+}
 
 export function requireString(args: Args, key: string, tool: string, options: { allowEmpty?: boolean } = {}): string {
   const value = args[key];

@@ -13,6 +13,7 @@ import {
   runSandboxTool,
   splitLines,
 } from "./run.ts";
+import { DeerflowError } from "../../core/errors.ts";
 
 // The listing and search tools: `ls`, `glob` and `grep`, with their fnmatch patterns and the
 // bounded directory walk they share.
@@ -233,7 +234,12 @@ function truncateLine(line: string, maxChars = GREP_LINE_SUMMARY_CHARS): string 
   return chars.length <= maxChars ? chars.join("") : `${chars.slice(0, maxChars - 3).join("")}...`;
 }
 
-class InvalidPatternError extends Error {}
+class InvalidPatternError extends DeerflowError {
+  constructor(message: string) {
+    super("invalid_pattern", message);
+    this.name = "InvalidPatternError";
+  }
+}
 
 /**
  * A model-written pattern in Python's `re` dialect as a JavaScript RegExp: named groups and

@@ -7,6 +7,7 @@ import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts
 import { RunManager } from "../../../src/runtime/runs/manager.ts";
 import { RunStore } from "../../../src/runtime/runs/run-store.ts";
 import type { StreamFrame } from "../../../src/runtime/runs/stream-bridge.ts";
+import { statusOfRunOperation } from "../../../src/gateway/errors.ts";
 import { RunOperationError, runRequest, type RunAgentFactory, type RunRecord, type RunRequest } from "../../../src/runtime/runs/types.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import type { KeyValue } from "../../../src/ports/key-value.ts";
@@ -167,7 +168,7 @@ describe("RunManager: multitask strategies (scenario G45)", () => {
     const first = await manager.create("t1", say("tool:block"), ALICE);
     await running(manager, first);
     const error = await failure(manager.create("t1", say("again"), ALICE));
-    expect(error.status).toBe(409);
+    expect(statusOfRunOperation(error)).toBe(409);
     expect(error.message).toContain(first.run_id);
     expect((await manager.list("t1")).map((r) => r.run_id)).toEqual([first.run_id]);
     // Another thread is not affected.
@@ -243,16 +244,16 @@ describe("RunManager: a thread held for its deletion", () => {
     const { manager, gates } = setup();
     const first = await manager.create("t1", say("tool:block"), ALICE);
     await running(manager, first);
-    expect((await failure(manager.reserveThread("t1"))).status).toBe(409);
+    expect(statusOfRunOperation(await failure(manager.reserveThread("t1")))).toBe(409);
     gates.block.resolve("released");
     await manager.join("t1", first.run_id);
 
     const release = await manager.reserveThread("t1");
     for (const multitaskStrategy of ["reject", "interrupt", "rollback", "enqueue"] as const) {
       const refused = await failure(manager.create("t1", say("late", { multitaskStrategy }), ALICE));
-      expect([refused.status, refused.code]).toEqual([409, "thread_busy"]);
+      expect([statusOfRunOperation(refused), refused.code]).toEqual([409, "thread_busy"]);
     }
-    expect((await failure(manager.reserveThread("t1"))).status).toBe(409);
+    expect(statusOfRunOperation(await failure(manager.reserveThread("t1")))).toBe(409);
     // Other threads go on meanwhile.
     const other = await manager.create("t2", say("hi"), ALICE);
     expect((await manager.join("t2", other.run_id)).status).toBe("success");
@@ -276,7 +277,7 @@ describe("RunManager: cancel", () => {
     expect(await manager.threadValues("t1")).toEqual(preRun);
     expect(threads.rows.get("t1")!.status).toBe("error");
     const refused = await failure(manager.cancel("t1", done.run_id));
-    expect(refused.status).toBe(409);
+    expect(statusOfRunOperation(refused)).toBe(409);
     expect(refused.message).toContain("success");
   });
 
@@ -286,8 +287,8 @@ describe("RunManager: cancel", () => {
     await running(manager, row);
     expect((await manager.cancel("t1", row.run_id, { wait: true })).status).toBe("interrupted");
     expect((await manager.cancel("t1", row.run_id)).status).toBe("interrupted");
-    expect((await failure(manager.cancel("t1", "nope"))).status).toBe(404);
-    expect((await failure(manager.cancel("t2", row.run_id))).status).toBe(404);
+    expect(statusOfRunOperation(await failure(manager.cancel("t1", "nope")))).toBe(404);
+    expect(statusOfRunOperation(await failure(manager.cancel("t2", row.run_id)))).toBe(404);
   });
 
   it("writes the fallback title of an interrupted first turn from the first user message", async () => {
@@ -378,7 +379,7 @@ describe("RunManager: restart and shutdown", () => {
     await clock.advance(5000);
     expect(await shutdown).toEqual({ drained: 1, abandoned: 1 });
     expect(await manager.get("t1", stuck.run_id)).toMatchObject({ status: "interrupted", error: { name: "GatewayShutdown" } });
-    expect((await failure(manager.create("t1", say("late"), ALICE))).status).toBe(503);
+    expect(statusOfRunOperation(await failure(manager.create("t1", say("late"), ALICE)))).toBe(503);
   });
 });
 
@@ -394,7 +395,7 @@ describe("RunManager: admission checks", () => {
       modelNames: () => ["demo"],
     });
     const error = await failure(manager.create("t1", say("x", { context: { model_name: "gpt-9" } }), ALICE));
-    expect(error.status).toBe(400);
+    expect(statusOfRunOperation(error)).toBe(400);
     expect(error.message).toContain('"demo"');
     expect(await manager.list("t1")).toEqual([]);
   });
