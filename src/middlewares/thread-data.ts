@@ -2,13 +2,13 @@ import { HumanMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import { DeerflowError } from "../core/errors.ts";
+import { runThreadId, runUserId } from "../engine/run-identity.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { VIRTUAL_DIRS } from "../ports/sandbox.ts";
 import type { ThreadDataState } from "../state/thread-state.ts";
 import { parseMiddlewareConfig } from "./config.ts";
 
 export const THREAD_DATA_NAME = "ThreadData";
-export const DEFAULT_USER_ID = "default";
 const USER_INPUT_NAME = "user-input";
 
 // The sandbox providers accept the same alphabet, so an id that passes here can always get a sandbox.
@@ -47,18 +47,25 @@ function requireSafeId(value: unknown, field: "thread_id" | "user_id"): string {
   );
 }
 
-/** The thread id of a run: caller context first, then the run's own thread. */
+/**
+ * The thread id of a run, in runThreadId's order (the run's own thread, else the caller context's),
+ * checked as a folder name. A context value runThreadId cannot use (empty, not a string) is
+ * rejected rather than ignored when the run has no thread of its own.
+ */
 export function resolveThreadId(runtime: AgentRuntime): string {
-  const fromContext = runtime.context["thread_id"];
-  const threadId = fromContext ?? runtime.threadId;
+  const threadId = runThreadId(runtime) ?? runtime.context["thread_id"];
   if (threadId === undefined || threadId === null) throw new ThreadDataError("thread_id_required", "Thread ID is required");
   return requireSafeId(threadId, "thread_id");
 }
 
-/** The user whose isolation scope a run's files live in; anonymous runs share "default". */
+/**
+ * The user whose isolation scope a run's files live in (runUserId: context user_id, else the
+ * shared DEFAULT_USER_ID), checked as a folder name; a given user_id that is empty or not a string
+ * is rejected, never silently turned into the shared scope.
+ */
 export function resolveUserId(runtime: AgentRuntime): string {
-  const userId = runtime.context["user_id"];
-  return userId === undefined || userId === null ? DEFAULT_USER_ID : requireSafeId(userId, "user_id");
+  const given = runtime.context["user_id"];
+  return requireSafeId(given === undefined || given === null ? runUserId(runtime) : given, "user_id");
 }
 
 /**
