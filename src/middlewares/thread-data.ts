@@ -2,6 +2,7 @@ import { HumanMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import { DeerflowError } from "../core/errors.ts";
+import { SCOPE_ID_MAX, idFormatHint, isScopeId } from "../core/ids.ts";
 import { runThreadId, runUserId } from "../engine/run-identity.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { VIRTUAL_DIRS } from "../ports/sandbox.ts";
@@ -10,9 +11,6 @@ import { parseMiddlewareConfig } from "./config.ts";
 
 export const THREAD_DATA_NAME = "ThreadData";
 const USER_INPUT_NAME = "user-input";
-
-// The sandbox providers accept the same alphabet, so an id that passes here can always get a sandbox.
-const SAFE_ID = /^[A-Za-z0-9_-]{1,128}$/;
 
 export const ThreadDataConfigSchema = v.strictObject({
   /**
@@ -39,10 +37,11 @@ export class ThreadDataError extends DeerflowError {
 }
 
 function requireSafeId(value: unknown, field: "thread_id" | "user_id"): string {
-  if (typeof value === "string" && SAFE_ID.test(value)) return value;
+  // Scope ids, as the sandbox providers check them, so an id that passes here can always get a sandbox.
+  if (isScopeId(value)) return value;
   throw new ThreadDataError(
     field === "thread_id" ? "invalid_thread_id" : "invalid_user_id",
-    `Invalid ${field} ${JSON.stringify(value) ?? String(value)}: it names a folder, so use 1-128 letters, digits, "_" or "-" ` +
+    `Invalid ${field} ${JSON.stringify(value) ?? String(value)}: it names a folder, so use ${idFormatHint(SCOPE_ID_MAX)} ` +
       `(no "/", no "..", not empty). Gateway-assigned ids such as UUIDs already fit.`,
   );
 }

@@ -6,6 +6,7 @@ import { normalizeAuthzAttributes, readContextString } from "../authz/principal.
 import { formatKeyPath } from "../config/issues.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import { deepFrozenCopy } from "../core/freeze.ts";
+import { NAMED_ID_MAX, idFormatHint } from "../core/ids.ts";
 import { MULTITASK_STRATEGIES, RUN_STATUSES, RUN_STREAM_MODES, type MultitaskStrategy, type RunPrincipal, type RunRequest, type RunStreamMode } from "./runs/types.ts";
 import { serializeMessage } from "./serialize.ts";
 import { THREAD_ID_PATTERN, THREAD_STATUSES } from "./thread-store.ts";
@@ -62,7 +63,7 @@ const JsonObject = v.record(v.string(), v.unknown());
 const NonEmpty = v.pipe(v.string(), v.minLength(1, "expected a non-empty string"));
 const ThreadId = v.pipe(
   v.string(),
-  v.regex(THREAD_ID_PATTERN, 'expected 1 to 64 letters, digits, "_" or "-" (a UUID works)'),
+  v.regex(THREAD_ID_PATTERN, `expected ${idFormatHint(NAMED_ID_MAX)} (a UUID works)`),
 );
 const StreamMode = v.picklist(RUN_STREAM_MODES, `expected one of ${RUN_STREAM_MODES.map((m) => `"${m}"`).join(", ")}`);
 const Signal = v.custom<AbortSignal>(

@@ -1,11 +1,12 @@
 import { systemClock } from "../core/clock.ts";
 import { DeerflowError } from "../core/errors.ts";
+import { NAMED_ID_MAX, NAMED_ID_PATTERN, idFormatHint, isNamedId } from "../core/ids.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import type { Clock } from "../ports/runtime-ports.ts";
 import type { ThreadRecord, ThreadSearchQuery, ThreadStatus, ThreadStore } from "./thread-types.ts";
 
-/** Thread ids also name sandbox folders and storage keys, so the alphabet is closed. */
-export const THREAD_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+/** Thread ids are named ids (core/ids.ts): they also name sandbox folders and storage keys. */
+export const THREAD_ID_PATTERN = NAMED_ID_PATTERN;
 /** `metadata.deerflow_pinned === true` lists a thread before every unpinned one. */
 export const PINNED_METADATA_KEY = "deerflow_pinned";
 export const THREAD_STATUSES: readonly ThreadStatus[] = Object.freeze(["idle", "busy", "interrupted", "error"]);
@@ -22,7 +23,7 @@ export class ThreadStoreError extends DeerflowError {
 }
 
 export function isValidThreadId(value: unknown): value is string {
-  return typeof value === "string" && THREAD_ID_PATTERN.test(value);
+  return isNamedId(value);
 }
 
 export function assertThreadId(value: unknown): string {
@@ -30,7 +31,7 @@ export function assertThreadId(value: unknown): string {
   const shown = typeof value === "string" ? JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value) : typeof value;
   throw new ThreadStoreError(
     "invalid_thread_id",
-    `Thread id ${shown} is not valid: use 1 to 64 letters, digits, "_" or "-" (a UUID works), or leave it out to get a new one.`,
+    `Thread id ${shown} is not valid: use ${idFormatHint(NAMED_ID_MAX)} (a UUID works), or leave it out to get a new one.`,
   );
 }
 

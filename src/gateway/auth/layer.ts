@@ -4,6 +4,7 @@ import type { AuthorizationConfig } from "../../authz/config.ts";
 import type { AuthorizationProvider } from "../../authz/provider.ts";
 import { systemClock } from "../../core/clock.ts";
 import { DeerflowError } from "../../core/errors.ts";
+import { SCOPE_ID_MAX, toIdAlphabet } from "../../core/ids.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
 import type { Clock, Env } from "../../ports/runtime-ports.ts";
 import { registerAuthRoutes } from "../routes/auth.ts";
@@ -115,7 +116,7 @@ export function assertAuthSafeToServe(config: Pick<GatewayConfig, "auth">, host:
 export async function makeSafeUserId(raw: string): Promise<string> {
   if (USER_ID_PATTERN.test(raw)) return raw;
   const digest = (await sha256Hex(raw)).slice(0, 16);
-  return `${raw.replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 111)}-${digest}`;
+  return `${toIdAlphabet(raw, "-").slice(0, SCOPE_ID_MAX - digest.length - 1)}-${digest}`;
 }
 
 type Resolution = { readonly identity: GatewayIdentity } | { readonly failure: AuthFailure };
