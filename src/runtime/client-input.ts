@@ -7,6 +7,7 @@ import { formatKeyPath } from "../config/issues.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import { deepFrozenCopy } from "../core/freeze.ts";
 import { NAMED_ID_MAX, idFormatHint } from "../core/ids.ts";
+import { DEFAULT_USER_ID } from "../engine/run-identity.ts";
 import { MULTITASK_STRATEGIES, RUN_STATUSES, RUN_STREAM_MODES, type MultitaskStrategy, type RunPrincipal, type RunRequest, type RunStreamMode } from "./runs/types.ts";
 import { serializeMessage } from "./serialize.ts";
 import { THREAD_ID_PATTERN, THREAD_STATUSES } from "./thread-store.ts";
@@ -57,7 +58,7 @@ export interface ClientUser {
 export type ClientUserOverride = Partial<ClientUser>;
 
 /** The same identity as the gateway's auth-disabled caller, so both see the same threads. */
-export const DEFAULT_CLIENT_USER: ClientUser = Object.freeze({ id: "default", role: "admin" });
+export const DEFAULT_CLIENT_USER: ClientUser = Object.freeze({ id: DEFAULT_USER_ID, role: "admin" });
 
 const JsonObject = v.record(v.string(), v.unknown());
 const NonEmpty = v.pipe(v.string(), v.minLength(1, "expected a non-empty string"));

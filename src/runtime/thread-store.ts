@@ -22,6 +22,15 @@ export class ThreadStoreError extends DeerflowError {
   }
 }
 
+/**
+ * The one owner rule: a thread is visible to the user who owns it, and an ownerless thread (written
+ * before auth was on, or by an embedded caller without users) to everyone. There is no admin
+ * bypass: the owner check is about whose conversation it is, not about who runs the server.
+ */
+export function isThreadVisibleTo(thread: Pick<ThreadRecord, "owner_id">, userId: string): boolean {
+  return thread.owner_id === null || thread.owner_id === userId;
+}
+
 export function isValidThreadId(value: unknown): value is string {
   return isNamedId(value);
 }
@@ -236,7 +245,7 @@ export class KeyValueThreadStore implements ThreadStore {
     for (const { value } of items) {
       // A row written by something else (or half-written) is skipped in a listing; get() reports it.
       if (!isStoredThread(value)) continue;
-      if (query.ownerId !== undefined && value.owner_id !== null && value.owner_id !== query.ownerId) continue;
+      if (query.ownerId !== undefined && !isThreadVisibleTo(value, query.ownerId)) continue;
       if (query.status !== undefined && value.status !== query.status) continue;
       if (!filters.every(([key, expected]) => Object.hasOwn(value.metadata, key) && jsonEqual(value.metadata[key], expected))) continue;
       matches.push(toRecord(value));

@@ -5,6 +5,7 @@ import type { AuthorizationProvider } from "../../authz/provider.ts";
 import { systemClock } from "../../core/clock.ts";
 import { DeerflowError } from "../../core/errors.ts";
 import { SCOPE_ID_MAX, toIdAlphabet } from "../../core/ids.ts";
+import { DEFAULT_USER_ID } from "../../engine/run-identity.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
 import type { Clock, Env } from "../../ports/runtime-ports.ts";
 import { registerAuthRoutes } from "../routes/auth.ts";
@@ -41,7 +42,7 @@ import {
 } from "./request.ts";
 
 /** Who every caller is while authentication is disabled (a loopback-only local install). */
-export const AUTH_DISABLED_USER_ID = "default";
+export const AUTH_DISABLED_USER_ID = DEFAULT_USER_ID;
 /** Where a generated JWT secret is kept, so sessions survive a restart. */
 export const JWT_SECRET_STORAGE_KEY = "gateway:auth:jwt-secret";
 
