@@ -20,6 +20,7 @@ import type {
 } from "@langchain/langgraph-checkpoint";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { base64ToBytes, bytesToBase64 } from "../core/base64.ts";
+import { bytesToHex } from "../core/hex.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 
 export type CheckpointerErrorCode =
@@ -116,15 +117,13 @@ interface CheckpointEntry {
 // matches another thread. Long ids are split so no file name exceeds 201 characters.
 
 const PIECE_HEX_CHARS = 200;
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const PIECE = /^[xy](?:[0-9a-f]{2})*$/;
 const utf8Encoder = new TextEncoder();
 const utf8Decoder = new TextDecoder("utf-8", { fatal: true });
 
 function encodeSegment(value: string): string {
-  let hex = "";
-  for (const byte of utf8Encoder.encode(value)) hex += HEX[byte];
+  const hex = bytesToHex(utf8Encoder.encode(value));
   const pieces: string[] = [];
   for (let i = PIECE_HEX_CHARS; i < hex.length; i += PIECE_HEX_CHARS) {
     pieces.push("y" + hex.slice(i - PIECE_HEX_CHARS, i));
