@@ -1,6 +1,7 @@
 import { systemClock } from "../core/clock.ts";
 import { DeerflowError } from "../core/errors.ts";
 import { NAMED_ID_MAX, NAMED_ID_PATTERN, idFormatHint, isNamedId } from "../core/ids.ts";
+import { KeyedMutex } from "../core/keyed-mutex.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import type { Clock } from "../ports/runtime-ports.ts";
 import type { ThreadRecord, ThreadSearchQuery, ThreadStatus, ThreadStore } from "./thread-types.ts";
@@ -154,7 +155,7 @@ export class KeyValueThreadStore implements ThreadStore {
   readonly #storage: KeyValue;
   readonly #clock: Clock;
   readonly #prefix: string;
-  readonly #locks = new Map<string, Promise<unknown>>();
+  readonly #locks = new KeyedMutex();
 
   constructor(options: KeyValueThreadStoreOptions) {
     this.#storage = options.storage;
@@ -171,19 +172,8 @@ export class KeyValueThreadStore implements ThreadStore {
   }
 
   /** Runs `fn` after every earlier write to the same thread has settled. */
-  async #exclusive<T>(threadId: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.#locks.get(threadId) ?? Promise.resolve();
-    const current = previous.then(fn, fn);
-    const settled = current.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.#locks.set(threadId, settled);
-    try {
-      return await current;
-    } finally {
-      if (this.#locks.get(threadId) === settled) this.#locks.delete(threadId);
-    }
+  #exclusive<T>(threadId: string, fn: () => Promise<T>): Promise<T> {
+    return this.#locks.run(threadId, fn);
   }
 
   async #read(threadId: string): Promise<StoredThread | undefined> {
