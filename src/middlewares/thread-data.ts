@@ -12,7 +12,6 @@ import { ThreadDataError, resolveThreadId, resolveUserId } from "../engine/scope
 export { ThreadDataError, resolveThreadId, resolveUserId, type ThreadDataErrorCode } from "../engine/scope-ids.ts";
 
 export const THREAD_DATA_NAME = "ThreadData";
-export const DEFAULT_USER_ID = "default";
 const USER_INPUT_NAME = "user-input";
 
 

@@ -4,16 +4,15 @@
 // ".", no "..", nothing an fs driver or a case-insensitive file system can misread, and the
 // encoding is prefix-free, so `getKeys("<...>:<thread>")` never matches another thread. Long ids
 // are split so no file name exceeds 201 characters.
+import { bytesToHex, hexToBytes } from "../core/hex.ts";
 
 const PIECE_HEX_CHARS = 200;
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 const PIECE = /^[xy](?:[0-9a-f]{2})*$/;
 const utf8Encoder = new TextEncoder();
 const utf8Decoder = new TextDecoder("utf-8", { fatal: true });
 
 export function encodeSegment(value: string): string {
-  let hex = "";
-  for (const byte of utf8Encoder.encode(value)) hex += HEX[byte];
+  const hex = bytesToHex(utf8Encoder.encode(value));
   const pieces: string[] = [];
   for (let i = PIECE_HEX_CHARS; i < hex.length; i += PIECE_HEX_CHARS) {
     pieces.push("y" + hex.slice(i - PIECE_HEX_CHARS, i));
@@ -24,8 +23,7 @@ export function encodeSegment(value: string): string {
 
 export function decodeSegment(encoded: string): string | undefined {
   const hex = encoded.replace(/(^|:)[xy]/g, "");
-  const bytes = new Uint8Array(hex.length / 2);
-  for (let i = 0; i < bytes.length; i++) bytes[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);
+  const bytes = hexToBytes(hex);
   try {
     return utf8Decoder.decode(bytes);
   } catch {

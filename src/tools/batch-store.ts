@@ -1,5 +1,6 @@
 import * as v from "valibot";
 import { DeerflowError } from "../core/errors.ts";
+import { NAMED_ID_MAX, NAMED_ID_PATTERN, idFormatHint } from "../core/ids.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import { SUBAGENT_STOP_REASONS, type SubagentStopReason } from "./subagent-result.ts";
 import type { SubagentUsage } from "./subagent-run.ts";
@@ -30,7 +31,7 @@ export type BatchItemStatus = (typeof BATCH_ITEM_STATUSES)[number];
  */
 export const SETTLED_BATCH_ITEM_STATUSES: ReadonlySet<BatchItemStatus> = new Set(["completed", "failed", "timed_out"]);
 
-export const BATCH_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+export const BATCH_ID_PATTERN = NAMED_ID_PATTERN;
 
 export interface BatchLimits {
   /** Items the batch may hold. */
@@ -181,7 +182,7 @@ export function assertBatchId(batchId: string): void {
   if (!BATCH_ID_PATTERN.test(batchId)) {
     throw new BatchStoreError(
       "invalid_batch_id",
-      `Invalid batch_id ${JSON.stringify(batchId)}: use 1-64 letters, digits, "_" or "-", or leave batch_id out to start a new batch.`,
+      `Invalid batch_id ${JSON.stringify(batchId)}: use ${idFormatHint(NAMED_ID_MAX)}, or leave batch_id out to start a new batch.`,
     );
   }
 }

@@ -1,4 +1,5 @@
 import type { BaseMessage } from "@langchain/core/messages";
+import { SCOPE_ID_MAX, toIdAlphabet } from "../core/ids.ts";
 import type { Agent } from "../engine/agent.ts";
 import type { AgentRuntime } from "../engine/types.ts";
 import { sha256HexSync } from "../extension-api/sha256-sync.ts";
@@ -77,8 +78,8 @@ export interface SubagentRunResult {
  * head and a digest of the whole, so two delegations never share a thread.
  */
 export function subagentThreadId(parentThreadId: string | undefined, toolCallId: string): string {
-  const raw = `${parentThreadId ?? "threadless"}-task-${toolCallId}`.replace(/[^A-Za-z0-9_-]/g, "_");
-  if (raw.length <= 128 && raw === `${parentThreadId ?? "threadless"}-task-${toolCallId}`) return raw;
+  const raw = toIdAlphabet(`${parentThreadId ?? "threadless"}-task-${toolCallId}`, "_");
+  if (raw.length <= SCOPE_ID_MAX && raw === `${parentThreadId ?? "threadless"}-task-${toolCallId}`) return raw;
   return `${raw.slice(0, 95)}-${sha256HexSync(`${parentThreadId ?? ""}\u0000${toolCallId}`).slice(0, 32)}`;
 }
 

@@ -4,13 +4,16 @@ import type { AuthorizationConfig } from "../../authz/config.ts";
 import type { AuthorizationProvider } from "../../authz/provider.ts";
 import { systemClock } from "../../core/clock.ts";
 import { DeerflowError } from "../../core/errors.ts";
+import { bytesToHex, sha256Bytes } from "../../core/hex.ts";
+import { SCOPE_ID_MAX, toIdAlphabet } from "../../core/ids.ts";
+import { DEFAULT_USER_ID } from "../../engine/run-identity.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
 import type { Clock, Env } from "../../ports/runtime-ports.ts";
 import { registerAuthRoutes } from "../routes/auth.ts";
 import { USER_ID_PATTERN, type AuthMode, type GatewayConfig, type GatewayUserConfig } from "../../config/gateway.ts";
 import type { GatewayEnv, GatewayUser, RoutePermission } from "../types.ts";
 import { createGatewayAuthorizer, type GatewayAuthorizer, type GatewayIdentity } from "./authorizer.ts";
-import { constantTimeEqual, randomToken, secretsEqual, sha256Hex } from "./crypto.ts";
+import { constantTimeEqual, randomToken, secretsEqual } from "./crypto.ts";
 import {
   ACCESS_TOKEN_COOKIE,
   API_KEY_HEADER,
@@ -41,7 +44,7 @@ import {
 } from "./request.ts";
 
 /** Who every caller is while authentication is disabled (a loopback-only local install). */
-export const AUTH_DISABLED_USER_ID = "default";
+export const AUTH_DISABLED_USER_ID = DEFAULT_USER_ID;
 /** Where a generated JWT secret is kept, so sessions survive a restart. */
 export const JWT_SECRET_STORAGE_KEY = "gateway:auth:jwt-secret";
 
@@ -103,8 +106,8 @@ export function assertAuthSafeToServe(config: Pick<GatewayConfig, "auth">, host:
  */
 export async function makeSafeUserId(raw: string): Promise<string> {
   if (USER_ID_PATTERN.test(raw)) return raw;
-  const digest = (await sha256Hex(raw)).slice(0, 16);
-  return `${raw.replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 111)}-${digest}`;
+  const digest = bytesToHex(await sha256Bytes(raw)).slice(0, 16);
+  return `${toIdAlphabet(raw, "-").slice(0, SCOPE_ID_MAX - digest.length - 1)}-${digest}`;
 }
 
 type Resolution = { readonly identity: GatewayIdentity } | { readonly failure: AuthFailure };
@@ -187,7 +190,7 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
   const sessionVersion = (user: GatewayUserConfig): Promise<string> => {
     let version = versions.get(user.id);
     if (version === undefined) {
-      version = sha256Hex(`${user.token_version}:${user.password_hash}`).then((hex) => hex.slice(0, 16));
+      version = sha256Bytes(`${user.token_version}:${user.password_hash}`).then((digest) => bytesToHex(digest).slice(0, 16));
       versions.set(user.id, version);
     }
     return version;

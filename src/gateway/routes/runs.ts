@@ -1,6 +1,6 @@
 import type { Context, Hono } from "hono";
 import { availableModelNames } from "../../config/index.ts";
-import { newId } from "../../core/ids.ts";
+import { NAMED_ID_PATTERN, newId } from "../../core/ids.ts";
 import { RunManager } from "../../runtime/runs/manager.ts";
 import { parseLastEventId, type StreamBridge } from "../../runtime/runs/stream-bridge.ts";
 import type { ReclaimMemory } from "../../ports/runtime-ports.ts";
@@ -277,7 +277,7 @@ async function threadFor(c: C, guard: RouteGuard, permission: "runs:create" | "r
 }
 
 /** Run ids are the gateway's own (UUIDs); they also name storage keys, so the alphabet is closed. */
-const RUN_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+const RUN_ID_PATTERN = NAMED_ID_PATTERN;
 
 function runIdOf(c: C): string {
   const runId = c.req.param("run_id") ?? "";

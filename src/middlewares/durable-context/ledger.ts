@@ -2,6 +2,18 @@ import type { AIMessage, BaseMessage, ToolMessage } from "@langchain/core/messag
 import { sha256Hex } from "../../extension-api/canonical.ts";
 import { DELEGATION_STATUSES, MAX_DELEGATIONS } from "../../state/reducers.ts";
 import type { Delegation, DelegationStatus, DelegationStopReason, DelegationUpdate } from "../../state/types.ts";
+// The keys of the task tool's structured result metadata (ToolMessage.additional_kwargs), as the
+// tool-error-handling family writes them. Its subagent.ts, not its index: the family's middleware
+// imports this folder, and the index would close a cycle.
+import {
+  SUBAGENT_ERROR_KEY,
+  SUBAGENT_METADATA_TEXT_MAX_CHARS,
+  SUBAGENT_RESULT_BRIEF_KEY,
+  SUBAGENT_RESULT_SHA256_KEY,
+  SUBAGENT_STATUS_KEY,
+  SUBAGENT_STOP_REASON_KEY,
+  SUBAGENT_STOP_REASONS,
+} from "../../tools/subagent-result.ts";
 
 /*
  * The delegation ledger: `task` calls and their results, kept in ThreadState.delegations so that
@@ -20,15 +32,8 @@ export const TASK_TOOL_NAME = "task";
 export const TERMINAL_DELEGATION_STATUSES: ReadonlySet<DelegationStatus> = new Set(
   DELEGATION_STATUSES.filter((status) => status !== "in_progress"),
 );
-export const DELEGATION_STOP_REASONS: ReadonlySet<DelegationStopReason> = new Set(["token_capped", "turn_capped", "loop_capped"]);
+export const DELEGATION_STOP_REASONS: ReadonlySet<DelegationStopReason> = new Set(SUBAGENT_STOP_REASONS);
 
-// Keys of the task tool's structured result metadata (ToolMessage.additional_kwargs).
-const SUBAGENT_STATUS_KEY = "subagent_status";
-const SUBAGENT_STOP_REASON_KEY = "subagent_stop_reason";
-const SUBAGENT_ERROR_KEY = "subagent_error";
-const SUBAGENT_RESULT_BRIEF_KEY = "subagent_result_brief";
-const SUBAGENT_RESULT_SHA256_KEY = "subagent_result_sha256";
-const SUBAGENT_METADATA_TEXT_CAP = 2000;
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 // Checkpoints from before capped runs kept their status carry this retired value.
 const LEGACY_STATUS_STOP_REASONS: Readonly<Record<string, DelegationStopReason>> = { max_turns_reached: "turn_capped" };
@@ -94,7 +99,7 @@ export interface SubagentResultMetadata {
 }
 
 function boundMetadataText(text: string): string {
-  return boundText(text.trim(), SUBAGENT_METADATA_TEXT_CAP);
+  return boundText(text.trim(), SUBAGENT_METADATA_TEXT_MAX_CHARS);
 }
 
 /** The task tool's structured verdict on a ToolMessage, or undefined when it carries none. */

@@ -5,6 +5,7 @@ import type { GuardrailDecision, GuardrailProvider, GuardrailRequest } from "../
 import { publishAuthorizationOutcome } from "../../authz/outcome.ts";
 import { DeerflowError } from "../../core/errors.ts";
 import { deepFrozenCopy } from "../../core/freeze.ts";
+import { runThreadId } from "../../engine/run-identity.ts";
 import type { AgentRuntime, ToolCallRequest, ToolHandler, ToolResult } from "../../engine/types.ts";
 import { emitEvent } from "../../engine/events.ts";
 import { TOOL_META_KEY, type ToolResultMeta } from "../tool-result-meta.ts";
@@ -64,7 +65,7 @@ export function buildGuardrailRequest(request: ToolCallRequest, passport: string
     toolName: typeof toolCall.name === "string" ? toolCall.name : "",
     toolInput: toolInput(toolCall.args),
     agentId: passport,
-    threadId: runtime.threadId ?? readContextString(context, "thread_id"),
+    threadId: runThreadId(runtime) ?? readContextString(context, "thread_id"),
     runId: runtime.runId,
     toolCallId: typeof toolCall.id === "string" && toolCall.id !== "" ? toolCall.id : null,
     isSubagent: context["is_subagent"] === true,

@@ -1,6 +1,7 @@
 import { AIMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import type { Assert, SameType } from "../../core/types.ts";
+import { runThreadId } from "../../engine/run-identity.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ModelHandler, ModelRequest } from "../../engine/types.ts";
 import { notBelow, parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { emitEvent } from "../../engine/events.ts";
@@ -115,9 +116,8 @@ type Verdict =
 const NO_VERDICT: Verdict = { kind: "none" };
 
 function threadKey(runtime: AgentRuntime): string {
-  const fromContext = runtime.context["thread_id"];
-  if (typeof fromContext === "string" && fromContext !== "") return `thread:${fromContext}`;
-  if (runtime.threadId) return `thread:${runtime.threadId}`;
+  const threadId = runThreadId(runtime);
+  if (threadId !== undefined) return `thread:${threadId}`;
   // A run without a thread has no history to continue, so its window must not meet another run's.
   return `run:${runtime.runId}`;
 }

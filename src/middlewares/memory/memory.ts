@@ -2,6 +2,7 @@ import type { BaseChatModel } from "@langchain/core/language_models/chat_models"
 import type { BaseMessage } from "@langchain/core/messages";
 import { contentText } from "../../core/content.ts";
 import { DeerflowError } from "../../core/errors.ts";
+import { runThreadId } from "../../engine/run-identity.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../../engine/types.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
 import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
@@ -140,8 +141,8 @@ export function createMemoryMiddleware(config?: MemoryConfigInput, deps: MemoryM
     name: MEMORY_NAME,
     afterAgent(state: AgentState, runtime: AgentRuntime): HookResult {
       if (!settings.enabled) return;
-      const threadId = runtime.context["thread_id"] ?? runtime.threadId;
-      if (typeof threadId !== "string" || threadId === "") return;
+      const threadId = runThreadId(runtime);
+      if (threadId === undefined) return;
       const messages = filterMessagesForMemory(state.messages);
       if (messages.length === 0) return;
       const store = storeFor(runtime);

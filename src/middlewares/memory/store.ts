@@ -2,6 +2,7 @@ import type { BaseChatModel } from "@langchain/core/language_models/chat_models"
 import * as v from "valibot";
 import { DeerflowError } from "../../core/errors.ts";
 import { newId } from "../../core/ids.ts";
+import { estimateTokens as approximateTokens } from "../../core/tokens.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
 import type { Clock } from "../../ports/runtime-ports.ts";
 import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
@@ -171,19 +172,9 @@ export function mergeFacts(
   return facts.filter((fact) => kept.has(fact));
 }
 
-/**
- * Upstream's network-free token estimate: about 4 characters a token, but 2 for CJK, whose
- * density the plain ratio would underestimate and so overfill the budget.
- */
+/** Whole tokens of `text` by the library's heuristic (core/tokens.ts), rounded down: a budget is never overfilled. */
 export function estimateTokens(text: string): number {
-  let cjk = 0;
-  let length = 0;
-  for (const ch of text) {
-    length++;
-    const code = ch.codePointAt(0)!;
-    if ((code >= 0x4e00 && code <= 0x9fff) || (code >= 0x3040 && code <= 0x30ff) || (code >= 0xac00 && code <= 0xd7a3)) cjk++;
-  }
-  return Math.floor((length - cjk) / 4) + Math.floor(cjk / 2);
+  return Math.floor(approximateTokens(text));
 }
 
 // Facts are user-influenced and land inside <memory>: escaping keeps "</memory>" in a fact from

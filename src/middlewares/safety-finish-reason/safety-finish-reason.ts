@@ -2,6 +2,7 @@ import { AIMessage, type MessageContent } from "@langchain/core/messages";
 import * as v from "valibot";
 import type { Assert, SameType } from "../../core/types.ts";
 import { DeerflowError } from "../../core/errors.ts";
+import { runThreadId } from "../../engine/run-identity.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../../engine/types.ts";
 import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { emitEvent } from "../../engine/events.ts";
@@ -125,9 +126,7 @@ function suppressedMessage(message: AIMessage, hit: FinishReasonHit): { message:
 }
 
 function threadIdOf(runtime: AgentRuntime): string | null {
-  if (runtime.threadId !== undefined) return runtime.threadId;
-  const fromContext = runtime.context["thread_id"];
-  return typeof fromContext === "string" ? fromContext : null;
+  return runThreadId(runtime) ?? null;
 }
 
 /** Strips the tool calls of a response the provider safety-terminated and records `safety_capped`. */

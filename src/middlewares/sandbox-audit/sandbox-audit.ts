@@ -4,6 +4,7 @@ import type { MessageContent } from "@langchain/core/messages";
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
 import type { Assert, SameType } from "../../core/types.ts";
+import { runThreadId } from "../../engine/run-identity.ts";
 import type { AgentMiddleware, AgentRuntime, ToolCallRequest, ToolHandler, ToolResult } from "../../engine/types.ts";
 import { canonicalHashSync } from "../../extension-api/sha256-sync.ts";
 import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
@@ -89,9 +90,7 @@ export function appendWarning(result: ToolResult, command: string): ToolResult {
 }
 
 function threadIdOf(runtime: AgentRuntime): string {
-  const fromContext = runtime.context["thread_id"];
-  if (typeof fromContext === "string" && fromContext !== "") return fromContext;
-  return runtime.threadId || "unknown";
+  return runThreadId(runtime) ?? "unknown";
 }
 
 function auditedCommand(command: string, truncate: boolean): string {

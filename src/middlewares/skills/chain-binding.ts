@@ -1,4 +1,5 @@
 import { DeerflowError } from "../../core/errors.ts";
+import { bytesToHex, hexToBytes } from "../../core/hex.ts";
 import type { AgentRuntime } from "../../engine/types.ts";
 import { CanonicalJsonError, canonicalJson } from "../../extension-api/canonical.ts";
 
@@ -60,7 +61,7 @@ export class SkillChainBinding {
     const key = crypto.subtle
       .importKey("raw", secret, { name: "HMAC", hash: "SHA-256" }, false, ["sign", "verify"])
       .finally(() => secret.fill(0));
-    const id = toHex(crypto.getRandomValues(new Uint8Array(8)));
+    const id = bytesToHex(crypto.getRandomValues(new Uint8Array(8)));
     return new SkillChainBinding(id, key);
   }
 
@@ -129,14 +130,14 @@ export class SkillChainBinding {
     const data = encode(purpose, fields);
     if (data === undefined) return undefined;
     const signature = await crypto.subtle.sign("HMAC", await this.#key, data);
-    return toHex(new Uint8Array(signature));
+    return bytesToHex(new Uint8Array(signature));
   }
 
   async #verify(purpose: string, fields: Record<string, unknown>, mac: string): Promise<boolean> {
     const data = encode(purpose, fields);
     if (!HEX_MAC.test(mac) || data === undefined) return false;
     // subtle.verify compares in constant time; a string comparison of two MACs would not.
-    return crypto.subtle.verify("HMAC", await this.#key, fromHex(mac), data);
+    return crypto.subtle.verify("HMAC", await this.#key, hexToBytes(mac), data);
   }
 }
 
@@ -169,14 +170,3 @@ function isStringArray(value: unknown): value is string[] {
   return Array.isArray(value) && value.every((item) => typeof item === "string");
 }
 
-function toHex(bytes: Uint8Array): string {
-  let hex = "";
-  for (const byte of bytes) hex += byte.toString(16).padStart(2, "0");
-  return hex;
-}
-
-function fromHex(hex: string): Uint8Array<ArrayBuffer> {
-  const bytes = new Uint8Array(hex.length / 2);
-  for (let i = 0; i < bytes.length; i++) bytes[i] = Number.parseInt(hex.slice(i * 2, i * 2 + 2), 16);
-  return bytes;
-}

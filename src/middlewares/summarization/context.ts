@@ -1,4 +1,5 @@
 import { AIMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
+import { estimateTokens } from "../../core/tokens.ts";
 import { isDynamicContextReminder } from "../dynamic-context.ts";
 import { latestRealUserIndex, messageText } from "../messages.ts";
 
@@ -26,23 +27,22 @@ export type KeepPolicy =
 
 export const DEFAULT_MESSAGES_TO_KEEP = 20;
 
-const CHARS_PER_TOKEN = 4;
 // Role markers and separators cost tokens too; without this a flood of tiny messages would look free.
 const TOKENS_PER_MESSAGE = 3;
 
 /**
- * About four characters per token plus a small per-message overhead: close enough to decide when
- * to compact without shipping a tokenizer to every runtime. Tool calls and tool-call ids count,
+ * The library's heuristic (core/tokens.ts: about four characters per token, two for CJK) plus a
+ * small per-message overhead: close enough to decide when to compact without shipping a tokenizer
+ * to every runtime. Tool calls and tool-call ids count,
  * since they are sent to the provider too.
  */
 export function countTokensApproximately(messages: readonly BaseMessage[]): number {
   let tokens = 0;
   for (const message of messages) {
-    let chars = messageText(message).length;
-    if (typeof message.name === "string") chars += message.name.length;
-    if (AIMessage.isInstance(message) && (message.tool_calls?.length ?? 0) > 0) chars += JSON.stringify(message.tool_calls).length;
-    if (ToolMessage.isInstance(message)) chars += message.tool_call_id?.length ?? 0;
-    tokens += chars / CHARS_PER_TOKEN + TOKENS_PER_MESSAGE;
+    tokens += estimateTokens(messageText(message)) + TOKENS_PER_MESSAGE;
+    if (typeof message.name === "string") tokens += estimateTokens(message.name);
+    if (AIMessage.isInstance(message) && (message.tool_calls?.length ?? 0) > 0) tokens += estimateTokens(JSON.stringify(message.tool_calls));
+    if (ToolMessage.isInstance(message)) tokens += estimateTokens(message.tool_call_id ?? "");
   }
   return Math.ceil(tokens);
 }

@@ -4,6 +4,7 @@ import { REMOVE_ALL_MESSAGES, isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
 import type { Assert, SameType } from "../../core/types.ts";
 import { DeerflowError } from "../../core/errors.ts";
+import { runThreadId } from "../../engine/run-identity.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../../engine/types.ts";
 import {
   SUMMARIZATION_TRANSFORM_VERSION,
@@ -409,7 +410,7 @@ export function createSummarizationMiddleware(
       return null;
     }
 
-    const threadId = runtime.threadId ?? (typeof runtime.context["thread_id"] === "string" ? runtime.context["thread_id"] : undefined);
+    const threadId = runThreadId(runtime);
     const agentName = typeof runtime.context["agent_name"] === "string" ? runtime.context["agent_name"] : undefined;
     await runHooks({ messagesToSummarize: toSummarize, preservedMessages: preserved, threadId, agentName, runtime }, runtime);
 

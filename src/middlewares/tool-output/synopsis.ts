@@ -1,4 +1,5 @@
 import { parse as parseYaml } from "yaml";
+import { estimateTokens } from "../../core/tokens.ts";
 import { JsonNumber, rawDecodeJson, type JsonNode } from "./json.ts";
 import {
   PY_NOT_S,
@@ -508,7 +509,7 @@ export function renderToolOutputPreview(content: string, options: ToolOutputPrev
   let result = buildToolOutputSynopsis(content, toolName);
   if (result.kind === "text" && head + tail > 0 && total > head + tail) result = summarizeText(content, toolName, false);
   const lines = [
-    `[Full ${toolName} output saved to ${virtualPath} (${total} chars, ~${Math.floor(total / 4)} tokens).]`,
+    `[Full ${toolName} output saved to ${virtualPath} (${total} chars, ~${Math.floor(estimateTokens(content))} tokens).]`,
     `[Preview kind: ${result.kind}. This is a structured synopsis, not a raw head/tail truncation.]`,
     "",
     `${result.title}:`,

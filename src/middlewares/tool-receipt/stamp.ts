@@ -1,4 +1,4 @@
-import { sha256HexSync } from "../../extension-api/sha256-sync.ts";
+import { bytesToHex, sha256Bytes, sha256HexSync } from "../../core/hex.ts";
 import type { ToolMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import { compareCodePoints, isPlainObject } from "../../extension-api/canonical.ts";
@@ -85,10 +85,7 @@ const SYNC_DIGEST_MAX_CHARS = 8192;
 
 async function shortSha256(text: string, bytes: Uint8Array): Promise<string> {
   if (text.length <= SYNC_DIGEST_MAX_CHARS) return sha256HexSync(text).slice(0, RECEIPT_HASH_HEX_CHARS);
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>));
-  let hex = "";
-  for (const byte of digest.subarray(0, RECEIPT_HASH_HEX_CHARS / 2)) hex += byte.toString(16).padStart(2, "0");
-  return hex;
+  return bytesToHex((await sha256Bytes(bytes)).subarray(0, RECEIPT_HASH_HEX_CHARS / 2));
 }
 
 function receiptStatus(message: ToolMessage): string {

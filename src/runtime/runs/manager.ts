@@ -2,6 +2,7 @@ import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import { systemClock } from "../../core/clock.ts";
 import { errorMessage } from "../../core/errors.ts";
 import { newId } from "../../core/ids.ts";
+import { KeyedMutex } from "../../core/keyed-mutex.ts";
 import { EMPTY_EXTENSIONS, type LoadedExtensions } from "../../extensions/registry.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
 import type { Clock, ReclaimMemory } from "../../ports/runtime-ports.ts";
@@ -85,7 +86,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
   readonly #options: RunManagerOptions<U>;
   readonly #active = new Map<string, ActiveRun<U> & { done: Promise<void> }>();
   readonly #byThread = new Map<string, string[]>();
-  readonly #locks = new Map<string, Promise<void>>();
+  readonly #locks = new KeyedMutex();
   /** Threads being deleted: no run may start on them meanwhile. */
   readonly #reserved = new Set<string>();
   #lastStamp = 0;
@@ -356,19 +357,8 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     }
   }
 
-  async #withThreadLock<T>(threadId: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.#locks.get(threadId) ?? Promise.resolve();
-    let release!: () => void;
-    const current = new Promise<void>((resolve) => (release = resolve));
-    const tail = previous.then(() => current);
-    this.#locks.set(threadId, tail);
-    await previous;
-    try {
-      return await fn();
-    } finally {
-      release();
-      if (this.#locks.get(threadId) === tail) this.#locks.delete(threadId);
-    }
+  #withThreadLock<T>(threadId: string, fn: () => Promise<T>): Promise<T> {
+    return this.#locks.run(threadId, fn);
   }
 
   /** Strictly increasing ISO stamps, so creation order survives a tie of the clock. */

@@ -380,11 +380,18 @@ describe("LoopDetection: identical tool-call sets", () => {
     expect(loopWarnings(await nextRequest(mw, c2))).toHaveLength(1);
   });
 
-  it("reads the thread from context.thread_id first; runs without a thread never share a window", async () => {
+  it("reads the run's own thread first, context.thread_id only without one; runs without a thread never share a window", async () => {
     const mw = createLoopDetectionMiddleware({ warn_threshold: 2 });
-    const viaContext = runtimeFor({ thread: "run-thread", context: { thread_id: "ctx-thread" } });
-    after(mw, ai([bash("ls")]), viaContext);
-    const sameContextThread = runtimeFor({ thread: null, run: "r2", context: { thread_id: "ctx-thread" } });
+    const viaRun = runtimeFor({ thread: "run-thread", context: { thread_id: "ctx-thread" } });
+    after(mw, ai([bash("ls")]), viaRun);
+    const sameRunThread = runtimeFor({ thread: "run-thread", run: "r2", context: { thread_id: "other-ctx-thread" } });
+    after(mw, ai([bash("ls")]), sameRunThread);
+    expect(loopWarnings(await nextRequest(mw, sameRunThread))).toHaveLength(1);
+    // The context's thread was not the window the run-thread calls went to.
+    const contextOnly = runtimeFor({ thread: null, run: "r3", context: { thread_id: "ctx-thread" } });
+    after(mw, ai([bash("ls")]), contextOnly);
+    expect(loopWarnings(await nextRequest(mw, contextOnly))).toEqual([]);
+    const sameContextThread = runtimeFor({ thread: null, run: "r4", context: { thread_id: "ctx-thread" } });
     after(mw, ai([bash("ls")]), sameContextThread);
     expect(loopWarnings(await nextRequest(mw, sameContextThread))).toHaveLength(1);
 

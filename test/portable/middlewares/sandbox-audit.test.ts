@@ -335,12 +335,12 @@ describe("SandboxAudit middleware", () => {
 
   describe("the audit trail", () => {
     it("emits one event per decision with upstream's record fields and no tool output", async () => {
-      const h = harness({ context: { thread_id: "ctx-thread" } });
+      const h = harness({ threadId: "run-thread", context: { thread_id: "ctx-thread" } });
       const output = new ToolMessage({ content: "secret output", tool_call_id: "call-123", name: "bash" });
       for (const command of ["ls -la", "rm -rf /", "pip install requests"]) {
         await middleware.wrapToolCall!(bashRequest(h.runtime, { command }), recordingHandler(output).handler);
       }
-      const base = { type: SANDBOX_AUDIT_EVENT, middleware: "SandboxAudit", timestamp: "2026-05-08T12:00:00.000Z", thread_id: "ctx-thread", tool_call_id: "call-123", run_id: "run-1" };
+      const base = { type: SANDBOX_AUDIT_EVENT, middleware: "SandboxAudit", timestamp: "2026-05-08T12:00:00.000Z", thread_id: "run-thread", tool_call_id: "call-123", run_id: "run-1" };
       expect(h.events).toEqual([
         { ...base, command: "ls -la", verdict: "pass" },
         { ...base, command: "rm -rf /", verdict: "block", reason: "security violation detected" },
@@ -349,10 +349,15 @@ describe("SandboxAudit middleware", () => {
       expect(JSON.stringify(h.events)).not.toContain("secret output");
     });
 
-    it("falls back to the run's thread, then to unknown", async () => {
+    it("falls back to context.thread_id when the run has no thread, then to unknown", async () => {
       const withThread = harness({ threadId: "run-thread" });
       await middleware.wrapToolCall!(bashRequest(withThread.runtime, { command: "ls" }), recordingHandler().handler);
       expect(withThread.events[0]!["thread_id"]).toBe("run-thread");
+
+      const contextEvents: unknown[] = [];
+      const embedded: AgentRuntime = { ...makeRuntime({ context: { thread_id: "ctx-thread" } }), writer: (event) => void contextEvents.push(event) };
+      await middleware.wrapToolCall!(bashRequest(embedded, { command: "ls" }), recordingHandler().handler);
+      expect((contextEvents[0] as Record<string, unknown>)["thread_id"]).toBe("ctx-thread");
 
       const events: unknown[] = [];
       const anonymous: AgentRuntime = { ...makeRuntime(), writer: (event) => void events.push(event) };
