@@ -1,6 +1,7 @@
 import type { BaseMessage } from "@langchain/core/messages";
 import { messagesStateReducer, type Messages } from "@langchain/langgraph/web";
 import { StateConflictError, StateUpdateError } from "./errors.ts";
+import { isOneOf } from "../extension-api/one-of.ts";
 import type {
   Delegation,
   DelegationStatus,
@@ -160,7 +161,7 @@ export function reducePromoted(left: Promoted | null, right: Readonly<Promoted> 
 }
 
 function isDelegationStatus(value: unknown): value is DelegationStatus {
-  return typeof value === "string" && (DELEGATION_STATUSES as readonly string[]).includes(value);
+  return isOneOf(DELEGATION_STATUSES, value);
 }
 
 function mergeDelegation(previous: Delegation, patch: DelegationUpdate): Delegation {

@@ -1,5 +1,6 @@
 import type { AIMessage, BaseMessage, ToolMessage } from "@langchain/core/messages";
 import { sha256Hex } from "../../extension-api/canonical.ts";
+import { isOneOf } from "../../extension-api/one-of.ts";
 import { DELEGATION_STATUSES, MAX_DELEGATIONS } from "../../state/reducers.ts";
 import type { Delegation, DelegationStatus, DelegationStopReason, DelegationUpdate } from "../../state/types.ts";
 // The keys of the task tool's structured result metadata (ToolMessage.additional_kwargs), as the
@@ -257,7 +258,7 @@ interface RenderableDelegation {
 function revalidate(raw: unknown): RenderableDelegation | undefined {
   if (!isRecord(raw) || typeof raw["id"] !== "string" || raw["id"] === "") return undefined;
   const status = raw["status"];
-  if (typeof status !== "string" || !(DELEGATION_STATUSES as readonly string[]).includes(status)) return undefined;
+  if (!isOneOf(DELEGATION_STATUSES, status)) return undefined;
   const stopReason = raw["stop_reason"];
   const brief = raw["result_brief"];
   return {

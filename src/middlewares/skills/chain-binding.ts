@@ -2,6 +2,7 @@ import { DeerflowError } from "../../core/errors.ts";
 import { bytesToHex, hexToBytes } from "../../core/hex.ts";
 import type { AgentRuntime } from "../../engine/types.ts";
 import { CanonicalJsonError, canonicalJson } from "../../extension-api/canonical.ts";
+import { isOneOf } from "../../extension-api/one-of.ts";
 
 /*
  * SkillActivation publishes the slash-activated skill and SkillToolPolicy publishes its per-step
@@ -117,7 +118,7 @@ export class SkillChainBinding {
     const { version, run_id, source, active_paths, allowed_names, mac } = raw;
     // typeof first: `true == 1`-style coercions must not pass for a version.
     if (typeof version !== "number" || version !== POLICY_DECISION_VERSION || run_id !== runtime.runId) return undefined;
-    if (typeof source !== "string" || !(POLICY_SOURCES as readonly string[]).includes(source)) return undefined;
+    if (!isOneOf(POLICY_SOURCES, source)) return undefined;
     if (!isStringArray(active_paths)) return undefined;
     if (allowed_names !== null && !isStringArray(allowed_names)) return undefined;
     if (typeof mac !== "string") return undefined;
