@@ -223,12 +223,7 @@ function messageToolCalls(message: BaseMessage): NormalizedCall[] {
 
   for (const call of structured) {
     if (!isDict(call)) continue;
-    normalized.push({
-      id: call["id"],
-      name: normalizeToolName(call["name"]),
-      invalidToolName: !validName(call["name"]),
-      invalid: false,
-    });
+    normalized.push(normalizeCall(call["id"], call["name"]));
   }
 
   // The raw payload is a fallback view of the same calls; reading it beside a structured view would
@@ -240,21 +235,20 @@ function messageToolCalls(message: BaseMessage): NormalizedCall[] {
       const fn = rawCall["function"];
       let name = rawCall["name"];
       if (!name && isDict(fn)) name = fn["name"];
-      normalized.push({ id: rawCall["id"], name: normalizeToolName(name), invalidToolName: !validName(name), invalid: false });
+      normalized.push(normalizeCall(rawCall["id"], name));
     }
   }
 
   for (const call of invalid) {
     if (!isDict(call)) continue;
-    normalized.push({
-      id: call["id"],
-      name: normalizeToolName(call["name"]),
-      invalidToolName: !validName(call["name"]),
-      invalid: true,
-      error: call["error"],
-    });
+    normalized.push({ ...normalizeCall(call["id"], call["name"]), invalid: true, error: call["error"] });
   }
   return normalized;
+}
+
+/** A well-formed call's view; an invalid_tool_calls entry marks itself invalid and adds its error. */
+function normalizeCall(id: unknown, name: unknown): NormalizedCall {
+  return { id, name: normalizeToolName(name), invalidToolName: !validName(name), invalid: false };
 }
 
 function placeholderContent(call: NormalizedCall): string {
