@@ -13,6 +13,7 @@ import type {
   Todo,
   ViewedImage,
 } from "./types.ts";
+import { isRecord } from "../core/guards.ts";
 
 // Every reducer treats `undefined` as "not touched": LangGraph hands a reducer the raw value of
 // every key a node returns, so `{ title: undefined }` must behave like a missing key in the graph
@@ -30,10 +31,6 @@ export const DELEGATION_STATUSES: readonly DelegationStatus[] = Object.freeze([
 export const MAX_DELEGATIONS = 50;
 export const MAX_SKILL_CONTEXT_ENTRIES = 8;
 export const MAX_SKILL_DESCRIPTION_CHARS = 500;
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 function invalid(channel: string, message: string): StateUpdateError {
   return new StateUpdateError("invalid_update", `Invalid '${channel}' update: ${message}`, { channel });

@@ -15,6 +15,7 @@ import {
   SUBAGENT_STOP_REASON_KEY,
   SUBAGENT_STOP_REASONS,
 } from "../../tools/subagent-result.ts";
+import { isRecord } from "../../core/guards.ts";
 
 /*
  * The delegation ledger: `task` calls and their results, kept in ThreadState.delegations so that
@@ -137,10 +138,6 @@ function isAi(message: BaseMessage): message is AIMessage {
 
 function isTool(message: BaseMessage): message is ToolMessage {
   return message.type === "tool";
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** Every `task` delegation in `messages`, in dispatch order: in_progress, or the verdict its result carries. */

@@ -3,6 +3,7 @@ import { bytesToHex, hexToBytes } from "../../core/hex.ts";
 import type { AgentRuntime } from "../../engine/types.ts";
 import { CanonicalJsonError, canonicalJson } from "../../extension-api/canonical.ts";
 import { isOneOf } from "../../extension-api/one-of.ts";
+import { isRecord } from "../../core/guards.ts";
 
 /*
  * SkillActivation publishes the slash-activated skill and SkillToolPolicy publishes its per-step
@@ -163,11 +164,6 @@ function encode(purpose: string, fields: Record<string, unknown>): Uint8Array<Ar
   return new TextEncoder().encode(json);
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 function isStringArray(value: unknown): value is string[] {
   return Array.isArray(value) && value.every((item) => typeof item === "string");
 }
-
