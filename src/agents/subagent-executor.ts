@@ -6,6 +6,7 @@ import type { Agent, RunRecord } from "../engine/agent.ts";
 import type { AgentRuntime } from "../engine/types.ts";
 import { sha256HexSync } from "../extension-api/sha256-sync.ts";
 import { EXTENSION_TASK_STORE_KEY, ExtensionData, taskInfo, type TaskOutcome } from "../extension-api/index.ts";
+import { isOneOf } from "../extension-api/one-of.ts";
 import { notifyTaskStart, notifyTaskStop, subagentTaskOutcome } from "../extensions/notify.ts";
 import type { LoadedExtensions } from "../extensions/registry.ts";
 import { bindExtensionSnapshot, resolveRunExtensions } from "../extensions/run-context.ts";
@@ -91,7 +92,7 @@ function lastAiText(messages: readonly BaseMessage[]): string | undefined {
 
 function scopeStopReason(record: RunRecord | undefined): SubagentStopReason | null {
   const reason = record?.scope.get<string>(STOP_REASON_KEY);
-  return typeof reason === "string" && (SUBAGENT_STOP_REASONS as readonly string[]).includes(reason) ? (reason as SubagentStopReason) : null;
+  return isOneOf(SUBAGENT_STOP_REASONS, reason) ? reason : null;
 }
 
 /**

@@ -69,6 +69,12 @@ export const AUTHORIZATION_DEFAULTS: AuthorizationConfig = Object.freeze(v.parse
 
 const toolNames = v.array(nonEmptyString);
 
+/** allowed_tools / denied_tools sit beside `provider` only for a named provider (or none); `{ use, config }` takes them in its config. */
+function listBesideProvider(provider: unknown, list: unknown): boolean {
+  return typeof provider === "string" || provider === null || provider === undefined || list === null || list === undefined;
+}
+const LISTS_UNDER_PROVIDER_CONFIG = "with provider { use, config } the lists go under provider.config";
+
 const guardrailsConfigSchema = v.pipe(
   v.strictObject({
     enabled: v.optional(v.boolean(), false),
@@ -86,16 +92,16 @@ const guardrailsConfigSchema = v.pipe(
   v.forward(
     v.partialCheck(
       [["provider"], ["allowed_tools"]],
-      (input) => typeof input.provider === "string" || input.provider === null || input.provider === undefined || input.allowed_tools === null || input.allowed_tools === undefined,
-      "with provider { use, config } the lists go under provider.config",
+      (input) => listBesideProvider(input.provider, input.allowed_tools),
+      LISTS_UNDER_PROVIDER_CONFIG,
     ),
     ["allowed_tools"],
   ),
   v.forward(
     v.partialCheck(
       [["provider"], ["denied_tools"]],
-      (input) => typeof input.provider === "string" || input.provider === null || input.provider === undefined || input.denied_tools === null || input.denied_tools === undefined,
-      "with provider { use, config } the lists go under provider.config",
+      (input) => listBesideProvider(input.provider, input.denied_tools),
+      LISTS_UNDER_PROVIDER_CONFIG,
     ),
     ["denied_tools"],
   ),

@@ -12,7 +12,7 @@ import type { ConnectionInfo } from "../ports/http-server.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import type { Clock, Env } from "../ports/runtime-ports.ts";
 import type { SandboxProvider } from "../ports/sandbox.ts";
-import { createLeadAgentFactory, type LeadAgentFactory } from "../runtime/agent-factory.ts";
+import { createLeadAgentFactory, leadAgentExtras, type LeadAgentFactory } from "../runtime/agent-factory.ts";
 import { KeyValueCheckpointSaver } from "../runtime/kv-checkpointer.ts";
 import type { RunManager } from "../runtime/runs/manager.ts";
 import { allCheckpointWritesSettled, trackCheckpointWrites } from "../runtime/runs/settle.ts";
@@ -193,12 +193,9 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
         config,
         env,
         checkpointer,
-        extensions,
         services: { clock, storage, sandbox, env, baseDir: config.storage.base },
         onDiagnostic: reportDiagnostic,
-        ...(options.extraTools ? { extraTools: options.extraTools } : {}),
-        ...(options.configuredMiddlewares ? { configuredMiddlewares: options.configuredMiddlewares } : {}),
-        ...(options.authorizationProvider ? { authorizationProvider: options.authorizationProvider } : {}),
+        ...leadAgentExtras({ ...options, extensions }),
       });
   const agentFactory: AgentFactory = options.agentFactory ?? defaultFactory!;
   const deps: GatewayDeps = {

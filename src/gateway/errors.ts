@@ -12,6 +12,7 @@ import { StateConflictError, StateUpdateError } from "../state/errors.ts";
 import { CheckpointerError } from "../runtime/kv-checkpointer.ts";
 import type { RunOperationError, RunOperationErrorCode } from "../runtime/runs/types.ts";
 import { readJsonBody } from "./request-limits.ts";
+import { isRecord } from "../core/guards.ts";
 
 /*
  * Every gateway error is JSON: `{"detail": "<what is wrong and what to do>"}`, or for auth
@@ -195,17 +196,13 @@ export function jsonKind(value: unknown): string {
   return typeof value === "object" ? "an object" : `a ${typeof value}`;
 }
 
-export function isJsonObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 /**
  * `schema`, for a JSON object only. valibot's object and record schemas accept arrays (`[]` would
  * pass as an empty object, `metadata: []` become `{}`), so an object is checked for first.
  */
 export function jsonObject<const S extends v.GenericSchema>(schema: S) {
   return v.pipe(
-    v.custom<v.InferInput<S>>(isJsonObject, (issue) => `expected a JSON object, got ${jsonKind(issue.input)}`),
+    v.custom<v.InferInput<S>>(isRecord, (issue) => `expected a JSON object, got ${jsonKind(issue.input)}`),
     schema,
   );
 }

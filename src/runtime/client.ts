@@ -16,7 +16,7 @@ import type { Clock, Env } from "../ports/runtime-ports.ts";
 import type { SandboxProvider } from "../ports/sandbox.ts";
 import { createVirtualSandboxProvider } from "../sandbox/virtual.ts";
 import { createMemoryKeyValue } from "../storage/key-value.ts";
-import { createLeadAgentFactory, type LeadAgentFactory } from "./agent-factory.ts";
+import { createLeadAgentFactory, leadAgentExtras, type LeadAgentFactory } from "./agent-factory.ts";
 import {
   buildRunRequest,
   CancelSchema,
@@ -193,10 +193,7 @@ export async function createDeerFlowClient(options: DeerFlowClientOptions = {}):
         checkpointer,
         services: { clock, storage, sandbox, env, baseDir: config.storage.base },
         onDiagnostic: report,
-        ...(options.extensions ? { extensions: options.extensions } : {}),
-        ...(options.extraTools ? { extraTools: options.extraTools } : {}),
-        ...(options.configuredMiddlewares ? { configuredMiddlewares: options.configuredMiddlewares } : {}),
-        ...(options.authorizationProvider ? { authorizationProvider: options.authorizationProvider } : {}),
+        ...leadAgentExtras(options),
       });
   const agentFactory: RunAgentFactory<EmbeddedPrincipal> = options.agentFactory ?? leadFactory!;
   const runs = new RunManager<EmbeddedPrincipal>({

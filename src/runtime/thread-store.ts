@@ -5,6 +5,7 @@ import { KeyedMutex } from "../core/keyed-mutex.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import type { Clock } from "../ports/runtime-ports.ts";
 import type { ThreadRecord, ThreadSearchQuery, ThreadStatus, ThreadStore } from "./thread-types.ts";
+import { isRecord } from "../core/guards.ts";
 
 /** Thread ids are named ids (core/ids.ts): they also name sandbox folders and storage keys. */
 export const THREAD_ID_PATTERN = NAMED_ID_PATTERN;
@@ -54,10 +55,6 @@ interface StoredThread {
   status: ThreadStatus;
   owner_id: string | null;
   display_name: string | null;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function isStoredThread(value: unknown): value is StoredThread {

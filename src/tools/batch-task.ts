@@ -29,6 +29,7 @@ import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { emitEvent } from "../engine/events.ts";
 import { resolveThreadId, resolveUserId } from "../engine/scope-ids.ts";
 import { SUBAGENT_TOKEN_USAGE_KEY, boundSubagentText, formatSubagentResultMessage } from "./subagent-result.ts";
+import { isRecord } from "../core/guards.ts";
 
 /*
  * `batch_task`: an explicit, durable fan-out. Where `task` is one delegation whose verdict lives
@@ -128,10 +129,6 @@ export interface BatchTaskToolOptions {
   readonly config?: BatchTaskConfigInput | null;
   /** Where batches live; defaults to the run's `services.storage`. */
   readonly storage?: BatchStore;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function text(value: unknown): string {

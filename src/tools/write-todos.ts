@@ -1,6 +1,7 @@
 import { ToolMessage } from "@langchain/core/messages";
 import { Command } from "@langchain/langgraph/web";
 import type { AgentTool, ToolContext, ToolOutput } from "../engine/types.ts";
+import { isOneOf } from "../extension-api/one-of.ts";
 import type { Todo, TodoStatus } from "../state/thread-state.ts";
 
 /*
@@ -41,7 +42,7 @@ export function parseTodosArgument(args: Record<string, unknown>): Todo[] | stri
     if (typeof item !== "object" || item === null || Array.isArray(item)) return `${ITEMS_HINT}; ${position} is ${describeValue(item)}.`;
     const { content, status } = item as Record<string, unknown>;
     if (typeof content !== "string" || content.trim() === "") return `${ITEMS_HINT}; ${position} has no content.`;
-    if (typeof status !== "string" || !(TODO_STATUSES as readonly string[]).includes(status)) {
+    if (!isOneOf(TODO_STATUSES, status)) {
       return `${ITEMS_HINT}; ${position} has status ${describeValue(status)}.`;
     }
     parsed.push({ content, status: status as TodoStatus });

@@ -24,6 +24,7 @@ import {
   parseJsonValue,
 } from "./payload.ts";
 import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
+import { isRecord } from "../../core/guards.ts";
 
 export {
   FORM_FIELD_TYPES,
@@ -87,10 +88,6 @@ export interface ClarificationDeps {
 
 type Dict = Record<string, unknown>;
 
-function isDict(value: unknown): value is Dict {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 /** Context values arrive as JSON from many channels; only an explicit yes disables clarification. */
 export function isClarificationDisabled(runtime: Pick<AgentRuntime, "context"> | undefined): boolean {
   const value = runtime?.context?.[DISABLE_CLARIFICATION_KEY];
@@ -130,10 +127,10 @@ export function clarificationCommand(toolCall: Pick<ToolCall, "id" | "args">): C
  */
 function salvageArgs(raw: unknown): Dict {
   let args: Dict = {};
-  if (isDict(raw)) args = raw;
+  if (isRecord(raw)) args = raw;
   else if (typeof raw === "string") {
     const parsed = parseJsonValue(raw);
-    if (parsed.ok && isDict(parsed.value)) args = parsed.value;
+    if (parsed.ok && isRecord(parsed.value)) args = parsed.value;
     else {
       const match = /"question"\s*:\s*"((?:[^"\\]|\\.)*)"/.exec(raw);
       const question = match ? parseJsonValue(`"${match[1]}"`) : { ok: false as const };
@@ -146,7 +143,7 @@ function salvageArgs(raw: unknown): Dict {
 }
 
 function callId(call: unknown): string | undefined {
-  return isDict(call) && typeof call["id"] === "string" && call["id"] !== "" ? call["id"] : undefined;
+  return isRecord(call) && typeof call["id"] === "string" && call["id"] !== "" ? call["id"] : undefined;
 }
 
 /**
@@ -186,7 +183,7 @@ export function pruneForClarification(message: AIMessage): AIMessage | null {
       .filter((call) => callId(call) === kept.id)
       .map((call) => {
         // A promoted call's raw arguments are the unparseable text; the wire must carry valid JSON.
-        if (valid || !isDict(call) || !isDict(call["function"])) return call;
+        if (valid || !isRecord(call) || !isRecord(call["function"])) return call;
         return { ...call, function: { ...call["function"], arguments: JSON.stringify(kept.args) } };
       });
     if (keptRaw.length > 0) additionalKwargs["tool_calls"] = keptRaw;
@@ -195,7 +192,7 @@ export function pruneForClarification(message: AIMessage): AIMessage | null {
 
   const content = Array.isArray(message.content)
     ? message.content.filter(
-        (block) => !(isDict(block) && TOOL_CALL_BLOCK_TYPES.has(String(block["type"])) && droppedIds.has(String(block["id"]))),
+        (block) => !(isRecord(block) && TOOL_CALL_BLOCK_TYPES.has(String(block["type"])) && droppedIds.has(String(block["id"]))),
       )
     : message.content;
 

@@ -1,5 +1,6 @@
 import { FORM_FIELD_TYPE_VALUES, type FormFieldType } from "../../tools/ask-clarification.ts";
 import { sha256HexSync } from "../../extension-api/sha256-sync.ts";
+import { isRecord } from "../../core/guards.ts";
 
 /*
  * Turns ask_clarification arguments into the card the UI renders (artifact.human_input) and the
@@ -108,10 +109,6 @@ export interface NormalizedClarification {
 
 type Dict = Record<string, unknown>;
 
-function isDict(value: unknown): value is Dict {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 function own(record: Dict, key: string): unknown {
   return Object.hasOwn(record, key) ? record[key] : undefined;
 }
@@ -156,7 +153,7 @@ function pyStr(value: unknown): string {
 function pyTruthy(value: unknown): boolean {
   if (value === null || value === undefined || value === false || value === 0 || value === "") return false;
   if (Array.isArray(value)) return value.length > 0;
-  if (isDict(value)) return Object.keys(value).length > 0;
+  if (isRecord(value)) return Object.keys(value).length > 0;
   return true;
 }
 
@@ -164,7 +161,7 @@ function pyTruthy(value: unknown): boolean {
 function flattenLeaves(value: unknown, into: unknown[]): unknown[] {
   if (Array.isArray(value)) {
     for (const item of value) flattenLeaves(item, into);
-  } else if (isDict(value)) {
+  } else if (isRecord(value)) {
     for (const item of Object.values(value)) flattenLeaves(item, into);
   } else if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") {
     into.push(value);
@@ -186,11 +183,11 @@ export function normalizeClarificationOptions(raw: unknown): string[] {
   }
   if (options === null || options === undefined) return [];
   let items: unknown[];
-  if (isDict(options)) items = flattenLeaves(options, []);
+  if (isRecord(options)) items = flattenLeaves(options, []);
   else if (Array.isArray(options)) {
     // Top-level scalars keep Python's str() (None -> "None"); nested containers are flattened
     // like a dict payload instead of being rendered as one unreadable label.
-    items = options.flatMap((item) => (isDict(item) || Array.isArray(item) ? flattenLeaves(item, []) : [item]));
+    items = options.flatMap((item) => (isRecord(item) || Array.isArray(item) ? flattenLeaves(item, []) : [item]));
   } else items = [options];
 
   const normalized: string[] = [];
@@ -216,7 +213,7 @@ function normalizeBool(raw: unknown): boolean {
 function pythonJsonBytes(value: unknown): number {
   const dumps = (v: unknown): string => {
     if (Array.isArray(v)) return `[${v.map(dumps).join(", ")}]`;
-    if (isDict(v)) return `{${Object.entries(v).map(([k, item]) => `${JSON.stringify(k)}: ${dumps(item)}`).join(", ")}}`;
+    if (isRecord(v)) return `{${Object.entries(v).map(([k, item]) => `${JSON.stringify(k)}: ${dumps(item)}`).join(", ")}}`;
     return JSON.stringify(v);
   };
   return new TextEncoder().encode(dumps(value)).length;
@@ -240,7 +237,7 @@ export function normalizeClarificationFields(raw: unknown): HumanInputField[] {
   const normalized: HumanInputField[] = [];
   const seenNames = new Set<string>();
   for (const entry of fields) {
-    if (!isDict(entry)) return [];
+    if (!isRecord(entry)) return [];
     const rawName = own(entry, "name");
     if (typeof rawName !== "string") return [];
     const name = pyStrip(rawName);
@@ -276,10 +273,10 @@ export function normalizeClarificationFields(raw: unknown): HumanInputField[] {
 }
 
 function argsRecord(args: unknown): Dict {
-  if (isDict(args)) return args;
+  if (isRecord(args)) return args;
   if (typeof args === "string") {
     const parsed = parseJsonValue(args);
-    if (parsed.ok && isDict(parsed.value)) return parsed.value;
+    if (parsed.ok && isRecord(parsed.value)) return parsed.value;
   }
   return {};
 }

@@ -1,5 +1,6 @@
 import type { AIMessage, BaseMessage, ToolMessage } from "@langchain/core/messages";
 import { sha256Hex } from "../../extension-api/canonical.ts";
+import { isOneOf } from "../../extension-api/one-of.ts";
 import { DELEGATION_STATUSES, MAX_DELEGATIONS } from "../../state/reducers.ts";
 import type { Delegation, DelegationStatus, DelegationStopReason, DelegationUpdate } from "../../state/types.ts";
 // The keys of the task tool's structured result metadata (ToolMessage.additional_kwargs), as the
@@ -14,6 +15,7 @@ import {
   SUBAGENT_STOP_REASON_KEY,
   SUBAGENT_STOP_REASONS,
 } from "../../tools/subagent-result.ts";
+import { isRecord } from "../../core/guards.ts";
 
 /*
  * The delegation ledger: `task` calls and their results, kept in ThreadState.delegations so that
@@ -138,10 +140,6 @@ function isTool(message: BaseMessage): message is ToolMessage {
   return message.type === "tool";
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 /** Every `task` delegation in `messages`, in dispatch order: in_progress, or the verdict its result carries. */
 export async function extractDelegations(messages: readonly BaseMessage[], nowIso: string): Promise<DelegationUpdate[]> {
   const entries = new Map<string, DelegationUpdate>();
@@ -257,7 +255,7 @@ interface RenderableDelegation {
 function revalidate(raw: unknown): RenderableDelegation | undefined {
   if (!isRecord(raw) || typeof raw["id"] !== "string" || raw["id"] === "") return undefined;
   const status = raw["status"];
-  if (typeof status !== "string" || !(DELEGATION_STATUSES as readonly string[]).includes(status)) return undefined;
+  if (!isOneOf(DELEGATION_STATUSES, status)) return undefined;
   const stopReason = raw["stop_reason"];
   const brief = raw["result_brief"];
   return {

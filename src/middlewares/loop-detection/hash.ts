@@ -1,3 +1,4 @@
+import { isRecord } from "../../core/guards.ts";
 /*
  * The identity of one AI message's tool-call set, as LoopDetection compares them. Two sets are the
  * same when they call the same tools on the same salient arguments, whatever their order and
@@ -18,16 +19,12 @@ const READ_FILE_BUCKET_LINES = 200;
 const CONTENT_SENSITIVE_TOOLS: ReadonlySet<string> = new Set(["write_file", "str_replace"]);
 const SALIENT_FIELDS = ["path", "url", "query", "command", "pattern", "glob", "cmd"] as const;
 
-function isDict(value: unknown): value is Dict {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 /** JSON with object keys sorted at every depth; values JSON cannot hold are written as their string form. */
 export function stableJson(value: unknown): string {
   if (value === null || typeof value === "boolean" || typeof value === "string") return JSON.stringify(value);
   if (typeof value === "number") return Number.isFinite(value) ? JSON.stringify(value) : JSON.stringify(String(value));
   if (Array.isArray(value)) return `[${value.map((item) => stableJson(item)).join(",")}]`;
-  if (isDict(value)) {
+  if (isRecord(value)) {
     const keys = Object.keys(value).sort();
     return `{${keys.map((key) => `${JSON.stringify(key)}:${stableJson(value[key])}`).join(",")}}`;
   }
@@ -39,7 +36,7 @@ export function stableJson(value: unknown): string {
  * as a JSON string; parsing it keeps `{"path": "a"}` and `'{"path":"a"}'` the same call.
  */
 function normalizeArgs(raw: unknown): { args: Dict; fallbackKey: string | null } {
-  if (isDict(raw)) return { args: raw, fallbackKey: null };
+  if (isRecord(raw)) return { args: raw, fallbackKey: null };
   if (raw === null || raw === undefined) return { args: {}, fallbackKey: null };
   if (typeof raw === "string") {
     let parsed: unknown;
@@ -48,7 +45,7 @@ function normalizeArgs(raw: unknown): { args: Dict; fallbackKey: string | null }
     } catch {
       return { args: {}, fallbackKey: raw };
     }
-    return isDict(parsed) ? { args: parsed, fallbackKey: null } : { args: {}, fallbackKey: stableJson(parsed) };
+    return isRecord(parsed) ? { args: parsed, fallbackKey: null } : { args: {}, fallbackKey: stableJson(parsed) };
   }
   return { args: {}, fallbackKey: stableJson(raw) };
 }

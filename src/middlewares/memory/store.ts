@@ -3,6 +3,7 @@ import * as v from "valibot";
 import { DeerflowError } from "../../core/errors.ts";
 import { newId } from "../../core/ids.ts";
 import { estimateTokens as approximateTokens } from "../../core/tokens.ts";
+import { isOneOf } from "../../extension-api/one-of.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
 import type { Clock } from "../../ports/runtime-ports.ts";
 import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
@@ -116,7 +117,7 @@ function clampConfidence(value: unknown): number {
 }
 
 function isCategory(value: unknown): value is MemoryFactCategory {
-  return typeof value === "string" && (MEMORY_FACT_CATEGORIES as readonly string[]).includes(value);
+  return isOneOf(MEMORY_FACT_CATEGORIES, value);
 }
 
 export interface MergeOptions {

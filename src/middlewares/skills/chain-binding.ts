@@ -2,6 +2,8 @@ import { DeerflowError } from "../../core/errors.ts";
 import { bytesToHex, hexToBytes } from "../../core/hex.ts";
 import type { AgentRuntime } from "../../engine/types.ts";
 import { CanonicalJsonError, canonicalJson } from "../../extension-api/canonical.ts";
+import { isOneOf } from "../../extension-api/one-of.ts";
+import { isRecord } from "../../core/guards.ts";
 
 /*
  * SkillActivation publishes the slash-activated skill and SkillToolPolicy publishes its per-step
@@ -117,7 +119,7 @@ export class SkillChainBinding {
     const { version, run_id, source, active_paths, allowed_names, mac } = raw;
     // typeof first: `true == 1`-style coercions must not pass for a version.
     if (typeof version !== "number" || version !== POLICY_DECISION_VERSION || run_id !== runtime.runId) return undefined;
-    if (typeof source !== "string" || !(POLICY_SOURCES as readonly string[]).includes(source)) return undefined;
+    if (!isOneOf(POLICY_SOURCES, source)) return undefined;
     if (!isStringArray(active_paths)) return undefined;
     if (allowed_names !== null && !isStringArray(allowed_names)) return undefined;
     if (typeof mac !== "string") return undefined;
@@ -162,11 +164,6 @@ function encode(purpose: string, fields: Record<string, unknown>): Uint8Array<Ar
   return new TextEncoder().encode(json);
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 function isStringArray(value: unknown): value is string[] {
   return Array.isArray(value) && value.every((item) => typeof item === "string");
 }
-

@@ -20,6 +20,7 @@ import {
   type PolicySource,
   type SkillChainBinding,
 } from "./chain-binding.ts";
+import { isRecord } from "../../core/guards.ts";
 
 /*
  * A skill's `allowed-tools` binds only once the skill is really in use: slash-activated in this
@@ -196,10 +197,6 @@ function toolSearchPolicyError(toolCallId: string | undefined): ToolMessage {
     name: TOOL_SEARCH_NAME,
     status: "error",
   });
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** A Command's update as one record; tuple updates that write a channel twice are not understood. */

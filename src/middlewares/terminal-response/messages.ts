@@ -1,23 +1,18 @@
 import { AIMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { latestRealUserIndex } from "../messages.ts";
+import { isRecord } from "../../core/guards.ts";
 
 /*
  * Shared judgements about a model's terminal reply, used by the terminal-response,
  * model-length and safety guards so they agree on what "empty" and "wants a tool" mean.
  */
 
-type Dict = Record<string, unknown>;
-
 const TEXT_BLOCK_TYPES: ReadonlySet<string> = new Set(["text", "output_text"]);
 const TOOL_CALL_FINISH_REASONS: ReadonlySet<string> = new Set(["tool_calls", "function_call"]);
 
-function isDict(value: unknown): value is Dict {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 function truthy(value: unknown): boolean {
   if (Array.isArray(value)) return value.length > 0;
-  if (isDict(value)) return Object.keys(value).length > 0;
+  if (isRecord(value)) return Object.keys(value).length > 0;
   return Boolean(value);
 }
 
@@ -32,7 +27,7 @@ export function hasVisibleContent(message: BaseMessage): boolean {
   if (!Array.isArray(content)) return false;
   return content.some((block: unknown) => {
     if (typeof block === "string") return block.trim() !== "";
-    if (!isDict(block) || typeof block["type"] !== "string" || !TEXT_BLOCK_TYPES.has(block["type"])) return false;
+    if (!isRecord(block) || typeof block["type"] !== "string" || !TEXT_BLOCK_TYPES.has(block["type"])) return false;
     return typeof block["text"] === "string" && block["text"].trim() !== "";
   });
 }

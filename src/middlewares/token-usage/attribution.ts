@@ -1,4 +1,5 @@
 import type { AIMessage } from "@langchain/core/messages";
+import { isRecord } from "../../core/guards.ts";
 
 /*
  * What one model step was spent on, derived from its tool calls: the UI labels each step's token
@@ -31,10 +32,6 @@ interface LooseTodo {
 const TODO_STATUSES = new Set(["pending", "in_progress", "completed"]);
 const TODO_ACTION_KINDS = new Set<string>(["todo_start", "todo_complete", "todo_update", "todo_remove"]);
 const SEARCH_TOOLS = new Set(["web_search", "image_search"]);
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 function stringArg(value: unknown): string | null {
   if (typeof value !== "string") return null;

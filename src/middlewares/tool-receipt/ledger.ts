@@ -1,4 +1,5 @@
 import { AIMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
+import { isRecord } from "../../core/guards.ts";
 
 /*
  * Tool receipts as data: their shape, the ledger the model sees, the snapshot a response keeps of
@@ -78,10 +79,6 @@ function ledgerHeader(): string[] {
 }
 
 const STRING_FIELDS = ["tool_call_id", "tool_name", "status", "args_sha256", "output_sha256", "created_at"] as const;
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 /**
  * Structural check of a persisted receipt: types and sizes only, not provenance. Receipts come back

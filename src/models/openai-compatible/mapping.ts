@@ -10,9 +10,9 @@ import {
   type UsageMetadata,
 } from "@langchain/core/messages";
 import { ChatGenerationChunk } from "@langchain/core/outputs";
+import { isRecord } from "../../core/guards.ts";
 import { textOf } from "../text.ts";
 import {
-  isRecord,
   type OpenAIChatMessage,
   type WireChoice,
   type WireChunk,

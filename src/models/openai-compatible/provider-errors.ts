@@ -4,7 +4,7 @@ import { ModelError } from "../errors.ts";
 import { oneLine } from "../text.ts";
 import type { Deadline } from "./deadline.ts";
 import { StreamReadError } from "./sse.ts";
-import { isRecord } from "./wire.ts";
+import { isRecord } from "../../core/guards.ts";
 
 /** Headers worth keeping on an error: the retry policy reads these. */
 const DROPPED_ERROR_HEADERS = new Set(["set-cookie"]);

@@ -38,7 +38,3 @@ export type WireChunk = WireEnvelope<{
 }>;
 
 export type OpenAIChatMessage = Record<string, unknown> & { role: string };
-
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
