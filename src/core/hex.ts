@@ -1,6 +1,6 @@
 /*
  * Hex and SHA-256: the one set the library uses. The text hashes come from extension-api (floor 0,
- * which must import nothing outside its folder, so it holds them): `sha256Hex` (async, refuses lone
+ * which must import nothing outside its folder, so it holds them and the hex encoder): `sha256Hex` (async, refuses lone
  * surrogates so two different texts never share a hash) and `sha256HexSync` (the same digest in
  * synchronous code paths). `sha256Bytes` is the raw digest of bytes, or of any string as
  * TextEncoder writes it (lone surrogates become U+FFFD), for input an HTTP request may carry.
@@ -8,23 +8,9 @@
 
 export { sha256Hex } from "../extension-api/canonical.ts";
 export { sha256HexSync } from "../extension-api/sha256-sync.ts";
+export { bytesToHex, hexToBytes } from "../extension-api/hex.ts";
 
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 const encoder = new TextEncoder();
-
-/** Bytes as lowercase hex, two digits each. */
-export function bytesToHex(bytes: Uint8Array): string {
-  let hex = "";
-  for (const byte of bytes) hex += HEX[byte];
-  return hex;
-}
-
-/** The bytes of an even-length hex string (what bytesToHex wrote). */
-export function hexToBytes(hex: string): Uint8Array<ArrayBuffer> {
-  const bytes = new Uint8Array(hex.length / 2);
-  for (let i = 0; i < bytes.length; i++) bytes[i] = Number.parseInt(hex.slice(i * 2, i * 2 + 2), 16);
-  return bytes;
-}
 
 /** SHA-256 (crypto.subtle) of bytes, or of a string's UTF-8 as TextEncoder writes it. */
 export async function sha256Bytes(data: string | Uint8Array): Promise<Uint8Array<ArrayBuffer>> {

@@ -15,3 +15,4 @@ export * from "./principal.ts";
 export * from "./services.ts";
 export * from "./registry.ts";
 export * from "./one-of.ts";
+export * from "./hex.ts";

@@ -1,3 +1,4 @@
+import { bytesToHex } from "../../core/hex.ts";
 import { removeEdit } from "./config-file.ts";
 import { ExtensionManagerError } from "./errors.ts";
 import { requireSupportedNpm } from "./npm.ts";
@@ -18,7 +19,7 @@ export interface RemovedExtension {
 
 function randomSuffix(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(6));
-  return Array.from(bytes, (byte) => byte.toString(16).padStart(2, "0")).join("");
+  return bytesToHex(bytes);
 }
 
 export async function removeLocked(ws: ManagerWorkspace, identifier: string, signal: AbortSignal): Promise<RemovedExtension> {
