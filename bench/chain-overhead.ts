@@ -26,7 +26,7 @@
  *   lead_chain_step_time_vs_bare: lead chain A per run / bare A per run (medians).
  */
 // Installed first so both engines run with the same AsyncLocalStorage, whatever imports langchain
-// pulls in later (toolchain pitfall P3b).
+// pulls in later (docs/toolchain.md, AsyncLocalStorage before any import).
 import "../adapters/shared/als.ts";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { MemorySaver } from "@langchain/langgraph/web";
@@ -36,7 +36,7 @@ import { createAgent, type AgentMiddleware } from "../src/engine/index.ts";
 import { systemClock } from "../src/core/clock.ts";
 import { validateLeadConfig } from "../src/agents/app-config.ts";
 import { buildLeadMiddlewares } from "../src/agents/lead-agent.ts";
-import { createMemoryStore, type MemoryStore } from "../src/middlewares/memory-store.ts";
+import { createMemoryStore, type MemoryStore } from "../src/middlewares/memory/store.ts";
 import { createVirtualSandboxProvider } from "../src/sandbox/virtual.ts";
 import { createSkillRegistry } from "../src/skills/registry.ts";
 import { createMemoryKeyValue } from "../src/storage/key-value.ts";
@@ -213,7 +213,6 @@ function langchainConfig(middlewares: number, workload: Workload, checkpointer: 
     const config = saver
       ? { recursionLimit: RECURSION_LIMIT, configurable: { thread_id: threads.next() } }
       : { recursionLimit: RECURSION_LIMIT };
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
     const state = (await agent.invoke({ messages: [new HumanMessage("go")] } as any, config)) as { messages: BaseMessage[] };
     return state.messages;
   };

@@ -29,7 +29,8 @@
  * - per_subagent_vs_1: per_subagent_ms(N) / per_subagent_ms(1) (below 1: parallel subagents
  *   overlap or amortise; above 1: they contend).
  */
-// Installed first, as in bench/chain-overhead.ts (toolchain pitfall P3b).
+// Installed first, as in bench/chain-overhead.ts
+// (docs/toolchain.md, AsyncLocalStorage before any import).
 import "../adapters/shared/als.ts";
 import { EventEmitter } from "node:events";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
@@ -38,8 +39,9 @@ import type { ChatResult } from "@langchain/core/outputs";
 import type { SubagentRunResult } from "../src/agents/subagent-executor.ts";
 import { systemClock } from "../src/core/clock.ts";
 import { createAgent, type AgentTool } from "../src/engine/index.ts";
-import { SUBAGENT_STATUS_KEY } from "../src/middlewares/tool-error-handling-subagent.ts";
-import { createTaskTool, taskResultMessage, TASK_TOOL_NAME } from "../src/tools/task.ts";
+import { SUBAGENT_STATUS_KEY } from "../src/tools/subagent-result.ts";
+import { createTaskTool } from "../src/agents/delegation-tools.ts";
+import { taskResultMessage, TASK_TOOL_NAME } from "../src/tools/task.ts";
 import { collectGarbage, emit, envNumber, groupBy, loadAverage, median, progressLog, quantile, round4 as round, runBench, runSamples, runtimeInfo, calibrateBlock } from "./harness.ts";
 
 const log = progressLog("delegation");
@@ -72,7 +74,6 @@ abstract class Scripted extends BaseChatModel {
     return "scripted";
   }
 
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   override bindTools(tools: any[], kwargs?: Record<string, unknown>): any {
     return this.withConfig({ tools, ...kwargs } as never);
   }

@@ -32,7 +32,8 @@
  *   engine figures are at the noise floor; _p25/_p75 show it, and direct_estimate_us_per_model_step
  *   (10 × the direct per-call difference) is the figure to compare them with.
  */
-// Installed first, as in bench/chain-overhead.ts (toolchain pitfall P3b).
+// Installed first, as in bench/chain-overhead.ts
+// (docs/toolchain.md, AsyncLocalStorage before any import).
 import "../adapters/shared/als.ts";
 import { AIMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
 import { validateLeadConfig } from "../src/agents/app-config.ts";
@@ -43,7 +44,7 @@ import { createAgent, type AgentMiddleware, type ModelRequest, type ToolCallRequ
 import { Placement, type MiddlewareContributor } from "../src/extension-api/index.ts";
 import { isolateMiddleware, type ExtensionDiagnostic } from "../src/extensions/isolation.ts";
 import { HostExtensionRegistry, type LoadedExtensions } from "../src/extensions/registry.ts";
-import { createMemoryStore } from "../src/middlewares/memory-store.ts";
+import { createMemoryStore } from "../src/middlewares/memory/store.ts";
 import { createVirtualSandboxProvider } from "../src/sandbox/virtual.ts";
 import { createMemoryKeyValue } from "../src/storage/key-value.ts";
 import { ScriptedChatModel, ourNoop } from "./scripted.ts";

@@ -6,7 +6,8 @@
  * - in `memory` → out `{"bench_server":"memory","heap_used":<bytes>,"rss":<bytes>}` after a full gc;
  * - in `exit` (or stdin closed) → shuts the gateway down and exits 0.
  */
-// Installed first, as in the other benches (toolchain pitfall P3b).
+// Installed first, as in the other benches
+// (docs/toolchain.md, AsyncLocalStorage before any import).
 import "../adapters/shared/als.ts";
 import process from "node:process";
 import { createInterface } from "node:readline";

@@ -21,7 +21,6 @@ const ROOT_TSX = join(ROOT, "node_modules", ".bin", "tsx");
 const LGAPI_TSX = join(LGAPI_DIR, "node_modules", ".bin", "tsx");
 const LGAPI_MARKER = join(LGAPI_DIR, "node_modules", "@langchain", "langgraph-api", "package.json");
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 const g = globalThis as any;
 
 /** This process's environment (Node and Bun: process.env; Deno: Deno.env). */

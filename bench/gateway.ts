@@ -56,7 +56,8 @@
  * - runs_with_unexpected_frames: runs whose frames per event differ from the server's check run
  *   (the same input, so the same frames are due): a server that drops frames under load shows here.
  */
-// Installed first, as in the other benches (toolchain pitfall P3b).
+// Installed first, as in the other benches
+// (docs/toolchain.md, AsyncLocalStorage before any import).
 import "../adapters/shared/als.ts";
 import type { LoadResult } from "./gateway-load.ts";
 import { startOurs } from "./gateway-ours.ts";
@@ -65,7 +66,6 @@ import type { Target } from "./gateway-sse.ts";
 import { emit, envNumber, loadAverage, progressLog, round3, runBench, runtimeInfo } from "./harness.ts";
 
 const log = progressLog("gateway");
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 const g = globalThis as any;
 
 function envString(name: string): string | undefined {
@@ -344,7 +344,7 @@ async function main(): Promise<void> {
       first_frame_ms: "request sent → first SSE frame (metadata); first_data_frame_ms → first frame that is not metadata",
       runs_with_unexpected_frames: "runs whose frames per event differ from the server's check run (same input, so the same frames are due)",
       idle_thread_memory: `(heap or RSS − before) ÷ K, K threads with one finished run each, after a full gc, in a server process that served nothing else; read ${idleAfterS} s after the last run (idle) and at once (just_finished: deerflow-edge then still holds each run's replay window for 60 s)`,
-      langgraph_api_floor: "its in-memory join waits up to 500 ms for a done message that never comes, so a stream ends about 0.5 s after its run (reference/peers.md P10)",
+      langgraph_api_floor: "its in-memory join waits up to 500 ms for a done message that never comes, so a stream ends about 0.5 s after its run (docs/toolchain.md, The LangGraph API server baseline)",
     },
     total_s: round3((performance.now() - began) / 1000),
     load_avg_1m: { start: loadAtStart, end: loadAverage() },

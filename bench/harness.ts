@@ -6,7 +6,6 @@
 // bench/ is not src/: a node:* import is fine here, and node:os exists on Node, Deno and Bun.
 import { loadavg } from "node:os";
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 const g = globalThis as any;
 
 // ---------------------------------------------------------------------------------------------

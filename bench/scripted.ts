@@ -24,7 +24,6 @@ export class ScriptedChatModel extends BaseChatModel {
 
   // What provider models do (ChatOpenAI: `withConfig({ tools, ...kwargs })`), minus converting the
   // tool schemas, so binding stays cheap and is the same for every caller.
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   override bindTools(tools: any[], kwargs?: Record<string, unknown>): any {
     return this.withConfig({ tools, ...kwargs } as never);
   }

@@ -11,7 +11,6 @@
 import { renameSync, writeFileSync } from "node:fs";
 import process from "node:process";
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 const g = globalThis as any;
 const env = (name: string): string | undefined => (g.Deno ? g.Deno.env.get(name) : process.env[name]);
 const file = env("SOAK_PROBE_FILE");

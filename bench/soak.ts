@@ -40,7 +40,8 @@
  *   RSS rising at every step and by more than 10 % overall), or when RSS is not back within
  *   margin_mb of start_rss within --final-idle-seconds of the last run.
  */
-// Installed first, as in the other benches (toolchain pitfall P3b).
+// Installed first, as in the other benches
+// (docs/toolchain.md, AsyncLocalStorage before any import).
 import "../adapters/shared/als.ts";
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -53,7 +54,6 @@ import { checkFinalValues, createThread, LoadError, streamRun, type Target } fro
 import { emit, envNumber, loadAverage, progressLog, round3, runBench, runtimeInfo, type Runtime } from "./harness.ts";
 
 const log = progressLog("soak");
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 const g = globalThis as any;
 const MB = 1024 * 1024;
 const GROWTH_BURSTS = 5;

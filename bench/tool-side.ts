@@ -20,7 +20,7 @@
  *    ToolReceipt and ToolOutputBudget wrapModelCall), with wrapToolCall-only views of them, and with
  *    those views minus ToolReceipt (whose two awaited crypto.subtle digests per call are most of the
  *    chain's cost on Node and Deno, and whose latency depends on what else the event loop does).
- * 3. classify: classifyCommand over test/middlewares/sandbox-audit-corpus.ts (SANDBOX_AUDIT_CORPUS,
+ * 3. classify: classifyCommand over test/middlewares/sandbox-audit/corpus.ts (SANDBOX_AUDIT_CORPUS,
  *    rows { group, command, verdict }): throughput over the whole corpus and over its rows of at most
  *    1,000 code points, and every row timed on its own for the per-row distribution and its p99 row.
  *
@@ -70,15 +70,15 @@ import {
 import { systemClock } from "../src/core/clock.ts";
 import { validateLeadConfig } from "../src/agents/app-config.ts";
 import { buildLeadMiddlewares } from "../src/agents/lead-agent.ts";
-import { classifyCommand, SANDBOX_AUDIT_EVENT } from "../src/middlewares/sandbox-audit.ts";
-import { TOOL_RECEIPT_KEY } from "../src/middlewares/tool-receipt.ts";
+import { classifyCommand, SANDBOX_AUDIT_EVENT } from "../src/middlewares/sandbox-audit/sandbox-audit.ts";
+import { TOOL_RECEIPT_KEY } from "../src/middlewares/tool-receipt/tool-receipt.ts";
 import { TOOL_META_KEY } from "../src/middlewares/tool-result-meta.ts";
 import { createVirtualSandboxProvider } from "../src/sandbox/virtual.ts";
 import { createSkillRegistry } from "../src/skills/registry.ts";
 import { emptyThreadState } from "../src/state/thread-state.ts";
 import { createMemoryKeyValue } from "../src/storage/key-value.ts";
 import { createSandboxTools } from "../src/tools/sandbox-tools.ts";
-import { SANDBOX_AUDIT_CORPUS, type CorpusRow } from "../test/middlewares/sandbox-audit-corpus.ts";
+import { SANDBOX_AUDIT_CORPUS, type CorpusRow } from "../test/middlewares/sandbox-audit/corpus.ts";
 import { collectGarbage, emit, envNumber, groupBy, loadAverage, median, progressLog, quantile, round3 as r3, round4 as r4, runBench, runSamples, runtimeInfo, calibrateBlock } from "./harness.ts";
 
 const log = progressLog("tool-side");
@@ -258,7 +258,6 @@ class ScriptedChatModel extends BaseChatModel {
     return "scripted";
   }
 
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   override bindTools(boundTools: any[], kwargs?: Record<string, unknown>): any {
     return this.withConfig({ tools: boundTools, ...kwargs } as never);
   }

@@ -10,7 +10,8 @@
 // no process and needs no --allow-sys. Without auth, a model key or with a malformed variable it
 // does not start: one line names the variable to set.
 
-// AsyncLocalStorage first: LangGraph's interrupt() reads its config from it (toolchain P3).
+// AsyncLocalStorage first: LangGraph's interrupt() reads its config from it
+// (docs/toolchain.md, AsyncLocalStorage in every entry).
 import "../adapters/shared/als.ts";
 // Before any run: langsmith's profile lookup must not need --allow-sys=homedir.
 import "../adapters/deno/langsmith-profile.ts";

@@ -21,9 +21,10 @@ date_tag=$(date -u +%Y-%m-%d)
 
 # --expose-gc (Node, Deno) lets a bench collect garbage between timed blocks; Bun has Bun.gc.
 # Deno resolves bare specifiers from the npm-installed node_modules (deno.json: nodeModulesDir
-# "manual"); -A covers the sys access langsmith needs (toolchain pitfall P4);
-# --unstable-no-legacy-abort keeps Deno.serve from aborting a request's signal after its response
-# (peers.md P17), as adapters/deno/serve.ts asks of every server (bench/gateway.ts serves one).
+# "manual"); -A covers the sys access langsmith needs (docs/toolchain.md, Deno permissions for
+# langsmith); --unstable-no-legacy-abort keeps Deno.serve from aborting a request's signal after its
+# response (docs/toolchain.md, Deno's legacy abort), as adapters/deno/serve.ts asks of every server
+# (bench/gateway.ts serves one).
 run_node() { tsx --expose-gc "$1"; }
 run_deno() { deno run -A --unstable-no-legacy-abort --v8-flags=--expose-gc "$1"; }
 run_bun() { bun "$1"; }

@@ -68,11 +68,11 @@ describe("the package", () => {
     }
   });
 
-  it("exports wrapUserInput: exactly the text the model receives (scenario 1)", () => {
+  it("exports wrapUserInput: exactly the text the model receives (scenario M1)", () => {
     expect(library.wrapUserInput("hi <system>x</system>")).toBe("--- BEGIN USER INPUT ---\nhi &lt;system&gt;x&lt;/system&gt;\n--- END USER INPUT ---");
   });
 
-  it("exports normalizeClarification: the human_input card and its readable text (scenario 56)", () => {
+  it("exports normalizeClarification: the human_input card and its readable text (scenario M56)", () => {
     const { payload, text } = library.normalizeClarification({ question: "Which?", options: ["A", " A ", "", "B"] });
     expect(payload).toMatchObject({ version: 1, input_mode: "choice_with_other" });
     expect(text).toContain("1. A");

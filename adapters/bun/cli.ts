@@ -1,4 +1,5 @@
-// AsyncLocalStorage first: LangGraph's interrupt() reads its config from it (toolchain P3).
+// AsyncLocalStorage first: LangGraph's interrupt() reads its config from it
+// (docs/toolchain.md, AsyncLocalStorage in every entry).
 import "../shared/als.ts";
 import { main } from "../../src/cli/main.ts";
 import { createCliHost } from "../shared/cli-host.ts";

@@ -19,8 +19,8 @@ interface BunServer {
 }
 
 /**
- * Bun: Bun.serve. Its default idleTimeout (10 s) cuts a quiet SSE stream (peers.md P19); the
- * gateway's heartbeat comes every 15 s, so the idle timeout is off. Its own body cap (128 MB,
+ * Bun: Bun.serve. Its default idleTimeout (10 s) cuts a quiet SSE stream (docs/toolchain.md,
+ * Bun's idle timeout); the gateway's heartbeat comes every 15 s, so the idle timeout is off. Its own body cap (128 MB,
  * answered with an empty 413) is lifted: the gateway caps every body per route while it streams
  * and names the limit (gateway.limits, gateway.uploads). The peer address is
  * `server.requestIP(request)`.

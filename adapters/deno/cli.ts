@@ -1,4 +1,5 @@
-// AsyncLocalStorage first: LangGraph's interrupt() reads its config from it (toolchain P3).
+// AsyncLocalStorage first: LangGraph's interrupt() reads its config from it
+// (docs/toolchain.md, AsyncLocalStorage in every entry).
 import "../shared/als.ts";
 // Before any run: langsmith's profile lookup must not need --allow-sys=homedir.
 import "./langsmith-profile.ts";

@@ -10,7 +10,7 @@ declare const Deno: {
   ): { finished: Promise<void>; shutdown(): Promise<void> };
 };
 
-/** Deno: Deno.serve, whose handler gets the peer as `info.remoteAddr`. Run Deno with --unstable-no-legacy-abort so a finished response does not look like a disconnect (peers.md P17). */
+/** Deno: Deno.serve, whose handler gets the peer as `info.remoteAddr`. Run Deno with --unstable-no-legacy-abort so a finished response does not look like a disconnect (docs/toolchain.md, Deno's legacy abort). */
 export const serveDeno: ServeFetch = (fetch, options) =>
   new Promise((resolve, reject) => {
     try {

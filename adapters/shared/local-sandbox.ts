@@ -10,7 +10,7 @@
  */
 import { appendFile, lstat, mkdir, open as openFile, readdir, readFile, realpath, rename, rm, stat, unlink, writeFile } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
-import { pathBelowVirtualRoot } from "../../src/core/path.ts";
+import { pathBelowVirtualRoot } from "../../src/sandbox/virtual-path.ts";
 import type { ProcessRunner } from "../../src/ports/runtime-ports.ts";
 import { SandboxError, VIRTUAL_ROOT } from "../../src/ports/sandbox.ts";
 import type { ExecOptions, ExecResult, SandboxProvider, SandboxScope, SandboxUploads } from "../../src/ports/sandbox.ts";

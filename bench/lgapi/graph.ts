@@ -177,7 +177,6 @@ class ScriptedDemoModel extends BaseChatModel<BaseChatModelCallOptions, AIMessag
   }
 
   // Tools only ride along: the script knows which tool it calls at each step.
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   override bindTools(tools: any[]): any {
     return this.withConfig({ tools } as never);
   }

@@ -3,7 +3,8 @@
  * @langchain/langgraph-api/server, no CLI), for bench/gateway.ts.
  *
  * Run from anywhere: `tsx --expose-gc bench/lgapi/serve.ts <port> <workers> <cwd>`. The API server
- * persists `.langgraph_api/` in <cwd> (reference/peers.md P11), so the bench passes a temp dir.
+ * persists `.langgraph_api/` in <cwd> (docs/toolchain.md, The LangGraph API server baseline), so
+ * the bench passes a temp dir.
  * Set LANGGRAPH_CLI_NO_ANALYTICS=1 and LOG_LEVEL=warn in its environment (the bench does).
  *
  * Protocol on stdio (the server's own log also goes to stdout, so control lines carry a marker):

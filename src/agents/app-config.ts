@@ -9,27 +9,27 @@ import {
   type ConfigSchema,
 } from "../config/index.ts";
 import { DynamicContextConfigSchema, type DynamicContextConfig } from "../middlewares/dynamic-context.ts";
-import { LLMErrorHandlingConfigSchema, type LLMErrorHandlingConfigInput } from "../middlewares/llm-error-handling.ts";
-import { LoopDetectionConfigSchema, type LoopDetectionConfig } from "../middlewares/loop-detection.ts";
-import { MemoryConfigSchema, type MemoryConfig } from "../middlewares/memory-config.ts";
-import { SafetyFinishReasonConfigSchema, type SafetyFinishReasonConfig } from "../middlewares/safety-finish-reason.ts";
-import { SummarizationConfigSchema, type SummarizationConfig } from "../middlewares/summarization.ts";
+import { LLMErrorHandlingConfigSchema, type LLMErrorHandlingConfigInput } from "../middlewares/llm-error-handling/index.ts";
+import { LoopDetectionConfigSchema, type LoopDetectionConfig } from "../middlewares/loop-detection/index.ts";
+import { MemoryConfigSchema, type MemoryConfig } from "../middlewares/memory/index.ts";
+import { SafetyFinishReasonConfigSchema, type SafetyFinishReasonConfig } from "../middlewares/safety-finish-reason/index.ts";
+import { SummarizationConfigSchema, type SummarizationConfig } from "../middlewares/summarization/index.ts";
 import { TitleConfigSchema, type TitleConfig } from "../middlewares/title.ts";
 import { TokenBudgetConfigSchema, type TokenBudgetConfig } from "../middlewares/token-budget.ts";
-import { TokenUsageConfigSchema, type TokenUsageConfig } from "../middlewares/token-usage.ts";
+import { TokenUsageConfigSchema, type TokenUsageConfig } from "../middlewares/token-usage/index.ts";
 import { SkillsConfigSchema, type SkillsConfig } from "../skills/registry.ts";
 import { AuthorizationConfigSchema, GuardrailsConfigSchema, type AuthorizationConfig, type GuardrailsConfig } from "../authz/config.ts";
 import { ToolSearchConfigSchema, type ToolSearchConfig } from "../middlewares/deferred-tool-filter.ts";
 import { ReadBeforeWriteConfigSchema, type ReadBeforeWriteConfig } from "../middlewares/read-before-write.ts";
 import { SandboxConfigSchema as SandboxMiddlewareConfigSchema, type SandboxConfig as SandboxMiddlewareConfig } from "../middlewares/sandbox.ts";
-import { ToolOutputBudgetConfigSchema, type ToolOutputBudgetConfig } from "../middlewares/tool-output-budget.ts";
-import { ToolProgressConfigSchema, type ToolProgressConfig } from "../middlewares/tool-progress.ts";
-import { ToolReceiptConfigSchema, type ToolReceiptConfig } from "../middlewares/tool-receipt.ts";
-import { UploadsConfigSchema, type UploadsConfig } from "../middlewares/uploads.ts";
+import { ToolOutputBudgetConfigSchema, type ToolOutputBudgetConfig } from "../middlewares/tool-output/index.ts";
+import { ToolProgressConfigSchema, type ToolProgressConfig } from "../middlewares/tool-progress/index.ts";
+import { ToolReceiptConfigSchema, type ToolReceiptConfig } from "../middlewares/tool-receipt/index.ts";
+import { UploadsConfigSchema, type UploadsConfig } from "../middlewares/uploads/index.ts";
 import { WebFetchConfigSchema, WebSearchConfigSchema, type WebFetchConfig, type WebSearchConfig } from "../tools/web.ts";
 import { SandboxConfigSchema, type AppConfig, type SandboxConfig } from "../config/schema.ts";
 import { pluginsConfigEntries, type PluginSpec } from "../extensions/config.ts";
-import { SubagentsConfigSchema, type SubagentsConfig } from "./subagent-chain.ts";
+import { SubagentsConfigSchema, type SubagentsConfig } from "./subagents-config.ts";
 import { GatewayConfigSchema } from "../config/gateway.ts";
 
 /**

@@ -1,3 +1,5 @@
+// The lead agent: its middleware chain in order (buildLeadMiddlewares) and its assembly for one
+// request in named steps (assembleLeadAgent), one cohesive thing read top to bottom.
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import {
@@ -20,37 +22,37 @@ import type { AgentServices } from "../engine/services.ts";
 import type { AgentMiddleware } from "../engine/types.ts";
 import { createChatModel, describeModel, type ModelDescription } from "../models/factory.ts";
 import type { Env } from "../ports/runtime-ports.ts";
-import { createClarificationMiddleware } from "../middlewares/clarification.ts";
+import { createClarificationMiddleware } from "../middlewares/clarification/index.ts";
 import { createDanglingToolCallMiddleware } from "../middlewares/dangling-tool-call.ts";
-import { createDurableContextMiddleware } from "../middlewares/durable-context.ts";
+import { createDurableContextMiddleware } from "../middlewares/durable-context/index.ts";
 import { createDynamicContextMiddleware } from "../middlewares/dynamic-context.ts";
 import { createInputSanitizationMiddleware } from "../middlewares/input-sanitization.ts";
-import { createLLMErrorHandlingMiddleware } from "../middlewares/llm-error-handling.ts";
-import { createLoopDetectionMiddleware } from "../middlewares/loop-detection.ts";
-import { createMemoryMiddleware } from "../middlewares/memory.ts";
-import { createMemoryStore, type MemoryStore } from "../middlewares/memory-store.ts";
-import { createModelLengthFinishReasonMiddleware } from "../middlewares/model-length-finish-reason.ts";
-import { createSafetyFinishReasonMiddleware } from "../middlewares/safety-finish-reason.ts";
-import { createSkillMiddlewares } from "../middlewares/skill-middlewares.ts";
+import { createLLMErrorHandlingMiddleware } from "../middlewares/llm-error-handling/index.ts";
+import { createLoopDetectionMiddleware } from "../middlewares/loop-detection/index.ts";
+import { createMemoryMiddleware } from "../middlewares/memory/index.ts";
+import { createMemoryStore, type MemoryStore } from "../middlewares/memory/index.ts";
+import { createModelLengthFinishReasonMiddleware } from "../middlewares/model-length-finish-reason/index.ts";
+import { createSafetyFinishReasonMiddleware } from "../middlewares/safety-finish-reason/index.ts";
+import { createSkillMiddlewares } from "../middlewares/skills/index.ts";
 import { createSystemMessageCoalescingMiddleware } from "../middlewares/system-message-coalescing.ts";
-import { createTerminalResponseMiddleware } from "../middlewares/terminal-response.ts";
+import { createTerminalResponseMiddleware } from "../middlewares/terminal-response/index.ts";
 import { createThreadDataMiddleware } from "../middlewares/thread-data.ts";
 import { createTitleMiddleware } from "../middlewares/title.ts";
 import { createTodoListMiddleware } from "../middlewares/todo-list.ts";
 import { createTokenBudgetMiddleware } from "../middlewares/token-budget.ts";
-import { createTokenUsageMiddleware } from "../middlewares/token-usage.ts";
-import { createToolErrorHandlingMiddleware } from "../middlewares/tool-error-handling.ts";
+import { createTokenUsageMiddleware } from "../middlewares/token-usage/index.ts";
+import { createToolErrorHandlingMiddleware } from "../middlewares/tool-error-handling/index.ts";
 import { createViewImageMiddleware } from "../middlewares/view-image.ts";
-import { createToolOutputBudgetMiddleware } from "../middlewares/tool-output-budget.ts";
+import { createToolOutputBudgetMiddleware } from "../middlewares/tool-output/index.ts";
 import { createToolResultSanitizationMiddleware } from "../middlewares/tool-result-sanitization.ts";
-import { createUploadsMiddleware } from "../middlewares/uploads.ts";
+import { createUploadsMiddleware } from "../middlewares/uploads/index.ts";
 import { createSandboxMiddleware } from "../middlewares/sandbox.ts";
-import { createToolReceiptMiddleware } from "../middlewares/tool-receipt.ts";
+import { createToolReceiptMiddleware } from "../middlewares/tool-receipt/index.ts";
 import { createAuthorizationMiddleware } from "../middlewares/authorization.ts";
-import { createGuardrailMiddleware } from "../middlewares/guardrail.ts";
-import { createSandboxAuditMiddleware } from "../middlewares/sandbox-audit.ts";
+import { createGuardrailMiddleware } from "../middlewares/guardrail/index.ts";
+import { createSandboxAuditMiddleware } from "../middlewares/sandbox-audit/index.ts";
 import { createReadBeforeWriteMiddleware } from "../middlewares/read-before-write.ts";
-import { createToolProgressMiddleware } from "../middlewares/tool-progress.ts";
+import { createToolProgressMiddleware } from "../middlewares/tool-progress/index.ts";
 import { createMcpRoutingMiddleware } from "../middlewares/mcp-routing.ts";
 import { createDeferredToolFilterMiddleware } from "../middlewares/deferred-tool-filter.ts";
 import {
@@ -64,11 +66,12 @@ import {
   GUARDRAILS_DEFAULTS,
   type AuthorizationProvider,
   type GuardrailProvider,
+  type Principal,
 } from "../authz/index.ts";
 import { availableModelNames } from "../config/index.ts";
 import { orderingViolations } from "../extensions/ordering.ts";
 import { DeerflowError } from "../core/errors.ts";
-import type { SandboxAuthorizer } from "../tools/sandbox-tools.ts";
+import type { SandboxAuthorizer } from "../sandbox/acquire.ts";
 import { createPresentFileTool } from "../tools/present-file.ts";
 import { assembleDeferredTools, deferredToolsPromptSection, type DeferredToolSetup } from "../tools/tool-search.ts";
 import { createWebTools } from "../tools/web.ts";
@@ -76,8 +79,8 @@ import type { AgentTool } from "../engine/types.ts";
 import { createSkillRegistry, type SkillRegistry } from "../skills/registry.ts";
 import { createMemoryKeyValue } from "../storage/key-value.ts";
 import { createSandboxTools } from "../tools/sandbox-tools.ts";
-import { createTaskTool } from "../tools/task.ts";
-import { createBatchTaskTool, parseBatchTaskConfig } from "../tools/batch-task.ts";
+import { parseBatchTaskConfig } from "../tools/batch-task.ts";
+import { createBatchTaskTool, createTaskTool } from "./delegation-tools.ts";
 import { createSubagentLimitMiddleware } from "../middlewares/subagent-limit.ts";
 import { buildSubagentRuntimeMiddlewares } from "./subagent-chain.ts";
 import { BUILTIN_SUBAGENT_TYPES, SUBAGENT_DISALLOWED_TOOLS, filterSubagentTools, type SubagentType } from "./subagent-types.ts";
@@ -120,8 +123,8 @@ export interface LeadChainDeps {
 }
 
 /**
- * The lead chain in the spec's order, outer to inner, each optional member under its condition.
- * Numbers are the spec's positions; the ones missing here are built by the tool-side chain.
+ * The lead chain in upstream DeerFlow's order, outer to inner, each optional member under its condition.
+ * The `// n` numbers are the positions in docs/chain.md, Lead chain.
  */
 export function buildLeadMiddlewares(config: LeadConfig, deps: LeadChainDeps): AgentMiddleware[] {
   const memory = config.memory;
@@ -142,7 +145,7 @@ export function buildLeadMiddlewares(config: LeadConfig, deps: LeadChainDeps): A
     }), // 8
   ];
   // The outermost gate-facing tool wrapper, so no short-circuit below it gaps the receipt ledger.
-  if (config.verification?.receipts_enabled !== false) chain.push(createToolReceiptMiddleware(config.verification ?? {})); // 13 (registered ahead of 9-12)
+  if (config.verification?.receipts_enabled !== false) chain.push(createToolReceiptMiddleware(config.verification ?? {})); // 14, with ToolErrorHandling (registered ahead of 9-13)
   if (deps.authorizationProvider) {
     chain.push(createAuthorizationMiddleware(config.authorization ?? {}, { provider: deps.authorizationProvider, deferredToolSearch: deferred !== undefined })); // 9
   }
@@ -288,7 +291,34 @@ export function hostPolicy(config: LeadConfig): HostPolicySnapshot {
   });
 }
 
-export async function assembleLeadAgent(options: LeadAgentOptions): Promise<LeadAgentAssembly> {
+/** What every assembly step reads: the caller's options, resolved once, in the order they resolve. */
+interface AssemblyBasis {
+  readonly options: LeadAgentOptions;
+  readonly config: LeadConfig;
+  readonly env: Env;
+  readonly failClosed: boolean;
+  readonly authorizationProvider: AuthorizationProvider | null;
+  readonly guardrailProvider: GuardrailProvider | null;
+  readonly principal: Principal;
+  readonly model: BaseChatModel;
+  readonly modelInfo: ModelDescription;
+  readonly entry: LeadConfig["models"][number] | undefined;
+  readonly namedModel: (name: string | null | undefined) => BaseChatModel | undefined;
+  readonly storage: NonNullable<AgentServices["storage"]>;
+  readonly extensions: LoadedExtensions | undefined;
+  readonly diagnostics: ExtensionDiagnostic[];
+  readonly report: DiagnosticSink;
+  readonly observeSystemCall: SystemModelCallHook | undefined;
+  readonly memoryStore: MemoryStore | undefined;
+  readonly skillRegistry: SkillRegistry;
+  readonly sandboxAuthorizer: SandboxAuthorizer | undefined;
+}
+
+/**
+ * The providers, the principal and the model it may use: a denied model falls back to another
+ * the principal may list and use. Then the stores and hooks every later step shares.
+ */
+async function resolveAssemblyBasis(options: LeadAgentOptions): Promise<AssemblyBasis> {
   const { config, env } = options;
   const authorization = config.authorization ?? AUTHORIZATION_DEFAULTS;
   const failClosed = authorization.fail_closed !== false;
@@ -327,6 +357,15 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
   const sandboxAuthorizer = authorizationProvider
     ? createSandboxAuthorizer(authorizationProvider, { default_role: authorization.default_role, fail_closed: failClosed })
     : undefined;
+  return {
+    options, config, env, failClosed, authorizationProvider, guardrailProvider, principal, model, modelInfo, entry, namedModel,
+    storage, extensions, diagnostics, report, observeSystemCall, memoryStore, skillRegistry, sandboxAuthorizer,
+  };
+}
+
+/** Layer 1: the built-in and extra tools, filtered to the ones this principal may use. */
+async function permittedTools(basis: AssemblyBasis): Promise<AgentTool[]> {
+  const { config, env, options, principal, sandboxAuthorizer, authorizationProvider, failClosed } = basis;
   const gate = sandboxAuthorizer ? { authorizer: sandboxAuthorizer } : {};
   const candidateTools: AgentTool[] = [
     ...createSandboxTools(gate),
@@ -335,8 +374,13 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
     ...(options.extraTools ?? []),
   ];
   // Layer 1: the model only ever sees the tools this principal may use.
-  const permitted = await filterToolsForPrincipal(candidateTools, principal, authorizationProvider, { failClosed });
-  const subagentsEnabled = options.subagentsEnabled === true;
+  return filterToolsForPrincipal(candidateTools, principal, authorizationProvider, { failClosed });
+}
+
+/** The task tools (task, and batch_task when configured), or none when delegation is off. */
+function delegationTools(basis: AssemblyBasis, permitted: readonly AgentTool[], subagentsEnabled: boolean): AgentTool[] {
+  const { config, env, options, model, modelInfo, skillRegistry, authorizationProvider, guardrailProvider, sandboxAuthorizer } = basis;
+  const { observeSystemCall, extensions, report, storage } = basis;
   const delegation: AgentTool[] = [];
   if (subagentsEnabled) {
     // Each delegation builds a fresh subagent on the subagent chain, with the tools its type allows
@@ -379,9 +423,19 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
       delegation.push(createBatchTaskTool({ types, buildAgent, config: config.subagents?.batch }));
     }
   }
-  const deferred = assembleDeferredTools([...permitted, ...delegation], { enabled: config.tool_search?.enabled === true });
+  return delegation;
+}
+
+/** The configured or built-in prompt, plus the section naming what tool_search defers. */
+function leadSystemPrompt(config: LeadConfig, deferred: DeferredToolSetup): string {
   const basePrompt = config.agent.system_prompt ?? LEAD_AGENT_PROMPT;
-  const systemPrompt = deferred.deferredNames.length > 0 ? `${basePrompt}\n\n${deferredToolsPromptSection(deferred.deferredNames)}` : basePrompt;
+  return deferred.deferredNames.length > 0 ? `${basePrompt}\n\n${deferredToolsPromptSection(deferred.deferredNames)}` : basePrompt;
+}
+
+/** The lead chain with its models and stores, then the extensions' middlewares at their anchors. */
+function leadMiddlewareStack(basis: AssemblyBasis, deferred: DeferredToolSetup, subagentsEnabled: boolean): AgentMiddleware[] {
+  const { config, options, model, modelInfo, entry, namedModel, memoryStore, skillRegistry, extensions, report } = basis;
+  const { observeSystemCall, authorizationProvider, guardrailProvider, sandboxAuthorizer } = basis;
   const core = buildLeadMiddlewares(config, {
     ...(observeSystemCall ? { observeSystemCall } : {}),
     authorizationProvider,
@@ -408,7 +462,7 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
     subagentsEnabled,
   });
   // The single composition point: contributed middlewares go in last, at their anchors, isolated.
-  const middlewares = extensions && extensions.middlewareContributors.length > 0
+  return extensions && extensions.middlewareContributors.length > 0
     ? composeWithExtensions(
         core,
         collectMiddlewareContributions(
@@ -419,16 +473,15 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
         { scope: "lead", onDiagnostic: report },
       ).stack
     : core;
-  const agent = createAgent({
-    name: LEAD_AGENT_NAME,
-    model,
-    tools: deferred.tools,
-    middlewares,
-    systemPrompt,
-    checkpointer: options.checkpointer,
-    services: { ...options.services, storage },
-    recursionLimit: config.agent.recursion_limit,
-  });
+}
+
+/** The assembly descriptor and its fingerprint: what was built, without credentials or labels. */
+async function describeLeadAgent(
+  basis: AssemblyBasis,
+  built: { agent: Agent; middlewares: AgentMiddleware[]; systemPrompt: string; deferred: DeferredToolSetup; subagentsEnabled: boolean },
+): Promise<{ descriptor: AgentAssemblyDescriptor; fingerprint: string }> {
+  const { config, options, modelInfo, entry, skillRegistry, authorizationProvider, failClosed } = basis;
+  const { agent, middlewares, systemPrompt, deferred, subagentsEnabled } = built;
   // Identity, not credentials or labels: what changes the model's behaviour.
   const modelParameters: Record<string, unknown> = {
     provider: modelInfo.provider,
@@ -437,7 +490,7 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
     ...(entry?.temperature === undefined ? {} : { temperature: entry.temperature }),
     ...(entry?.max_tokens === undefined ? {} : { max_tokens: entry.max_tokens }),
   };
-  const { descriptor, fingerprint } = await describeAgent({
+  return describeAgent({
     agentName: LEAD_AGENT_NAME,
     requestedModel: options.model ?? null,
     effectiveModel: modelInfo.name,
@@ -458,6 +511,32 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
       non_interactive: false,
     },
   });
+}
+
+/**
+ * The lead agent for one request, in named steps: access and model, permitted tools, delegation,
+ * deferral and prompt, the middleware stack, the agent, its descriptor, then the observers told.
+ */
+export async function assembleLeadAgent(options: LeadAgentOptions): Promise<LeadAgentAssembly> {
+  const basis = await resolveAssemblyBasis(options);
+  const { config, modelInfo, memoryStore, diagnostics, extensions, report, storage, model } = basis;
+  const permitted = await permittedTools(basis);
+  const subagentsEnabled = options.subagentsEnabled === true;
+  const delegation = delegationTools(basis, permitted, subagentsEnabled);
+  const deferred = assembleDeferredTools([...permitted, ...delegation], { enabled: config.tool_search?.enabled === true });
+  const systemPrompt = leadSystemPrompt(config, deferred);
+  const middlewares = leadMiddlewareStack(basis, deferred, subagentsEnabled);
+  const agent = createAgent({
+    name: LEAD_AGENT_NAME,
+    model,
+    tools: deferred.tools,
+    middlewares,
+    systemPrompt,
+    checkpointer: options.checkpointer,
+    services: { ...options.services, storage },
+    recursionLimit: config.agent.recursion_limit,
+  });
+  const { descriptor, fingerprint } = await describeLeadAgent(basis, { agent, middlewares, systemPrompt, deferred, subagentsEnabled });
   if (extensions) notifyAgentAssembled(extensions.agentAssemblyObservers, descriptor, { onDiagnostic: report });
   return { agent, graph: agent.graph, model: modelInfo, descriptor, fingerprint, memoryStore, diagnostics };
 }

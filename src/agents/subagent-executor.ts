@@ -6,6 +6,7 @@ import type { Agent, RunRecord } from "../engine/agent.ts";
 import type { AgentRuntime } from "../engine/types.ts";
 import { sha256HexSync } from "../extension-api/sha256-sync.ts";
 import { EXTENSION_TASK_STORE_KEY, ExtensionData, taskInfo, type TaskOutcome } from "../extension-api/index.ts";
+import { isOneOf } from "../extension-api/one-of.ts";
 import { notifyTaskStart, notifyTaskStop, subagentTaskOutcome } from "../extensions/notify.ts";
 import type { LoadedExtensions } from "../extensions/registry.ts";
 import { bindExtensionSnapshot, resolveRunExtensions } from "../extensions/run-context.ts";
@@ -16,9 +17,18 @@ import {
   boundSubagentText,
   type SubagentStatus,
   type SubagentStopReason,
-} from "../middlewares/tool-error-handling-subagent.ts";
+} from "../middlewares/tool-error-handling/index.ts";
 import type { ThreadState } from "../state/thread-state.ts";
-import type { SubagentType } from "./subagent-types.ts";
+import { subagentThreadId, type RunSubagentOptions, type SubagentRunResult, type SubagentTerminalStatus, type SubagentUsage } from "../tools/subagent-run.ts";
+
+export {
+  subagentThreadId,
+  type RunSubagentOptions,
+  type SubagentParent,
+  type SubagentRunResult,
+  type SubagentTerminalStatus,
+  type SubagentUsage,
+} from "../tools/subagent-run.ts";
 
 /*
  * Runs one delegated task on the subagent's own graph and turns however it ended into a terminal
@@ -30,61 +40,6 @@ import type { SubagentType } from "./subagent-types.ts";
 export const SUBAGENT_PROGRESS_EVENT = "subagent_progress";
 /** What a run that ended without any model text reports, so a missing result never reads as an empty one. */
 export const NO_RESPONSE_TEXT = "No response generated";
-
-export type SubagentTerminalStatus = Exclude<SubagentStatus, "polling_timed_out">;
-
-export interface SubagentUsage {
-  input_tokens: number;
-  output_tokens: number;
-  total_tokens: number;
-}
-
-export interface SubagentParent {
-  /** The runtime of the parent's `task` tool call: its writer, signal, clock and identity context. */
-  readonly runtime: AgentRuntime;
-  readonly runId: string;
-  readonly threadId: string | undefined;
-  readonly toolCallId: string;
-}
-
-export interface RunSubagentOptions {
-  readonly type: SubagentType;
-  readonly prompt: string;
-  readonly description: string;
-  readonly parent: SubagentParent;
-  /** Builds the subagent's own Agent (its chain, tools and model); called once per delegation. */
-  readonly buildAgent: (type: SubagentType) => Agent | Promise<Agent>;
-}
-
-export interface SubagentRunResult {
-  readonly status: SubagentTerminalStatus;
-  readonly stop_reason: SubagentStopReason | null;
-  /** The final text, bounded for metadata; null when the run produced no result. */
-  readonly result_brief: string | null;
-  /** sha256 of the full final text; null when there is none. */
-  readonly result_sha256: string | null;
-  readonly usage: SubagentUsage;
-  /** The full final text (completed runs only). */
-  readonly result: string | undefined;
-  /** What went wrong (every status but completed). */
-  readonly error: string | undefined;
-  /** The subagent's messages as last seen, for citation checks against its citing turn. */
-  readonly messages: readonly BaseMessage[];
-  readonly thread_id: string;
-  readonly run_id: string;
-}
-
-/** The subagent's own thread: stable per parent thread and tool call, distinct from the parent's. */
-/**
- * The subagent's own thread: derived from the parent thread and the dispatching call, in the id
- * alphabet thread data and sandboxes accept (1-128 of [A-Za-z0-9_-]); a longer one keeps a readable
- * head and a digest of the whole, so two delegations never share a thread.
- */
-export function subagentThreadId(parentThreadId: string | undefined, toolCallId: string): string {
-  const raw = `${parentThreadId ?? "threadless"}-task-${toolCallId}`.replace(/[^A-Za-z0-9_-]/g, "_");
-  if (raw.length <= 128 && raw === `${parentThreadId ?? "threadless"}-task-${toolCallId}`) return raw;
-  return `${raw.slice(0, 95)}-${sha256HexSync(`${parentThreadId ?? ""}\u0000${toolCallId}`).slice(0, 32)}`;
-}
 
 function copyAttributes(value: unknown): Record<string, unknown> {
   if (typeof value !== "object" || value === null || Array.isArray(value)) return {};
@@ -137,7 +92,7 @@ function lastAiText(messages: readonly BaseMessage[]): string | undefined {
 
 function scopeStopReason(record: RunRecord | undefined): SubagentStopReason | null {
   const reason = record?.scope.get<string>(STOP_REASON_KEY);
-  return typeof reason === "string" && (SUBAGENT_STOP_REASONS as readonly string[]).includes(reason) ? (reason as SubagentStopReason) : null;
+  return isOneOf(SUBAGENT_STOP_REASONS, reason) ? reason : null;
 }
 
 /**

@@ -4,22 +4,10 @@
  * way on every runtime.
  */
 
-/** One kind of subagent the lead may delegate to. */
-export interface SubagentType {
-  readonly name: string;
-  /** Shown to the lead model in the task tool's description: when to delegate here. */
-  readonly description: string;
-  readonly systemPrompt: string;
-  /** Tool names the subagent may use, or null for all the lead's tools (minus the denylist). */
-  readonly tools: readonly string[] | null;
-  /** Tool names never given to the subagent, whatever `tools` allows. */
-  readonly disallowedTools: readonly string[];
-  /** A model name, or undefined to inherit the lead's model. */
-  readonly model?: string;
-  /** Graph steps (LangGraph recursion limit) before the run is cut off as turn_capped. */
-  readonly maxTurns: number;
-  readonly timeoutMs: number;
-}
+import type { SubagentType } from "../tools/subagent-run.ts";
+
+/** One kind of subagent the lead may delegate to (declared beside the delegation tools). */
+export type { SubagentType } from "../tools/subagent-run.ts";
 
 export const DEFAULT_SUBAGENT_MAX_TURNS = 50;
 export const DEFAULT_SUBAGENT_TIMEOUT_MS = 900_000;

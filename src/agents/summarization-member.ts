@@ -1,7 +1,7 @@
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import type { ContextCompactionObserver } from "../extension-api/index.ts";
 import type { AgentMiddleware } from "../engine/types.ts";
-import { createSummarizationMiddleware, type BeforeSummarizationHook } from "../middlewares/summarization.ts";
+import { createSummarizationMiddleware, type BeforeSummarizationHook } from "../middlewares/summarization/index.ts";
 import type { SystemModelCallHook } from "../middlewares/system-model-call.ts";
 import type { LeadConfig } from "./app-config.ts";
 

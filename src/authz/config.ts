@@ -64,15 +64,16 @@ export interface AuthorizationConfigInput {
 type _AuthorizationConfigInputMatches = Assert<SameType<AuthorizationConfigInput, v.InferInput<typeof authorizationConfigSchema>>>;
 export const AuthorizationConfigSchema: v.GenericSchema<AuthorizationConfigInput, AuthorizationConfig> = authorizationConfigSchema;
 
-export const AUTHORIZATION_DEFAULTS: AuthorizationConfig = Object.freeze({
-  enabled: false,
-  fail_closed: true,
-  default_role: "user",
-  provider: null,
-  roles: null,
-});
+/** The section as the schema fills it in when nothing is configured. */
+export const AUTHORIZATION_DEFAULTS: AuthorizationConfig = Object.freeze(v.parse(AuthorizationConfigSchema, {}));
 
 const toolNames = v.array(nonEmptyString);
+
+/** allowed_tools / denied_tools sit beside `provider` only for a named provider (or none); `{ use, config }` takes them in its config. */
+function listBesideProvider(provider: unknown, list: unknown): boolean {
+  return typeof provider === "string" || provider === null || provider === undefined || list === null || list === undefined;
+}
+const LISTS_UNDER_PROVIDER_CONFIG = "with provider { use, config } the lists go under provider.config";
 
 const guardrailsConfigSchema = v.pipe(
   v.strictObject({
@@ -91,16 +92,16 @@ const guardrailsConfigSchema = v.pipe(
   v.forward(
     v.partialCheck(
       [["provider"], ["allowed_tools"]],
-      (input) => typeof input.provider === "string" || input.provider === null || input.provider === undefined || input.allowed_tools === null || input.allowed_tools === undefined,
-      "with provider { use, config } the lists go under provider.config",
+      (input) => listBesideProvider(input.provider, input.allowed_tools),
+      LISTS_UNDER_PROVIDER_CONFIG,
     ),
     ["allowed_tools"],
   ),
   v.forward(
     v.partialCheck(
       [["provider"], ["denied_tools"]],
-      (input) => typeof input.provider === "string" || input.provider === null || input.provider === undefined || input.denied_tools === null || input.denied_tools === undefined,
-      "with provider { use, config } the lists go under provider.config",
+      (input) => listBesideProvider(input.provider, input.denied_tools),
+      LISTS_UNDER_PROVIDER_CONFIG,
     ),
     ["denied_tools"],
   ),
@@ -125,14 +126,8 @@ export interface GuardrailsConfigInput {
 type _GuardrailsConfigInputMatches = Assert<SameType<GuardrailsConfigInput, v.InferInput<typeof guardrailsConfigSchema>>>;
 export const GuardrailsConfigSchema: v.GenericSchema<GuardrailsConfigInput, GuardrailsConfig> = guardrailsConfigSchema;
 
-export const GUARDRAILS_DEFAULTS: GuardrailsConfig = Object.freeze({
-  enabled: false,
-  fail_closed: true,
-  passport: null,
-  provider: null,
-  allowed_tools: null,
-  denied_tools: null,
-});
+/** The section as the schema fills it in when nothing is configured. */
+export const GUARDRAILS_DEFAULTS: GuardrailsConfig = Object.freeze(v.parse(GuardrailsConfigSchema, {}));
 
 /** The allowlist provider's `provider.config`. */
 const allowlistProviderConfigSchema = v.strictObject({

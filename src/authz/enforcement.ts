@@ -149,20 +149,6 @@ export async function authorizeSandbox(
   }
 }
 
-/** What a sandbox tool raises when sandbox:execute is denied; tools turn it into an error ToolMessage. */
-export class SandboxAuthorizationError extends DeerflowError {
-  readonly decision: SandboxDecision;
-
-  constructor(decision: SandboxDecision) {
-    super(
-      "sandbox_not_authorized",
-      `Sandbox access was denied (${decision.rule})${decision.reason ? `: ${decision.reason}` : ""}. Continue without the sandbox, or ask an administrator to grant your role sandbox execution.`,
-    );
-    this.name = "SandboxAuthorizationError";
-    this.decision = decision;
-  }
-}
-
 /** Decides whether the run whose context this is may acquire a sandbox. */
 export type SandboxAuthorizer = (context: Readonly<Record<string, unknown>>) => Promise<boolean>;
 

@@ -1,5 +1,6 @@
 import { DeerflowError } from "../core/errors.ts";
 import { deepFrozenCopy } from "../core/freeze.ts";
+import { isPlainObject } from "../extension-api/canonical.ts";
 
 /**
  * The actor an authorization decision is about, resolved from trusted run context. Assembly-time
@@ -37,12 +38,6 @@ export const PRINCIPAL_CONTEXT_KEYS = Object.freeze([
   "authz_attributes",
 ] as const);
 
-function isMapping(value: unknown): value is Record<string, unknown> {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) return false;
-  const proto: unknown = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
-}
-
 function typeName(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "list";
@@ -55,7 +50,7 @@ function typeName(value: unknown): string {
  */
 export function normalizeAuthzAttributes(raw: unknown): Readonly<Record<string, unknown>> {
   if (raw === undefined || raw === null) return Object.freeze({});
-  if (!isMapping(raw)) {
+  if (!isPlainObject(raw)) {
     throw new DeerflowError(
       "invalid_authz_attributes",
       `authz_attributes must be a mapping, got ${typeName(raw)}; the server that starts the run must pass an object of attributes or leave it out.`,

@@ -4,6 +4,7 @@ import { DeerflowError } from "../core/errors.ts";
 import { canonicalHashSync } from "../extension-api/sha256-sync.ts";
 import type { Principal } from "./principal.ts";
 import type { AuthorizationProvider, AuthzDecision, AuthzRequest } from "./provider.ts";
+import { isRecord } from "../core/guards.ts";
 
 /*
  * The built-in role-based provider. Each role maps a resource key (`tools`, `models`, `sandbox`,
@@ -73,13 +74,9 @@ const ResourceKeySchema = v.pipe(
   ),
 );
 
-function isMapping(value: unknown): boolean {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 // valibot's record accepts a list (its indexes become keys), so a mapping is checked first.
 const mappingOf = <TKey extends v.GenericSchema<string, string>, TValue extends v.GenericSchema>(key: TKey, value: TValue, message: string) =>
-  v.pipe(v.custom<Record<string, unknown>>(isMapping, message), v.record(key, value, message));
+  v.pipe(v.custom<Record<string, unknown>>(isRecord, message), v.record(key, value, message));
 
 /** `roles: { <role>: { <resource key>: { allow, deny } } }`. */
 const rbacRolesSchema = mappingOf(

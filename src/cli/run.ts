@@ -10,6 +10,7 @@ import { assembleLeadAgent, LEAD_AGENT_NAME } from "../agents/lead-agent.ts";
 import type { LeadConfig } from "../agents/app-config.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
+import { DEFAULT_USER_ID } from "../engine/run-identity.ts";
 import { oneLine, textOf } from "../models/text.ts";
 import { KeyValueCheckpointSaver } from "../runtime/kv-checkpointer.ts";
 import type { CliHost, CliOutput } from "./host.ts";
@@ -153,7 +154,7 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
         signal: controller.signal,
         context: {
           thread_id: threadId,
-          user_id: "default",
+          user_id: DEFAULT_USER_ID,
           ...(taskStore ? { [EXTENSION_TASK_STORE_KEY]: taskStore } : {}),
           ...bindExtensionSnapshot(extensions),
         },

@@ -1,3 +1,5 @@
+import { DeerflowError } from "../core/errors.ts";
+
 export type ConfigErrorCode =
   /** The file is not valid YAML (or JSON). */
   | "config_not_yaml"
@@ -16,16 +18,15 @@ export interface ConfigIssue {
  * A config file that cannot be used. The message is one line that names the file, the key path and
  * what was expected there, so it can be shown to the user as is.
  */
-export class ConfigError extends Error {
+export class ConfigError extends DeerflowError {
   override readonly name = "ConfigError";
-  readonly code: ConfigErrorCode;
+  declare readonly code: ConfigErrorCode;
   readonly fileName: string;
   /** Every problem found, in document order; the message shows the first. */
   readonly issues: readonly ConfigIssue[];
 
   constructor(code: ConfigErrorCode, fileName: string, issues: readonly ConfigIssue[], options?: { cause?: unknown }) {
-    super(formatConfigMessage(fileName, issues), options);
-    this.code = code;
+    super(code, formatConfigMessage(fileName, issues), options);
     this.fileName = fileName;
     this.issues = issues;
   }

@@ -1,4 +1,5 @@
 import * as v from "valibot";
+import { SCOPE_ID_MAX, SCOPE_ID_PATTERN, idFormatHint } from "../core/ids.ts";
 import type { Assert, SameType } from "../core/types.ts";
 import { mapping } from "./schema.ts";
 
@@ -18,8 +19,8 @@ export const AUTH_MODES = ["disabled", "api_key", "session"] as const;
 export type AuthMode = (typeof AUTH_MODES)[number];
 export const GATEWAY_USER_ROLES = ["admin", "user"] as const;
 
-/** The alphabet thread data and sandboxes accept for a user id, so an id is also a safe storage key. */
-export const USER_ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
+/** User ids are scope ids (core/ids.ts), as thread data and sandboxes accept them, so an id is also a safe storage key. */
+export const USER_ID_PATTERN = SCOPE_ID_PATTERN;
 const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** `pbkdf2-sha256$<iterations>$<salt base64>$<hash base64>`, as `hashPassword` writes it. */
 export const PASSWORD_HASH_PATTERN = /^pbkdf2-sha256\$[1-9][0-9]{0,8}\$[A-Za-z0-9+/]+={0,2}\$[A-Za-z0-9+/]+={0,2}$/;
@@ -34,7 +35,7 @@ const envName = (example: string) =>
 
 const userId = v.pipe(
   v.string(),
-  v.regex(USER_ID_PATTERN, (issue) => `expected a user id of 1-128 letters, digits, "_" or "-", got ${issue.received}`),
+  v.regex(USER_ID_PATTERN, (issue) => `expected a user id of ${idFormatHint(SCOPE_ID_MAX)}, got ${issue.received}`),
 );
 
 const role = v.picklist(GATEWAY_USER_ROLES, (issue) => `expected admin or user, got ${issue.received}`);

@@ -1,6 +1,7 @@
 import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import { isHttpUrl } from "../core/url.ts";
+import { isRecord } from "../core/guards.ts";
 
 /** The built-in offline model; always available, whether or not config.yaml lists it. */
 export const DEMO_MODEL_NAME = "demo";
@@ -25,10 +26,6 @@ const SECRET_HEADER_NAMES = new Set(["authorization", "proxy-authorization", "ap
 export const MODEL_PROVIDERS = ["openai-compatible", "demo"] as const;
 export type ModelProvider = (typeof MODEL_PROVIDERS)[number];
 
-function isMapping(input: unknown): input is Record<string, unknown> {
-  return typeof input === "object" && input !== null && !Array.isArray(input);
-}
-
 /** How a YAML value is named in messages ("a list", "a mapping", "42", "\"gpt\""). */
 export function describeValue(input: unknown): string {
   if (input === null) return "null";
@@ -46,7 +43,7 @@ export function describeValue(input: unknown): string {
 export function mapping<const TEntries extends v.ObjectEntries>(entries: TEntries) {
   return v.pipe(
     v.custom<v.InferInput<v.StrictObjectSchema<TEntries, undefined>>>(
-      isMapping,
+      isRecord,
       (issue) => `expected a mapping, got ${describeValue(issue.input)}`,
     ),
     v.strictObject(entries),

@@ -1,4 +1,9 @@
-import type { Clock } from "../ports/runtime-ports.ts";
+/** Wall clock and timers; tests swap in a manual clock. */
+export interface Clock {
+  /** Epoch milliseconds. */
+  now(): number;
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+}
 
 function abortReason(signal: AbortSignal): unknown {
   return signal.reason ?? new DOMException("The operation was aborted.", "AbortError");

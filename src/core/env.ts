@@ -1,4 +1,7 @@
-import type { Env } from "../ports/runtime-ports.ts";
+/** Environment variables, read through a port so src/ never touches the runtime globals itself. */
+export interface Env {
+  get(name: string): string | undefined;
+}
 
 /** An Env over a fixed record, for tests and embedding. The record is copied; later edits to it are not seen. */
 export function mapEnv(record: Readonly<Record<string, string | undefined>>): Env {

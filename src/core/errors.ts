@@ -1,18 +1,5 @@
-/**
- * The base of every error deerflow-edge raises on purpose: a stable `code` a program can switch on,
- * and a message that tells a person what to do next.
- */
-export class DeerflowError extends Error {
-  readonly code: string;
-  readonly details?: Readonly<Record<string, unknown>>;
-
-  constructor(code: string, message: string, options?: { cause?: unknown; details?: Record<string, unknown> }) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
-    this.name = "DeerflowError";
-    this.code = code;
-    if (options?.details) this.details = Object.freeze({ ...options.details });
-  }
-}
+/** The root of every error deerflow-edge raises on purpose; defined on the extension API's floor. */
+export { DeerflowError } from "../extension-api/errors.ts";
 
 export function errorMessage(error: unknown): string {
   if (error instanceof Error) return error.message;

@@ -1,3 +1,5 @@
+// The engine's Agent: the graph it compiles from a middleware stack, its four nodes and a run's
+// ticket, one cohesive thing; the innermost model and tool calls sit in model-tool-calls.ts.
 import { AIMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
@@ -10,7 +12,6 @@ import {
   START,
   Send,
   StateGraph,
-  isCommand,
   type AnnotationRoot,
   type BaseChannel,
   type LangGraphRunnableConfig,
@@ -27,9 +28,10 @@ import {
   type ThreadState,
   type ThreadStateUpdate,
 } from "../state/thread-state.ts";
-import { RunScope } from "./run-scope.ts";
+import { RunScope, type RunFailure } from "./run-scope.ts";
 import type { AgentServices } from "./services.ts";
 import { withoutAmbientRun } from "./ambient.ts";
+import { callModel, runTool, toolResultToUpdate } from "./model-tool-calls.ts";
 import type {
   AgentMiddleware,
   AgentRuntime,
@@ -40,9 +42,7 @@ import type {
   ModelHandler,
   ModelRequest,
   NodeHook,
-  ToolCallRequest,
   ToolHandler,
-  ToolResult,
 } from "./types.ts";
 
 export const NODE = {
@@ -113,6 +113,11 @@ export interface RunRecord {
   /** afterAgent hook failures during an error or abort exit; the original error wins. */
   readonly cleanupErrors: unknown[];
   outcome: "running" | "completed" | "interrupted" | "failed" | "aborted";
+  /**
+   * Set when the graph finished (completed or interrupted) but a middleware marked the run failed
+   * through its scope (RunScope.fail): the run is to be reported as an error with this name and message.
+   */
+  failure: RunFailure | undefined;
 }
 
 interface RunTicket {
@@ -188,7 +193,6 @@ export class Agent {
     const exit = hasAfterAgent ? NODE.afterAgent : END;
     // The graph's generic types cannot follow nodes that return Commands with Sends; the node
     // functions below are typed against EngineState themselves.
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
     const builder: any = new StateGraph(EngineStateAnnotation);
     builder.addNode(NODE.model, (state: EngineState, config: LangGraphRunnableConfig) => this.#modelNode(state, config, exit), {
       ends: [NODE.model, NODE.tools, exit],
@@ -227,7 +231,7 @@ export class Agent {
    */
   async *stream(input: AgentInput, options: AgentRunOptions = {}, onRecord?: (record: RunRecord) => void): AsyncGenerator<unknown> {
     const runId = options.runId ?? newId("run");
-    const record: RunRecord = { runId, scope: new RunScope(runId), cleanupErrors: [], outcome: "running" };
+    const record: RunRecord = { runId, scope: new RunScope(runId), cleanupErrors: [], outcome: "running", failure: undefined };
     onRecord?.(record);
     const ticketId = newId();
     const threadId = options.threadId ?? (options.configurable?.thread_id as string | undefined);
@@ -263,6 +267,7 @@ export class Agent {
       const stream = await withoutAmbientRun(() => this.graph.stream(input as never, config as never));
       for await (const chunk of stream) yield chunk;
       record.outcome = (await this.#isPaused(config)) ? "interrupted" : "completed";
+      record.failure = record.scope.failure;
     } catch (error) {
       failure = error;
       record.outcome = options.signal?.aborted ? "aborted" : "failed";
@@ -531,76 +536,6 @@ export function pendingToolCalls(messages: readonly BaseMessage[]): ToolCall[] {
     }
   }
   return [];
-}
-
-const boundModels = new WeakMap<BaseChatModel, WeakMap<readonly AgentTool[], Map<string, unknown>>>();
-
-function bindModel(model: BaseChatModel, tools: readonly AgentTool[], toolChoice: string | undefined) {
-  if (tools.length === 0) return model;
-  if (typeof model.bindTools !== "function") {
-    throw new DeerflowError("model_cannot_bind_tools", `Model ${model.getName()} does not support tool calling, but the agent has tools.`);
-  }
-  let byTools = boundModels.get(model);
-  if (!byTools) boundModels.set(model, (byTools = new WeakMap()));
-  let byChoice = byTools.get(tools);
-  if (!byChoice) byTools.set(tools, (byChoice = new Map()));
-  const key = toolChoice ?? "";
-  let bound = byChoice.get(key);
-  if (!bound) {
-    const definitions = tools.map((tool) => ({
-      type: "function" as const,
-      function: { name: tool.name, description: tool.description, parameters: tool.schema },
-    }));
-    bound = model.bindTools(definitions, toolChoice ? { tool_choice: toolChoice } : undefined);
-    byChoice.set(key, bound);
-  }
-  return bound as { invoke(input: BaseMessage[], config?: RunnableConfig): Promise<BaseMessage> };
-}
-
-async function callModel(request: ModelRequest, config: LangGraphRunnableConfig): Promise<AIMessage> {
-  const messages = request.systemMessage ? [request.systemMessage, ...request.messages] : [...request.messages];
-  const runnable = bindModel(request.model, request.tools, request.toolChoice);
-  const output = await runnable.invoke(messages, config);
-  if (!AIMessage.isInstance(output)) {
-    throw new DeerflowError("invalid_model_response", `Model ${request.model.getName()} returned a ${output?.getType?.() ?? typeof output} message, not an AI message.`);
-  }
-  return output;
-}
-
-async function runTool(request: ToolCallRequest): Promise<ToolResult> {
-  const { toolCall, tool } = request;
-  const id = toolCall.id ?? "";
-  if (!tool) {
-    return new ToolMessage({
-      content: `Error: ${toolCall.name || "(unnamed)"} is not a valid tool; call one of the tools you were given.`,
-      tool_call_id: id,
-      name: toolCall.name,
-      status: "error",
-    });
-  }
-  const output = await tool.invoke(toolCall.args ?? {}, { toolCall, state: request.state, runtime: request.runtime });
-  if (isCommand(output) || ToolMessage.isInstance(output)) {
-    if (ToolMessage.isInstance(output) && !output.tool_call_id) output.tool_call_id = id;
-    return output as ToolResult;
-  }
-  return new ToolMessage({ content: output as string, tool_call_id: id, name: tool.name });
-}
-
-function toolResultToUpdate(result: ToolResult, toolCall: ToolCall): Command | ThreadStateUpdate {
-  if (ToolMessage.isInstance(result)) return { messages: [result] };
-  if (!isCommand(result)) {
-    throw new DeerflowError("invalid_tool_result", `A wrapToolCall for "${toolCall.name}" returned neither a ToolMessage nor a Command.`);
-  }
-  const command = result as Command;
-  const writes = command._updateAsTuples().map(([k, v]) => [k, v] as [string, unknown]);
-  const gotos = command.goto === undefined ? [] : Array.isArray(command.goto) ? command.goto : [command.goto];
-  const ends = gotos.some((g) => g === END || g === "end");
-  const others = gotos.filter((g) => !(g === END || g === "end"));
-  if (others.length > 0) {
-    throw new DeerflowError("invalid_tool_goto", `Tool "${toolCall.name}" returned a Command going to ${JSON.stringify(others)}; a tool may only end the run.`);
-  }
-  if (ends) writes.push(["jump_to", "end"]);
-  return new Command({ update: writes });
 }
 
 function emptyEngineState(): EngineState {

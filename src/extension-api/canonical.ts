@@ -1,4 +1,5 @@
 import { ExtensionApiError } from "./errors.ts";
+import { bytesToHex } from "./hex.ts";
 
 export type CanonicalJsonErrorCode =
   | "unsupported_type"
@@ -61,9 +62,7 @@ export async function sha256Hex(text: string): Promise<string> {
     throw loneSurrogateError("$", text, loneSurrogateIndex, "text");
   }
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  let hex = "";
-  for (const byte of new Uint8Array(digest)) hex += byte.toString(16).padStart(2, "0");
-  return hex;
+  return bytesToHex(new Uint8Array(digest));
 }
 
 /** True for objects whose prototype is Object.prototype or null: what JSON.parse produces. */

@@ -14,3 +14,5 @@ export * from "./system-model.ts";
 export * from "./principal.ts";
 export * from "./services.ts";
 export * from "./registry.ts";
+export * from "./one-of.ts";
+export * from "./hex.ts";

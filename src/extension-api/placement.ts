@@ -1,3 +1,5 @@
+import { isOneOf } from "./one-of.ts";
+
 /**
  * Where a contributed middleware sits in the chain, named by what it must see rather than by a
  * list index, so host reordering cannot silently move it past the thing it depends on.
@@ -26,9 +28,9 @@ export type AgentScope = (typeof AgentScope)[keyof typeof AgentScope];
 export const AGENT_SCOPE_VALUES: readonly AgentScope[] = Object.freeze(Object.values(AgentScope));
 
 export function isPlacement(value: unknown): value is Placement {
-  return typeof value === "string" && (PLACEMENT_VALUES as readonly string[]).includes(value);
+  return isOneOf(PLACEMENT_VALUES, value);
 }
 
 export function isAgentScope(value: unknown): value is AgentScope {
-  return typeof value === "string" && (AGENT_SCOPE_VALUES as readonly string[]).includes(value);
+  return isOneOf(AGENT_SCOPE_VALUES, value);
 }

@@ -1,4 +1,5 @@
 import { ExtensionApiError } from "./errors.ts";
+import { isOneOf } from "./one-of.ts";
 
 export const PROVENANCE_CONTENT_KIND_KEY = "deerflow_content_kind";
 export const PROVENANCE_PRODUCER_KIND_KEY = "deerflow_producer_kind";
@@ -24,7 +25,7 @@ export type ContentKind = (typeof ContentKind)[keyof typeof ContentKind];
 export const CONTENT_KIND_VALUES: readonly ContentKind[] = Object.freeze(Object.values(ContentKind));
 
 export function isContentKind(value: unknown): value is ContentKind {
-  return typeof value === "string" && (CONTENT_KIND_VALUES as readonly string[]).includes(value);
+  return isOneOf(CONTENT_KIND_VALUES, value);
 }
 
 /**

@@ -41,8 +41,24 @@ export type WrapHookName = (typeof WRAP_HOOKS)[number];
 
 const GRAPH_NAME = /^[A-Za-z0-9_.-]+$/;
 
+export type ExtensionIsolationErrorCode =
+  /** The extension contributed something that is not a middleware. */
+  | "invalid_extension_middleware"
+  /** The isolated middleware's name is not a graph node name. */
+  | "invalid_isolation_name"
+  /** isolateMiddleware was called without the contributing extension's source. */
+  | "invalid_extension_source"
+  /** isolateMiddleware was called without a diagnostics sink. */
+  | "invalid_diagnostic_sink"
+  /** A wrap hook called the downstream handler more than once. */
+  | "extension_handler_reused"
+  /** A wrap hook returned without calling the downstream handler (reported as a diagnostic). */
+  | "extension_handler_skipped";
+
 export class ExtensionIsolationError extends DeerflowError {
-  constructor(code: string, message: string) {
+  declare readonly code: ExtensionIsolationErrorCode;
+
+  constructor(code: ExtensionIsolationErrorCode, message: string) {
     super(code, message);
     this.name = "ExtensionIsolationError";
   }

@@ -72,13 +72,13 @@ function describe(value: unknown): string {
   return typeof value === "object" ? "an object" : `a ${typeof value}`;
 }
 
-class PluginFailure extends Error {
+class PluginFailure extends DeerflowError {
   constructor(
     message: string,
     readonly reason: string,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
+    super("extension_plugin_failed", message, options);
   }
 }
 

@@ -12,7 +12,7 @@ import type { ConnectionInfo } from "../ports/http-server.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import type { Clock, Env } from "../ports/runtime-ports.ts";
 import type { SandboxProvider } from "../ports/sandbox.ts";
-import { createLeadAgentFactory, type LeadAgentFactory } from "../runtime/agent-factory.ts";
+import { createLeadAgentFactory, leadAgentExtras, type LeadAgentFactory } from "../runtime/agent-factory.ts";
 import { KeyValueCheckpointSaver } from "../runtime/kv-checkpointer.ts";
 import type { RunManager } from "../runtime/runs/manager.ts";
 import { allCheckpointWritesSettled, trackCheckpointWrites } from "../runtime/runs/settle.ts";
@@ -47,9 +47,9 @@ import {
   type ThreadRecord,
   type ThreadStore,
 } from "./types.ts";
+import type { GatewayDeps, GatewayDiagnostic, GatewayRunHooks } from "./deps.ts";
 
-/** Problems found while starting (a service that failed, a router refused), attributed to their source. */
-export type GatewayDiagnostic = ExtensionDiagnostic;
+export type { GatewayDeps, GatewayDiagnostic, GatewayRunHooks } from "./deps.ts";
 
 /**
  * Authentication and CSRF, provided by the auth module (src/gateway/auth/). `csrf` runs before
@@ -62,38 +62,6 @@ export interface GatewayAuthLayer {
   register?(app: Hono<GatewayEnv>): void;
   /** Route and model permissions; default: from the config's `authorization:` section. */
   readonly authorizer?: GatewayAuthorizer;
-}
-
-/** What the gateway built, handed to the parts other modules contribute (runs, files, services). */
-export interface GatewayDeps {
-  readonly config: LeadConfig;
-  readonly storage: KeyValue;
-  readonly env: Env;
-  readonly clock: Clock;
-  readonly logger: GatewayLogger;
-  readonly checkpointer: BaseCheckpointSaver;
-  readonly threads: ThreadStore;
-  readonly guard: RouteGuard;
-  readonly agentFactory: AgentFactory;
-  readonly sandbox: SandboxProvider;
-  readonly extensions: LoadedExtensions;
-  readonly reportDiagnostic: (diagnostic: GatewayDiagnostic) => void;
-}
-
-/** What the run routes tell the rest of the gateway (returned by `registerExtraRoutes`). */
-export interface GatewayRunHooks {
-  /** The runs part's RunManager, so an in-process client (DeerFlowClient.fromGateway) shares its runs. */
-  readonly runs?: RunManager<GatewayUser>;
-  /** True while a run holds the thread (thread delete and state writes wait for it). */
-  hasActiveRun?(threadId: string): boolean | Promise<boolean>;
-  /** Holds a thread for its deletion: 409 while a run holds it, and no run starts until released. */
-  reserveThread?(threadId: string): Promise<() => void>;
-  /** Interrupts and persists in-flight runs; called first at shutdown, bounded by `drainTimeoutMs`. */
-  drain?(timeoutMs: number): Promise<void>;
-  /** Removes what else a deleted thread owned (uploads, outputs). */
-  onThreadDeleted?(thread: ThreadRecord): Promise<void>;
-  /** Releases what the runs part holds (stream bridge, journal); after services stopped. */
-  close?(): Promise<void>;
 }
 
 /** Running extension services; stopped in reverse order after the run drain. */
@@ -225,12 +193,9 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
         config,
         env,
         checkpointer,
-        extensions,
         services: { clock, storage, sandbox, env, baseDir: config.storage.base },
         onDiagnostic: reportDiagnostic,
-        ...(options.extraTools ? { extraTools: options.extraTools } : {}),
-        ...(options.configuredMiddlewares ? { configuredMiddlewares: options.configuredMiddlewares } : {}),
-        ...(options.authorizationProvider ? { authorizationProvider: options.authorizationProvider } : {}),
+        ...leadAgentExtras({ ...options, extensions }),
       });
   const agentFactory: AgentFactory = options.agentFactory ?? defaultFactory!;
   const deps: GatewayDeps = {

@@ -2,10 +2,17 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import * as v from "valibot";
+import { ConfigError } from "../config/errors.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
+import { ExtensionApiError } from "../extension-api/errors.ts";
+import { ModelError } from "../models/errors.ts";
+import { ModuleLoaderError } from "../ports/module-loader.ts";
+import { SandboxError } from "../ports/sandbox.ts";
 import { StateConflictError, StateUpdateError } from "../state/errors.ts";
 import { CheckpointerError } from "../runtime/kv-checkpointer.ts";
+import type { RunOperationError, RunOperationErrorCode } from "../runtime/runs/types.ts";
 import { readJsonBody } from "./request-limits.ts";
+import { isRecord } from "../core/guards.ts";
 
 /*
  * Every gateway error is JSON: `{"detail": "<what is wrong and what to do>"}`, or for auth
@@ -41,8 +48,29 @@ export const consoleLogger: GatewayLogger = {
 
 export const INTERNAL_ERROR_DETAIL = "internal error; see the gateway log";
 
-/** Status of the DeerflowError codes the gateway's own parts raise on purpose. */
-const STATUS_BY_CODE: Readonly<Record<string, ContentfulStatusCode>> = {
+/**
+ * The one table from the DeerflowError codes the gateway and the runtime below it raise on purpose
+ * to the HTTP status they are answered with. A RunOperationError carries a code, never a status:
+ * statusOfRunOperation only compiles while every one of its codes has a row here.
+ */
+const STATUS_BY_CODE = {
+  // Run operations (RunOperationError).
+  shutting_down: 503,
+  thread_busy: 409,
+  run_conflict: 409,
+  run_not_active: 409,
+  run_not_cancellable: 409,
+  run_active: 409,
+  unknown_model: 400,
+  run_not_found: 404,
+  assistant_not_found: 404,
+  invalid_last_event_id: 400,
+  invalid_run_request: 422,
+  server_owned_state: 422,
+  invalid_input_message: 400,
+  invalid_query: 422,
+  invalid_run_id: 422,
+  // Threads, their state and checkpoints, and auth.
   invalid_request: 422,
   invalid_thread_id: 422,
   invalid_search_query: 422,
@@ -52,32 +80,56 @@ const STATUS_BY_CODE: Readonly<Record<string, ContentfulStatusCode>> = {
   invalid_state_update: 422,
   checkpoint_not_found: 404,
   thread_not_found: 404,
-  assistant_not_found: 404,
-  thread_busy: 409,
   not_authenticated: 401,
   permission_denied: 403,
-};
+} as const satisfies Readonly<Record<string, ContentfulStatusCode>>;
+
+function statusOfCode(code: string): ContentfulStatusCode | undefined {
+  return Object.hasOwn(STATUS_BY_CODE, code) ? STATUS_BY_CODE[code as keyof typeof STATUS_BY_CODE] : undefined;
+}
 
 function isErrorStatus(value: unknown): value is ContentfulStatusCode {
   return typeof value === "number" && Number.isInteger(value) && value >= 400 && value <= 599;
 }
 
+/** The status a run-operation refusal is answered with. */
+export function statusOfRunOperation(error: RunOperationError): ContentfulStatusCode {
+  return STATUS_BY_CODE[error.code];
+}
+
+/**
+ * Errors of the library's lower floors that no route raises as its answer (a config file, a model
+ * call, a sandbox path, a module load, the extension contract): one that reaches a response is a
+ * failure nobody planned for, answered 500 and logged. Routes that expect one (the files routes
+ * and SandboxError) turn it into their own answer first.
+ */
+function isUnplannedFailure(error: DeerflowError): boolean {
+  return (
+    error instanceof ConfigError ||
+    error instanceof ModelError ||
+    error instanceof SandboxError ||
+    error instanceof ModuleLoaderError ||
+    error instanceof ExtensionApiError
+  );
+}
+
 /**
  * The HTTP status for an error that reached the gateway: a DeerflowError by its own `status`,
- * its `details.status` or its code; a rejected state update 422 (a sandbox conflict 409);
- * anything else 500.
+ * its `details.status` or its code (a lower floor's unplanned failure 500); a rejected state
+ * update 422 (a sandbox conflict 409); anything else 500.
  */
 export function statusOfError(error: unknown): ContentfulStatusCode {
   if (error instanceof StateConflictError) return 409;
   if (error instanceof StateUpdateError) return 422;
   if (error instanceof CheckpointerError) return error.code === "corrupt_record" ? 500 : 422;
   if (error instanceof DeerflowError) {
-    // A subclass may carry its status itself (RunOperationError) or in its details.
+    if (isUnplannedFailure(error)) return 500;
+    // An embedder's route error (or the gateway's own upload refusal) may name its status itself, or in its details.
     const own = (error as { status?: unknown }).status;
     if (isErrorStatus(own)) return own;
     const fromDetails = error.details?.status;
     if (isErrorStatus(fromDetails)) return fromDetails;
-    return STATUS_BY_CODE[error.code] ?? 400;
+    return statusOfCode(error.code) ?? 400;
   }
   return 500;
 }
@@ -144,17 +196,13 @@ export function jsonKind(value: unknown): string {
   return typeof value === "object" ? "an object" : `a ${typeof value}`;
 }
 
-export function isJsonObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 /**
  * `schema`, for a JSON object only. valibot's object and record schemas accept arrays (`[]` would
  * pass as an empty object, `metadata: []` become `{}`), so an object is checked for first.
  */
 export function jsonObject<const S extends v.GenericSchema>(schema: S) {
   return v.pipe(
-    v.custom<v.InferInput<S>>(isJsonObject, (issue) => `expected a JSON object, got ${jsonKind(issue.input)}`),
+    v.custom<v.InferInput<S>>(isRecord, (issue) => `expected a JSON object, got ${jsonKind(issue.input)}`),
     schema,
   );
 }

@@ -1,6 +1,6 @@
 import type { Context, Handler, Hono, Next } from "hono";
 import { inspectRoutes } from "hono/dev";
-import { errorMessage } from "../core/errors.ts";
+import { DeerflowError, errorMessage } from "../core/errors.ts";
 import { EXTENSION_ROUTE_METHODS, ExtensionPermissionError, type ExtensionRoute } from "../extension-api/index.ts";
 import type { DiagnosticSink, ExtensionDiagnostic } from "../extensions/diagnostics.ts";
 import type { ExtensionEntry, ExtensionRouter, LoadedExtensions } from "../extensions/registry.ts";
@@ -88,7 +88,12 @@ function hostOwners(app: Hono<GatewayEnv>, extra: MountExtensionRoutersOptions["
   return [...registered, ...(extra ?? [])].flatMap(({ method, path }) => honoClaims(method, path).map((claim) => ({ claim, holder: "host" })));
 }
 
-class RouterRejection extends Error {}
+class RouterRejection extends DeerflowError {
+  constructor(message: string) {
+    super("extension_router_rejected", message);
+    this.name = "RouterRejection";
+  }
+}
 
 function present(value: object, key: string): boolean {
   return key in value && (value as Record<string, unknown>)[key] !== undefined && (value as Record<string, unknown>)[key] !== false;

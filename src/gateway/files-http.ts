@@ -1,4 +1,5 @@
-import { fileSuffix } from "../middlewares/uploads.ts";
+import { DeerflowError } from "../core/errors.ts";
+import { fileSuffix } from "../sandbox/upload-names.ts";
 import type { UploadBatch } from "../ports/sandbox.ts";
 import { quotePathSegment } from "./files-names.ts";
 import { MultipartSyntaxError, multipartBoundary, readMultipart } from "./multipart.ts";
@@ -136,12 +137,14 @@ export function parseByteRange(header: string | null | undefined, size: number):
 }
 
 /** Why an upload body was refused before any file in it was looked at. */
-export class UploadBodyError extends Error {
+export class UploadBodyError extends DeerflowError {
+  declare readonly code: "invalid_upload" | "upload_too_large";
+
   constructor(
     readonly status: 400 | 413,
     message: string,
   ) {
-    super(message);
+    super(status === 413 ? "upload_too_large" : "invalid_upload", message);
     this.name = "UploadBodyError";
   }
 }

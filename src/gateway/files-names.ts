@@ -1,5 +1,6 @@
+import { DeerflowError } from "../core/errors.ts";
 import { VIRTUAL_DIRS } from "../ports/sandbox.ts";
-import { fileSuffix, isUploadStagingFile } from "../middlewares/uploads.ts";
+import { fileSuffix, isUploadStagingFile } from "../sandbox/upload-names.ts";
 
 /**
  * Names and URLs of a thread's files: which upload names are accepted, how duplicates are renamed,
@@ -10,10 +11,11 @@ import { fileSuffix, isUploadStagingFile } from "../middlewares/uploads.ts";
 export const MAX_FILE_NAME_BYTES = 255;
 
 /** An upload name the gateway will not store; the message names the file and says what to change. */
-export class FileNameError extends Error {
-  readonly code = "invalid_file_name";
+export class FileNameError extends DeerflowError {
+  declare readonly code: "invalid_file_name";
+
   constructor(message: string) {
-    super(message);
+    super("invalid_file_name", message);
     this.name = "FileNameError";
   }
 }

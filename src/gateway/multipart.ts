@@ -5,6 +5,8 @@
  * part whole before yielding it, which is the thing an upload of tens of megabytes must not do.
  */
 
+import { DeerflowError } from "../core/errors.ts";
+
 /** What a part's headers say about it. */
 export interface MultipartPartInfo {
   /** The form field's name. */
@@ -20,9 +22,11 @@ export interface MultipartPartSink {
 }
 
 /** The body is not well-formed multipart; the message says what was wrong. */
-export class MultipartSyntaxError extends Error {
+export class MultipartSyntaxError extends DeerflowError {
+  declare readonly code: "invalid_multipart";
+
   constructor(message: string) {
-    super(message);
+    super("invalid_multipart", message);
     this.name = "MultipartSyntaxError";
   }
 }

@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { isValidThreadId } from "../runtime/thread-store.ts";
+import { isThreadVisibleTo, isValidThreadId } from "../runtime/thread-store.ts";
 import { authenticatedUser } from "./auth/context.ts";
 import { httpError, threadNotFound } from "./errors.ts";
 import type { GatewayEnv, GatewayUser, RoutePermission, RouteGuard, ThreadRecord, ThreadStore } from "./types.ts";
@@ -42,7 +42,7 @@ export function createRouteGuard(threads: ThreadStore): RouteGuard {
       if (options?.requireExisting) throw threadNotFound(threadId);
       return undefined;
     }
-    if (row.owner_id !== null && row.owner_id !== user.id) throw threadNotFound(threadId);
+    if (!isThreadVisibleTo(row, user.id)) throw threadNotFound(threadId);
     return row;
   }
 

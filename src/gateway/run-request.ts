@@ -14,7 +14,7 @@ import { jsonObject, JsonObjectSchema } from "./errors.ts";
 import { serverOwnedChannelsIn, serverOwnedChannelsMessage, stripServerOwnedContext, stripServerOwnedMessage, stripServerOwnedMessages } from "./server-owned.ts";
 
 /*
- * The run body of the LangGraph Platform API (inventory §2.3), checked before any run exists: an
+ * The body a POST to a LangGraph Platform API runs route takes, checked before any run exists: an
  * unknown field, an unsupported option or stream mode is a 422 naming the field. Unlike upstream,
  * `multitask_strategy: "enqueue"` is supported (queued runs start in order).
  */
@@ -105,16 +105,16 @@ const SECRET_KEY = /(secret|password|passwd|api[_-]?key|access[_-]?token|auth[_-
 /** Validates a run body; throws a RunOperationError (422, or 400 for a malformed input message). */
 export function parseRunBody(body: unknown, options: ParseRunBodyOptions = {}): ParsedRunBody {
   const result = v.safeParse(RunBodySchema, body === undefined ? {} : body);
-  if (!result.success) throw new RunOperationError(422, "invalid_run_request", describeIssues(result.issues));
+  if (!result.success) throw new RunOperationError("invalid_run_request", describeIssues(result.issues));
   const parsed = result.output;
   const rawConfigurable = parsed.config?.configurable ?? {};
   const threadId = rawConfigurable.thread_id;
   if (threadId !== undefined && threadId !== null && (typeof threadId !== "string" || !THREAD_ID_PATTERN.test(threadId))) {
-    throw new RunOperationError(422, "invalid_run_request", `config.configurable.thread_id must match ${THREAD_ID_PATTERN}; got ${JSON.stringify(threadId)}`);
+    throw new RunOperationError("invalid_run_request", `config.configurable.thread_id must match ${THREAD_ID_PATTERN}; got ${JSON.stringify(threadId)}`);
   }
   for (const key of Object.keys(parsed.metadata ?? {})) {
     if (SECRET_KEY.test(key)) {
-      throw new RunOperationError(422, "invalid_run_request", `metadata.${key} looks like a secret; run metadata is stored and listed, so keep secrets out of it`);
+      throw new RunOperationError("invalid_run_request", `metadata.${key} looks like a secret; run metadata is stored and listed, so keep secrets out of it`);
     }
   }
   const configurable = stripServerOwnedContext(rawConfigurable);
@@ -146,14 +146,14 @@ export function clampRecursionLimit(raw: number | null | undefined, max: number)
 
 function refuseServerOwnedChannels(where: string, write: unknown): void {
   const channels = serverOwnedChannelsIn(write);
-  if (channels.length > 0) throw new RunOperationError(422, "server_owned_state", serverOwnedChannelsMessage(where, channels));
+  if (channels.length > 0) throw new RunOperationError("server_owned_state", serverOwnedChannelsMessage(where, channels));
 }
 
 function sanitizeInput(input: Record<string, unknown>): Record<string, unknown> {
   refuseServerOwnedChannels("input", input);
   if (input.messages === undefined) return { ...input };
   if (!Array.isArray(input.messages)) {
-    throw new RunOperationError(400, "invalid_input_message", "input.messages must be a list of messages such as {\"type\": \"human\", \"content\": \"hi\"}");
+    throw new RunOperationError("invalid_input_message", "input.messages must be a list of messages such as {\"type\": \"human\", \"content\": \"hi\"}");
   }
   const messages = stripServerOwnedMessages(input.messages);
   messages.forEach((message, index) => {
@@ -161,7 +161,6 @@ function sanitizeInput(input: Record<string, unknown>): Record<string, unknown> 
       coerceMessageLikeToMessage(message as never);
     } catch (error) {
       throw new RunOperationError(
-        400,
         "invalid_input_message",
         `input.messages[${index}] is not a message: ${errorMessage(error).split("\n")[0]}; send {"type": "human", "content": "..."} or {"role": "user", "content": "..."}`,
       );

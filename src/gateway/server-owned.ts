@@ -1,4 +1,5 @@
 import { isServerOwnedMessageMetadataKey } from "../extension-api/index.ts";
+import { isRecord } from "../core/guards.ts";
 
 /*
  * What a caller may never supply. The server writes identity (who is calling, with which
@@ -32,10 +33,6 @@ export function isServerOwnedContextKey(key: string): boolean {
     CONTEXT_KEY_SET.has(key) ||
     isServerOwnedMessageMetadataKey(key)
   );
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** A copy of a caller's context (or configurable) without the keys only the server writes. */

@@ -1,4 +1,5 @@
 import type { AgentTool } from "../engine/types.ts";
+import { isRecord } from "../core/guards.ts";
 
 /*
  * The one place the MCP metadata keys live. Deferred-tool assembly, routing, result sanitization
@@ -28,10 +29,6 @@ export interface McpRouting {
   readonly mode: McpRoutingMode;
   readonly priority: number;
   readonly keywords: readonly string[];
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** True for a tool an MCP server supplied (any truthy tag, so tags written by older loaders count too). */

@@ -5,6 +5,7 @@ import { isGraphBubbleUp } from "@langchain/langgraph/web";
 // @ts-types="@modelcontextprotocol/sdk/types"
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
+import { runThreadId, runUserId } from "../engine/run-identity.ts";
 import type { AgentRuntime, AgentTool, ToolContext, ToolOutput } from "../engine/types.ts";
 import { enabledMcpServers, resolveEffectiveMcpRouting, type McpServerSettings, type McpServersConfig } from "./config.ts";
 import { describeMcpEndpoint, isMcpServerError, isMcpTimeout, openMcpSession, type McpClientDeps } from "./client.ts";
@@ -21,7 +22,6 @@ import { DEFAULT_MAX_MCP_SESSIONS, McpSessionPool } from "./session-pool.ts";
 
 /** What a provider accepts as a function name; anything else could also forge prompt structure. */
 export const VALID_MCP_TOOL_NAME = /^[A-Za-z0-9_-]+$/;
-const DEFAULT_USER_ID = "default";
 const DEFAULT_THREAD_ID = "default";
 
 export interface LoadMcpToolsOptions extends McpClientDeps {
@@ -53,16 +53,9 @@ export interface McpToolset {
   close(): Promise<void>;
 }
 
-function contextString(runtime: AgentRuntime, key: string): string | undefined {
-  const value = runtime.context[key];
-  return typeof value === "string" && value !== "" ? value : undefined;
-}
-
 /** user:thread, so a stateful server's session follows one conversation of one user. */
 export function mcpSessionScope(runtime: AgentRuntime): string {
-  const user = contextString(runtime, "user_id") ?? DEFAULT_USER_ID;
-  const thread = runtime.threadId ?? contextString(runtime, "thread_id") ?? DEFAULT_THREAD_ID;
-  return `${user}:${thread}`;
+  return `${runUserId(runtime)}:${runThreadId(runtime) ?? DEFAULT_THREAD_ID}`;
 }
 
 /** A tool's argument schema as a function-calling provider expects it: always an object with properties. */

@@ -8,8 +8,8 @@ import {
 import type { AuthorizationProvider } from "../authz/provider.ts";
 import { resolveAuthorizationProvider } from "../authz/runtime.ts";
 import type { AgentMiddleware, ToolCallRequest, ToolHandler, ToolResult } from "../engine/types.ts";
-import { parseMiddlewareConfig } from "./config.ts";
-import { createGuardrailGate } from "./guardrail-gate.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
+import { createGuardrailGate } from "./guardrail/gate.ts";
 
 /*
  * Lead chain position 9, Layer 2 of authorization: every tool call is checked (resource `tool`,

@@ -3,7 +3,8 @@ import type { BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, ModelHandler, ModelRequest } from "../engine/types.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
+import { isRecord } from "../core/guards.ts";
 
 /*
  * Strict OpenAI-compatible providers reject a request whose assistant tool calls lack results, whose
@@ -25,7 +26,6 @@ const MAX_RECOVERY_ERROR_DETAIL_CHARS = 500;
 export const DanglingToolCallConfigSchema = v.strictObject({});
 export interface DanglingToolCallConfig {}
 type _DanglingToolCallConfigMatches = Assert<SameType<DanglingToolCallConfig, v.InferOutput<typeof DanglingToolCallConfigSchema>>>;
-export const DANGLING_TOOL_CALL_DEFAULTS: DanglingToolCallConfig = Object.freeze({});
 
 type Dict = Record<string, unknown>;
 
@@ -42,10 +42,6 @@ interface SyntheticClaim {
   original: unknown;
   synthetic: string;
   name: unknown;
-}
-
-function isDict(value: unknown): value is Dict {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function isAi(message: BaseMessage): boolean {
@@ -86,7 +82,7 @@ function parseJsonObject(value: unknown): Dict | null {
   if (typeof value !== "string") return null;
   try {
     const parsed: unknown = JSON.parse(value);
-    return isDict(parsed) ? parsed : null;
+    return isRecord(parsed) ? parsed : null;
   } catch {
     return null;
   }
@@ -94,7 +90,7 @@ function parseJsonObject(value: unknown): Dict | null {
 
 /** A JSON-object string a strict provider accepts as `function.arguments`. */
 export function normalizeToolArguments(args: unknown): string {
-  if (isDict(args)) {
+  if (isRecord(args)) {
     try {
       return JSON.stringify(args);
     } catch {
@@ -111,7 +107,7 @@ export function normalizeToolArguments(args: unknown): string {
 function withFields<T extends BaseMessage>(message: T, patch: Dict): T {
   const copy = Object.assign(Object.create(Object.getPrototypeOf(message) as object) as T, message, patch);
   const kwargs = (message as unknown as { lc_kwargs?: unknown }).lc_kwargs;
-  if (isDict(kwargs)) (copy as unknown as { lc_kwargs: Dict }).lc_kwargs = { ...kwargs, ...patch };
+  if (isRecord(kwargs)) (copy as unknown as { lc_kwargs: Dict }).lc_kwargs = { ...kwargs, ...patch };
   return copy;
 }
 
@@ -119,7 +115,7 @@ function callDeclaredName(call: Dict): unknown {
   const name = call["name"];
   if (validName(name)) return name;
   const fn = call["function"];
-  return isDict(fn) ? fn["name"] : name;
+  return isRecord(fn) ? fn["name"] : name;
 }
 
 /** A missing name cannot contradict anything; only two usable names that differ rule a pairing out. */
@@ -137,7 +133,7 @@ function relabelToolCallIds(
   const assigned: SyntheticClaim[] = [];
   let changed = false;
   calls.forEach((call, position) => {
-    if (!isDict(call) || validId(call["id"])) {
+    if (!isRecord(call) || validId(call["id"])) {
       relabeled.push(call);
       return;
     }
@@ -223,13 +219,8 @@ function messageToolCalls(message: BaseMessage): NormalizedCall[] {
   const invalid = listField(message, "invalid_tool_calls");
 
   for (const call of structured) {
-    if (!isDict(call)) continue;
-    normalized.push({
-      id: call["id"],
-      name: normalizeToolName(call["name"]),
-      invalidToolName: !validName(call["name"]),
-      invalid: false,
-    });
+    if (!isRecord(call)) continue;
+    normalized.push(normalizeCall(call["id"], call["name"]));
   }
 
   // The raw payload is a fallback view of the same calls; reading it beside a structured view would
@@ -237,25 +228,24 @@ function messageToolCalls(message: BaseMessage): NormalizedCall[] {
   const raw = rawToolCalls(message);
   if (structured.length === 0 && invalid.length === 0 && Array.isArray(raw)) {
     for (const rawCall of raw) {
-      if (!isDict(rawCall)) continue;
+      if (!isRecord(rawCall)) continue;
       const fn = rawCall["function"];
       let name = rawCall["name"];
-      if (!name && isDict(fn)) name = fn["name"];
-      normalized.push({ id: rawCall["id"], name: normalizeToolName(name), invalidToolName: !validName(name), invalid: false });
+      if (!name && isRecord(fn)) name = fn["name"];
+      normalized.push(normalizeCall(rawCall["id"], name));
     }
   }
 
   for (const call of invalid) {
-    if (!isDict(call)) continue;
-    normalized.push({
-      id: call["id"],
-      name: normalizeToolName(call["name"]),
-      invalidToolName: !validName(call["name"]),
-      invalid: true,
-      error: call["error"],
-    });
+    if (!isRecord(call)) continue;
+    normalized.push({ ...normalizeCall(call["id"], call["name"]), invalid: true, error: call["error"] });
   }
   return normalized;
+}
+
+/** A well-formed call's view; an invalid_tool_calls entry marks itself invalid and adds its error. */
+function normalizeCall(id: unknown, name: unknown): NormalizedCall {
+  return { id, name: normalizeToolName(name), invalidToolName: !validName(name), invalid: false };
 }
 
 function placeholderContent(call: NormalizedCall): string {
@@ -291,7 +281,7 @@ function sanitizeAiMessage(message: BaseMessage): BaseMessage {
   if (structured.length > 0) {
     let changed = false;
     const sanitized = structured.map((call) => {
-      if (!isDict(call)) return call;
+      if (!isRecord(call)) return call;
       const name = normalizeToolName(call["name"]);
       if (call["name"] === name) return call;
       changed = true;
@@ -304,7 +294,7 @@ function sanitizeAiMessage(message: BaseMessage): BaseMessage {
   if (invalid.length > 0) {
     let changed = false;
     const sanitized = invalid.map((call) => {
-      if (!isDict(call)) return call;
+      if (!isRecord(call)) return call;
       const name = normalizeToolName(call["name"]);
       const args = normalizeToolArguments(call["args"]);
       if (call["name"] === name && call["args"] === args) return call;
@@ -318,9 +308,9 @@ function sanitizeAiMessage(message: BaseMessage): BaseMessage {
   if (Array.isArray(raw)) {
     let changed = false;
     const sanitized = raw.map((rawCall: unknown) => {
-      if (!isDict(rawCall)) return rawCall;
+      if (!isRecord(rawCall)) return rawCall;
       const fn = rawCall["function"];
-      if (isDict(fn)) {
+      if (isRecord(fn)) {
         const name = normalizeToolName(fn["name"]);
         const args = normalizeToolArguments(fn["arguments"]);
         if (fn["name"] === name && fn["arguments"] === args) return rawCall;

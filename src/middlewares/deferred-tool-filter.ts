@@ -4,7 +4,7 @@ import type { Assert, SameType } from "../core/types.ts";
 import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, AgentState, ModelHandler, ModelRequest, ToolCallRequest, ToolHandler } from "../engine/types.ts";
 import { compareCodePoints } from "../extension-api/canonical.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 
 /*
  * Deferred (MCP) tools stay executable, but their schemas reach the model only once tool_search or
@@ -39,11 +39,9 @@ export interface ToolSearchConfig {
   auto_promote_top_k: number;
 }
 type _ToolSearchConfigMatches = Assert<SameType<ToolSearchConfig, v.InferOutput<typeof ToolSearchConfigSchema>>>;
-export const TOOL_SEARCH_DEFAULTS: ToolSearchConfig = Object.freeze({ enabled: false, auto_promote_top_k: 3 });
 
 export const DeferredToolFilterConfigSchema = ToolSearchConfigSchema;
 export type DeferredToolFilterConfig = ToolSearchConfig;
-export const DEFERRED_TOOL_FILTER_DEFAULTS: DeferredToolFilterConfig = TOOL_SEARCH_DEFAULTS;
 
 /** The deferred setup of the build (assembleDeferredTools' result fits). */
 export interface DeferredToolFilterDeps {

@@ -6,9 +6,9 @@ import { newId } from "../core/ids.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { sha256Hex } from "../extension-api/canonical.ts";
 import { ContentKind, ProducerKind, provenanceKwargs } from "../extension-api/provenance.ts";
-import { parseMiddlewareConfig } from "./config.ts";
-import { MEMORY_MAX_INJECTION_TOKENS } from "./memory-config.ts";
-import { formatMemoryForInjection, recallMemoryFacts, type MemoryStore, type StoredMemoryFact } from "./memory-store.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
+import { MEMORY_MAX_INJECTION_TOKENS } from "./memory/config.ts";
+import { formatMemoryForInjection, recallMemoryFacts, type MemoryStore, type StoredMemoryFact } from "./memory/store.ts";
 import { HIDE_FROM_UI, SUMMARY_MESSAGE_NAME, hiddenHumanMessage } from "./messages.ts";
 import { resolveUserId } from "./thread-data.ts";
 
@@ -68,12 +68,6 @@ export interface DynamicContextConfig {
   current_date_timezone: string;
 }
 type _DynamicContextConfigMatches = Assert<SameType<DynamicContextConfig, v.InferOutput<typeof DynamicContextConfigSchema>>>;
-export const DYNAMIC_CONTEXT_DEFAULTS: DynamicContextConfig = Object.freeze({
-  enabled: true,
-  injection_enabled: true,
-  max_injection_tokens: 2000,
-  current_date_timezone: "UTC",
-});
 
 export interface DynamicContextDeps {
   /** Where recalled memory comes from; default: the facts in runtime.services.storage. */

@@ -4,7 +4,7 @@ import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import { contentText, type ContentTextOptions } from "../core/content.ts";
 import type { AgentMiddleware, ModelHandler, ModelRequest } from "../engine/types.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { isRealUserMessage } from "./messages.ts";
 
 /*
@@ -266,7 +266,6 @@ export function sanitizeLatestUserInput(messages: readonly BaseMessage[]): BaseM
 export const InputSanitizationConfigSchema = v.strictObject({});
 export interface InputSanitizationConfig {}
 type _InputSanitizationConfigMatches = Assert<SameType<InputSanitizationConfig, v.InferOutput<typeof InputSanitizationConfigSchema>>>;
-export const INPUT_SANITIZATION_DEFAULTS: InputSanitizationConfig = Object.freeze({});
 
 /**
  * Frames and sanitises the latest real user message in every model request. Place it first in the

@@ -4,10 +4,9 @@ import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, AgentState, HookResult } from "../engine/types.ts";
 import { compareCodePoints } from "../extension-api/canonical.ts";
 import { canonicalHashSync } from "../extension-api/sha256-sync.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import {
   DEFERRED_TOOL_FILTER_NAME,
-  TOOL_SEARCH_DEFAULTS,
   ToolSearchConfigSchema,
   clampAutoPromoteTopK,
   promotedNames,
@@ -29,7 +28,6 @@ export const MCP_ROUTING_NAME = "McpRouting";
 
 export const McpRoutingConfigSchema = ToolSearchConfigSchema;
 export type McpRoutingConfig = ToolSearchConfig;
-export const MCP_ROUTING_DEFAULTS: McpRoutingConfig = TOOL_SEARCH_DEFAULTS;
 
 /** Serialized routing data only: no tool objects, so the middleware cannot execute anything. */
 export interface McpRoutingDeps {

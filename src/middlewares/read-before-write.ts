@@ -3,18 +3,13 @@ import { isCommand, isGraphBubbleUp } from "@langchain/langgraph/web";
 import type { Command } from "@langchain/langgraph/web";
 import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
-import { resolveVirtualPath } from "../core/path.ts";
+import { resolveVirtualPath } from "../sandbox/virtual-path.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, ToolCallRequest, ToolHandler, ToolResult } from "../engine/types.ts";
 import { sha256Hex } from "../extension-api/canonical.ts";
 import { sha256HexSync } from "../extension-api/sha256-sync.ts";
 import { SandboxError } from "../ports/sandbox.ts";
-import {
-  SandboxAuthorizationError,
-  acquireRunSandbox,
-  sandboxScopeOf,
-  type SandboxAuthorizer,
-} from "../tools/sandbox-tools.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { SandboxAuthorizationError, acquireRunSandbox, sandboxScopeOf, type SandboxAuthorizer } from "../sandbox/acquire.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { KeyedMutex } from "../core/keyed-mutex.ts";
 import { TOOL_META_KEY, normalizeToolResult } from "./tool-result-meta.ts";
 

@@ -3,15 +3,8 @@ import { Command, isCommand } from "@langchain/langgraph/web";
 import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ToolCallRequest, ToolHandler, ToolResult } from "../engine/types.ts";
-import {
-  SANDBOX_ACQUIRED_SCOPE_KEY,
-  acquireRunSandbox,
-  acquiredSandboxId,
-  authorizeSandbox,
-  sandboxScopeOf,
-  type SandboxAuthorizer,
-} from "../tools/sandbox-tools.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { SANDBOX_ACQUIRED_SCOPE_KEY, acquireRunSandbox, acquiredSandboxId, authorizeSandbox, sandboxScopeOf, type SandboxAuthorizer } from "../sandbox/acquire.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 
 /*
  * Sandbox: binds a thread to its sandbox and gives the sandbox back when the run ends. Acquisition

@@ -2,7 +2,7 @@ import type { BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import { newId } from "../core/ids.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { DynamicContextConfigSchema, REMINDER_DATE_KEY, currentDateFormatter, dateReminderMessage, isDynamicContextReminder } from "./dynamic-context.ts";
 
 export const SUBAGENT_DATE_CONTEXT_NAME = "SubagentDateContext";
@@ -13,7 +13,6 @@ export const SubagentDateContextConfigSchema = v.strictObject({
 });
 export type SubagentDateContextConfig = v.InferOutput<typeof SubagentDateContextConfigSchema>;
 export type SubagentDateContextConfigInput = v.InferInput<typeof SubagentDateContextConfigSchema>;
-export const SUBAGENT_DATE_CONTEXT_DEFAULTS: SubagentDateContextConfig = Object.freeze({ current_date_timezone: "UTC" });
 
 function hasReminderFor(messages: readonly BaseMessage[], date: string): boolean {
   return messages.some((message) => isDynamicContextReminder(message) && message.additional_kwargs?.[REMINDER_DATE_KEY] === date);

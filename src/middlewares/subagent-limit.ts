@@ -2,8 +2,8 @@ import { AIMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import * as v from "valibot";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
-import { parseMiddlewareConfig } from "./config.ts";
-import { appendStopText } from "./loop-detection-forced-stop.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
+import { appendStopText } from "./loop-detection/forced-stop.ts";
 import { recordStopReason } from "./stop-reason.ts";
 
 export const SUBAGENT_LIMIT_NAME = "SubagentLimit";
@@ -47,10 +47,6 @@ export const SubagentLimitConfigSchema = v.strictObject({
 });
 export type SubagentLimitConfig = v.InferOutput<typeof SubagentLimitConfigSchema>;
 export type SubagentLimitConfigInput = v.InferInput<typeof SubagentLimitConfigSchema>;
-export const SUBAGENT_LIMIT_DEFAULTS: SubagentLimitConfig = Object.freeze({
-  max_concurrent: DEFAULT_MAX_CONCURRENT_SUBAGENTS,
-  max_total_per_run: DEFAULT_MAX_TOTAL_SUBAGENTS_PER_RUN,
-});
 
 export interface SubagentLimitDeps {
   /** The subagent runtime's startup maximum of running subagents (`subagent_runtime.max_running`). */

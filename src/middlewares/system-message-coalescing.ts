@@ -5,7 +5,7 @@ import type { Assert, SameType } from "../core/types.ts";
 import { contentText } from "../core/content.ts";
 import type { AgentMiddleware, ModelHandler, ModelRequest } from "../engine/types.ts";
 import { ContentKind, ProducerKind, provenanceKwargs } from "../extension-api/provenance.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { isDynamicContextReminder } from "./dynamic-context.ts";
 
 /*
@@ -22,7 +22,6 @@ const PART_SEPARATOR = "\n\n";
 export const SystemMessageCoalescingConfigSchema = v.strictObject({});
 export interface SystemMessageCoalescingConfig {}
 type _SystemMessageCoalescingConfigMatches = Assert<SameType<SystemMessageCoalescingConfig, v.InferOutput<typeof SystemMessageCoalescingConfigSchema>>>;
-export const SYSTEM_MESSAGE_COALESCING_DEFAULTS: SystemMessageCoalescingConfig = Object.freeze({});
 
 function isSystem(message: BaseMessage): boolean {
   return (message as { type?: unknown }).type === "system";

@@ -3,84 +3,38 @@ import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import { DeerflowError } from "../core/errors.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
-import { VIRTUAL_DIRS } from "../ports/sandbox.ts";
-import type { ThreadDataState } from "../state/thread-state.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { threadDataPaths } from "../state/thread-data.ts";
+
+export { threadDataPaths } from "../state/thread-data.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
+import { ThreadDataError, resolveThreadId, resolveUserId } from "../engine/scope-ids.ts";
+
+export { ThreadDataError, resolveThreadId, resolveUserId, type ThreadDataErrorCode } from "../engine/scope-ids.ts";
 
 export const THREAD_DATA_NAME = "ThreadData";
-export const DEFAULT_USER_ID = "default";
 const USER_INPUT_NAME = "user-input";
 
-// The sandbox providers accept the same alphabet, so an id that passes here can always get a sandbox.
-const SAFE_ID = /^[A-Za-z0-9_-]{1,128}$/;
-
-export const ThreadDataConfigSchema = v.strictObject({
-  /**
-   * Compute the thread's paths without creating anything. Storage here is key-value, where folders
-   * exist implicitly, so `false` only matters to ports that materialise folders eagerly.
-   */
-  lazy_init: v.optional(v.boolean(), true),
-});
-export interface ThreadDataConfig {
-  lazy_init: boolean;
-}
-type _ThreadDataConfigMatches = Assert<SameType<ThreadDataConfig, v.InferOutput<typeof ThreadDataConfigSchema>>>;
-export const THREAD_DATA_DEFAULTS: ThreadDataConfig = Object.freeze({ lazy_init: true });
-
-export type ThreadDataErrorCode = "thread_id_required" | "invalid_thread_id" | "invalid_user_id";
-
-export class ThreadDataError extends DeerflowError {
-  declare readonly code: ThreadDataErrorCode;
-
-  constructor(code: ThreadDataErrorCode, message: string) {
-    super(code, message);
-    this.name = "ThreadDataError";
-  }
-}
-
-function requireSafeId(value: unknown, field: "thread_id" | "user_id"): string {
-  if (typeof value === "string" && SAFE_ID.test(value)) return value;
-  throw new ThreadDataError(
-    field === "thread_id" ? "invalid_thread_id" : "invalid_user_id",
-    `Invalid ${field} ${JSON.stringify(value) ?? String(value)}: it names a folder, so use 1-128 letters, digits, "_" or "-" ` +
-      `(no "/", no "..", not empty). Gateway-assigned ids such as UUIDs already fit.`,
-  );
-}
-
-/** The thread id of a run: caller context first, then the run's own thread. */
-export function resolveThreadId(runtime: AgentRuntime): string {
-  const fromContext = runtime.context["thread_id"];
-  const threadId = fromContext ?? runtime.threadId;
-  if (threadId === undefined || threadId === null) throw new ThreadDataError("thread_id_required", "Thread ID is required");
-  return requireSafeId(threadId, "thread_id");
-}
-
-/** The user whose isolation scope a run's files live in; anonymous runs share "default". */
-export function resolveUserId(runtime: AgentRuntime): string {
-  const userId = runtime.context["user_id"];
-  return userId === undefined || userId === null ? DEFAULT_USER_ID : requireSafeId(userId, "user_id");
-}
 
 /**
- * The thread's user-data folders as state records them: the virtual paths every sandbox serves
- * (`/mnt/user-data/...`). State is what GET /threads/{id}/state answers, so a host folder (the
- * storage base, a home directory) never enters it; each sandbox maps the virtual paths to its own
- * storage for the run's user and thread (the local one to `<root>/users/<user>/threads/<thread>`).
+ * No keys. Upstream's `lazy_init` (create the thread's folders at run start, or on first use) is
+ * not offered: storage here is key-value, where folders exist without being created, and a sandbox
+ * that needs real folders makes them when it is acquired, so the key could change nothing.
  */
-export function threadDataPaths(): ThreadDataState {
-  return { workspace_path: VIRTUAL_DIRS.workspace, uploads_path: VIRTUAL_DIRS.uploads, outputs_path: VIRTUAL_DIRS.outputs };
-}
+export const ThreadDataConfigSchema = v.strictObject({});
+export interface ThreadDataConfig {}
+type _ThreadDataConfigMatches = Assert<SameType<ThreadDataConfig, v.InferOutput<typeof ThreadDataConfigSchema>>>;
+
 
 /**
  * Records the thread's data paths in state and stamps the turn's user message with the run that
  * answered it (run_id, timestamp), so history can be attributed to runs.
  */
 export function createThreadDataMiddleware(config?: Partial<ThreadDataConfig>): AgentMiddleware {
-  const { lazy_init } = parseMiddlewareConfig(
+  parseMiddlewareConfig(
     ThreadDataConfigSchema,
     config,
     THREAD_DATA_NAME,
-    "Fix this key (lazy_init takes true or false).",
+    "ThreadData takes no keys (lazy_init is not offered: the thread's folders exist without being created); remove it.",
   );
   return {
     name: THREAD_DATA_NAME,
@@ -108,9 +62,6 @@ export function createThreadDataMiddleware(config?: Partial<ThreadDataConfig>): 
           : {}),
       });
       return { thread_data, messages: [stamped] };
-    },
-    releasePolicyParameters() {
-      return { lazy_init };
     },
   };
 }

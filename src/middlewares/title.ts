@@ -7,7 +7,7 @@ import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { canonicalJson } from "../extension-api/index.ts";
 import { sha256HexSync } from "../extension-api/sha256-sync.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { isDynamicContextReminder } from "./dynamic-context.ts";
 import { ORIGINAL_USER_CONTENT_KEY } from "./input-sanitization.ts";
 import { isRealUserMessage } from "./messages.ts";
@@ -82,13 +82,8 @@ export interface TitleConfig {
 export type TitleConfigInput = Partial<TitleConfig>;
 type _TitleConfigMatches = Assert<SameType<TitleConfig, v.InferOutput<typeof TitleConfigSchema>>>;
 type _TitleConfigInputMatches = Assert<SameType<TitleConfigInput, v.InferInput<typeof TitleConfigSchema>>>;
-export const TITLE_DEFAULTS: TitleConfig = Object.freeze({
-  enabled: true,
-  max_words: 6,
-  max_chars: 60,
-  model_name: null,
-  prompt_template: DEFAULT_TITLE_PROMPT_TEMPLATE,
-});
+/** The section as the schema fills it in when nothing is configured. */
+export const TITLE_DEFAULTS: TitleConfig = Object.freeze(v.parse(TitleConfigSchema, {}));
 
 export interface TitleDeps {
   /** Writes titles; without it the title is the user's own text. */

@@ -6,7 +6,7 @@ import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ModelHandle
 import { canonicalJson } from "../extension-api/index.ts";
 import type { Todo } from "../state/thread-state.ts";
 import { sha256HexSync } from "../extension-api/sha256-sync.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { hiddenHumanMessage } from "./messages.ts";
 import {
   DEFAULT_WRITE_TODOS_DESCRIPTION,
@@ -14,7 +14,7 @@ import {
   completionReminderText,
   createWriteTodosTool,
   todoReminderText,
-} from "./todo-tool.ts";
+} from "../tools/write-todos.ts";
 
 /*
  * Plan mode's todo list: the write_todos tool, the prompt that explains it, and two guards. When
@@ -62,10 +62,6 @@ export interface TodoListConfig {
 type _TodoListConfigMatches = Assert<SameType<TodoListConfig, v.InferOutput<typeof TodoListConfigSchema>>>;
 export type TodoListConfigInput = Partial<TodoListConfig>;
 type _TodoListConfigInputMatches = Assert<SameType<TodoListConfigInput, v.InferInput<typeof TodoListConfigSchema>>>;
-export const TODO_LIST_DEFAULTS: TodoListConfig = Object.freeze({
-  system_prompt: DEFAULT_TODO_SYSTEM_PROMPT,
-  tool_description: DEFAULT_WRITE_TODOS_DESCRIPTION,
-});
 
 const TOOL_CALL_FINISH_REASONS = new Set(["tool_calls", "function_call"]);
 

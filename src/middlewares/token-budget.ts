@@ -2,8 +2,8 @@ import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ModelHandler, ModelRequest } from "../engine/types.ts";
-import { notBelow, parseMiddlewareConfig } from "./config.ts";
-import { forceFinalAnswer } from "./loop-detection-forced-stop.ts";
+import { notBelow, parseMiddlewareConfig } from "../engine/middleware-config.ts";
+import { forceFinalAnswer } from "./loop-detection/forced-stop.ts";
 import { handleWithHiddenNotices } from "./messages.ts";
 import { recordStopReason } from "./stop-reason.ts";
 
@@ -50,15 +50,6 @@ export interface TokenBudgetConfig {
 type _TokenBudgetConfigMatches = Assert<SameType<TokenBudgetConfig, v.InferOutput<typeof TokenBudgetConfigSchema>>>;
 export type TokenBudgetConfigInput = Partial<TokenBudgetConfig>;
 type _TokenBudgetConfigInputMatches = Assert<SameType<TokenBudgetConfigInput, v.InferInput<typeof TokenBudgetConfigSchema>>>;
-
-export const TOKEN_BUDGET_DEFAULTS: TokenBudgetConfig = Object.freeze({
-  enabled: false,
-  max_tokens: 200_000,
-  max_input_tokens: null,
-  max_output_tokens: null,
-  warn_threshold: 0.8,
-  hard_stop_threshold: 1,
-});
 
 export type BudgetDimension = "total" | "input" | "output";
 

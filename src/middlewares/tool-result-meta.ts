@@ -1,5 +1,6 @@
 import type { ToolMessage } from "@langchain/core/messages";
 import { contentText } from "../core/content.ts";
+import { isRecord } from "../core/guards.ts";
 
 /**
  * Structured meaning of one tool result, stamped onto `additional_kwargs.deerflow_tool_meta` so that
@@ -171,22 +172,18 @@ function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
   }
 }
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 // Python truthiness, because the wire contract was defined there: empty lists and objects, 0 and
 // "" all mean "no error".
 function isTruthy(value: unknown): boolean {
   if (value === null || value === undefined || value === false || value === 0 || value === "") return false;
   if (Array.isArray(value)) return value.length > 0;
-  if (isPlainObject(value)) return Object.keys(value).length > 0;
+  if (isRecord(value)) return Object.keys(value).length > 0;
   return true;
 }
 
 function jsonErrorText(content: string): string | null {
   const parsed = parseJson(content);
-  if (!parsed.ok || !isPlainObject(parsed.value)) return null;
+  if (!parsed.ok || !isRecord(parsed.value)) return null;
   const error = parsed.value["error"];
   if (!isTruthy(error)) return null;
   if (typeof error === "string") {
@@ -261,7 +258,7 @@ export function normalizeToolResult(input: NormalizeToolResultInput): ToolResult
     const fieldText = jsonErrorText(content);
     if (fieldText !== null) return makeMeta("error", "tool_return", classifyToolError(fieldText));
     const parsed = parseJson(content);
-    const isJsonObject = parsed.ok && isPlainObject(parsed.value);
+    const isJsonObject = parsed.ok && isRecord(parsed.value);
     return makeMeta("error", "tool_return", isJsonObject ? { ...UNKNOWN_ERROR } : classifyToolError(content));
   }
   if (content.startsWith(ERROR_PREFIX)) {
@@ -305,5 +302,5 @@ export function stampExceptionMeta(message: ToolMessage, errorText: string): Too
 /** The meta a message carries, if any (for readers such as ToolProgress and receipts). */
 export function readToolMeta(message: ToolMessage): ToolResultMeta | undefined {
   const value = message.additional_kwargs?.[TOOL_META_KEY];
-  return isPlainObject(value) ? (value as unknown as ToolResultMeta) : undefined;
+  return isRecord(value) ? (value as unknown as ToolResultMeta) : undefined;
 }

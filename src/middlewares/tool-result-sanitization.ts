@@ -2,7 +2,7 @@ import type { ToolMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentTool, ToolCallRequest, ToolHandler, ToolResult } from "../engine/types.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { BLOCKED_TAGS_HASH, BLOCKED_TAG_NAMES, USER_INPUT_BEGIN, USER_INPUT_END, neutralizeUntrustedTags } from "./input-sanitization.ts";
 import { ToolTransform, mapToolResultMessages, replaceToolContent } from "./tool-transform-meta.ts";
 
@@ -28,7 +28,6 @@ export const MCP_TOOL_METADATA_KEY = "deerflow_mcp";
 export const ToolResultSanitizationConfigSchema = v.strictObject({});
 export interface ToolResultSanitizationConfig {}
 type _ToolResultSanitizationConfigMatches = Assert<SameType<ToolResultSanitizationConfig, v.InferOutput<typeof ToolResultSanitizationConfigSchema>>>;
-export const TOOL_RESULT_SANITIZATION_DEFAULTS: ToolResultSanitizationConfig = Object.freeze({});
 
 /** Remote text made inert as data, exactly as a user's text would be (without the input frame). */
 export function sanitizeRemoteToolContent(text: string): string {

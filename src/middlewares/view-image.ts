@@ -15,7 +15,7 @@ import {
   rethrowIfControlFlow,
   statThroughParent,
 } from "../tools/view-image.ts";
-import { parseMiddlewareConfig } from "./config.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 import { HIDE_FROM_UI } from "./messages.ts";
 
 /*
@@ -44,7 +44,6 @@ const ALREADY_SENT_HEADERS = [VIEW_IMAGE_HEADER, "Here are the details of the im
 export const ViewImageConfigSchema = v.strictObject({});
 export interface ViewImageConfig {}
 type _ViewImageConfigMatches = Assert<SameType<ViewImageConfig, v.InferOutput<typeof ViewImageConfigSchema>>>;
-export const VIEW_IMAGE_DEFAULTS: ViewImageConfig = Object.freeze({});
 
 export interface ViewImageDeps {
   /** Byte cap of one image, checked again when it is sent; default {@link MAX_IMAGE_BYTES}. */

@@ -1,3 +1,6 @@
+// The built-in demo model: a scripted, deterministic chat model (write notes, run bash, read them
+// back, answer) for trying the harness without a provider; one cohesive thing.
+import { estimateTokens } from "../core/tokens.ts";
 import { yieldToEventLoop } from "../core/yield.ts";
 import type { CallbackManagerForLLMRun } from "@langchain/core/callbacks/manager";
 import type { BaseLanguageModelInput } from "@langchain/core/language_models/base";
@@ -92,10 +95,6 @@ function hash(text: string): string {
   h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
   h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
   return (h2 >>> 0).toString(16).padStart(8, "0") + (h1 >>> 0).toString(16).padStart(8, "0");
-}
-
-function estimateTokens(chars: number): number {
-  return Math.ceil(chars / 4);
 }
 
 function titleOf(task: string): string {
@@ -364,8 +363,8 @@ function planTurn(messages: readonly BaseMessage[], tools: readonly (OpenAIFunct
       })
       .join("\u0000") + `\u0002${[...bound.keys()].join(",")}`,
   );
-  const inputChars = messages.reduce(
-    (sum, m) => sum + textOf(m.content).length + (m.type === "ai" ? JSON.stringify((m as AIMessage).tool_calls ?? []).length : 0),
+  const inputTokens = messages.reduce(
+    (sum, m) => sum + estimateTokens(textOf(m.content)) + (m.type === "ai" ? estimateTokens(JSON.stringify((m as AIMessage).tool_calls ?? [])) : 0),
     0,
   );
 
@@ -389,9 +388,8 @@ function planTurn(messages: readonly BaseMessage[], tools: readonly (OpenAIFunct
     content = finalAnswer(task, outcomes, bound);
   }
 
-  const outputChars = content.length + toolCalls.reduce((sum, call) => sum + JSON.stringify(call.args).length, 0);
-  const input = estimateTokens(inputChars);
-  const output = estimateTokens(outputChars);
+  const input = Math.ceil(inputTokens);
+  const output = Math.ceil(estimateTokens(content) + toolCalls.reduce((sum, call) => sum + estimateTokens(JSON.stringify(call.args)), 0));
   return {
     id: `demo-${seed}`,
     content,

@@ -1,3 +1,5 @@
+import { DeerflowError } from "../core/errors.ts";
+
 /**
  * Stable codes of model errors. Provider error codes from the response body (for example
  * "insufficient_quota", "rate_limit_exceeded", "invalid_api_key") are passed through as they are.
@@ -31,9 +33,9 @@ export interface ModelErrorFields {
  * A failed model call. The message is one line that says what happened and what to do next; the
  * fields carry the facts a retry policy needs (status, code, retry-after).
  */
-export class ModelError extends Error {
+export class ModelError extends DeerflowError {
   override readonly name = "ModelError";
-  readonly code: ModelErrorCode;
+  declare readonly code: ModelErrorCode;
   readonly status?: number;
   readonly headers?: Record<string, string>;
   readonly providerMessage?: string;
@@ -41,8 +43,7 @@ export class ModelError extends Error {
   readonly retryAfterMs?: number;
 
   constructor(message: string, fields: ModelErrorFields) {
-    super(message, fields.cause === undefined ? undefined : { cause: fields.cause });
-    this.code = fields.code;
+    super(fields.code, message, fields.cause === undefined ? undefined : { cause: fields.cause });
     if (fields.status !== undefined) this.status = fields.status;
     if (fields.headers !== undefined) this.headers = fields.headers;
     if (fields.providerMessage !== undefined) this.providerMessage = fields.providerMessage;

@@ -4,7 +4,7 @@ import { DEMO_MODEL_NAME, type AppConfig, type ModelConfig, type ModelProvider }
 import type { Env } from "../ports/runtime-ports.ts";
 import { DemoChatModel } from "./demo.ts";
 import { ModelError } from "./errors.ts";
-import { ChatOpenAICompatible, type FetchLike } from "./openai-compatible.ts";
+import { ChatOpenAICompatible, type FetchLike } from "./openai-compatible/index.ts";
 
 export interface CreateChatModelOptions {
   /** Replaces the global fetch of OpenAI-compatible models (tests, proxies). */

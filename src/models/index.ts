@@ -25,5 +25,5 @@ export {
   type ChatOpenAICompatibleFields,
   type FetchLike,
   type OpenAIChatMessage,
-} from "./openai-compatible.ts";
+} from "./openai-compatible/index.ts";
 export { toOpenAITool, toOpenAIToolChoice, type OpenAIFunctionTool } from "./tools.ts";

@@ -2,6 +2,7 @@ import type { BindToolsInput, ToolChoice } from "@langchain/core/language_models
 import { convertToOpenAITool, isLangChainTool } from "@langchain/core/utils/function_calling";
 import { toJsonSchema } from "@langchain/core/utils/json_schema";
 import { ModelError } from "./errors.ts";
+import { isRecord } from "../core/guards.ts";
 
 /** A tool as the OpenAI chat-completions API takes it. */
 export interface OpenAIFunctionTool {
@@ -12,10 +13,6 @@ export interface OpenAIFunctionTool {
     parameters?: Record<string, unknown>;
     strict?: boolean;
   };
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function invalidTool(detail: string): ModelError {

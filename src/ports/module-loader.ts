@@ -1,3 +1,5 @@
+import { DeerflowError } from "../core/errors.ts";
+
 /**
  * Loads an ES module by specifier at run time: what config-declared extension middlewares
  * (`extensions.middlewares: ["./audit.ts:AuditMiddleware"]`) need. Resolution is the runtime's
@@ -17,13 +19,11 @@ export type ModuleLoaderErrorCode = "module_not_found" | "module_load_failed";
  * `module_load_failed`: the module was found but failed while loading (a syntax error, a throw at
  * top level).
  */
-export class ModuleLoaderError extends Error {
-  constructor(
-    readonly code: ModuleLoaderErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
+export class ModuleLoaderError extends DeerflowError {
+  declare readonly code: ModuleLoaderErrorCode;
+
+  constructor(code: ModuleLoaderErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, options);
     this.name = "ModuleLoaderError";
   }
 }

@@ -1,14 +1,6 @@
-/** Environment variables, read through a port so src/ never touches the runtime globals itself. */
-export interface Env {
-  get(name: string): string | undefined;
-}
-
-/** Wall clock and timers; tests swap in a manual clock. */
-export interface Clock {
-  /** Epoch milliseconds. */
-  now(): number;
-  sleep(ms: number, signal?: AbortSignal): Promise<void>;
-}
+// Env and Clock are declared in core/ (the floor below ports/), beside their plain implementations.
+export type { Env } from "../core/env.ts";
+export type { Clock } from "../core/clock.ts";
 
 export interface ProcessResult {
   stdout: string;

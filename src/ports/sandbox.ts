@@ -1,11 +1,6 @@
-/** The virtual paths every sandbox exposes, per user and thread. */
-export const VIRTUAL_ROOT = "/mnt/user-data";
-export const VIRTUAL_DIRS = {
-  workspace: "/mnt/user-data/workspace",
-  uploads: "/mnt/user-data/uploads",
-  outputs: "/mnt/user-data/outputs",
-} as const;
-export type VirtualDirName = keyof typeof VIRTUAL_DIRS;
+import { DeerflowError } from "../core/errors.ts";
+// The virtual paths every sandbox exposes are declared in core/path.ts, beside the path rules.
+export { VIRTUAL_DIRS, VIRTUAL_ROOT, type VirtualDirName } from "../core/path.ts";
 
 export interface SandboxScope {
   readonly userId: string;
@@ -116,13 +111,14 @@ export interface SandboxProvider {
   close(): Promise<void>;
 }
 
+export type SandboxErrorCode = "path_outside_sandbox" | "not_found" | "is_directory" | "sandbox_unavailable";
+
 /** A path that leaves the virtual roots, or a file that does not exist. */
-export class SandboxError extends Error {
-  constructor(
-    readonly code: "path_outside_sandbox" | "not_found" | "is_directory" | "sandbox_unavailable",
-    message: string,
-  ) {
-    super(message);
+export class SandboxError extends DeerflowError {
+  declare readonly code: SandboxErrorCode;
+
+  constructor(code: SandboxErrorCode, message: string) {
+    super(code, message);
     this.name = "SandboxError";
   }
 }

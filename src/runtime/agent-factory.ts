@@ -9,7 +9,7 @@ import type { AgentMiddleware, AgentTool } from "../engine/types.ts";
 import { canonicalHash } from "../extension-api/index.ts";
 import type { ExtensionDiagnostic } from "../extensions/diagnostics.ts";
 import type { LoadedExtensions } from "../extensions/registry.ts";
-import type { MemoryStore } from "../middlewares/memory-store.ts";
+import type { MemoryStore } from "../middlewares/memory/index.ts";
 import type { Env } from "../ports/runtime-ports.ts";
 import type { RunAgentRequest, RunPrincipal } from "./runs/types.ts";
 
@@ -35,6 +35,19 @@ export interface LeadAgentFactoryOptions {
   readonly onDiagnostic?: (diagnostic: ExtensionDiagnostic) => void;
   /** Distinct callers kept; the least recently used is dropped beyond it. Default 64. */
   readonly maxAgents?: number;
+}
+
+/** What an embedder may add to every lead agent (the gateway's and the client's options carry the same four). */
+export type LeadAgentExtras = Pick<LeadAgentFactoryOptions, "extensions" | "extraTools" | "configuredMiddlewares" | "authorizationProvider">;
+
+/** The extras that were given, and only those: an absent one is left out, never passed as undefined. */
+export function leadAgentExtras(source: LeadAgentExtras): LeadAgentExtras {
+  return {
+    ...(source.extensions ? { extensions: source.extensions } : {}),
+    ...(source.extraTools ? { extraTools: source.extraTools } : {}),
+    ...(source.configuredMiddlewares ? { configuredMiddlewares: source.configuredMiddlewares } : {}),
+    ...(source.authorizationProvider ? { authorizationProvider: source.authorizationProvider } : {}),
+  };
 }
 
 export interface LeadAgentFactory {
@@ -67,10 +80,7 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
       subagentsEnabled: request.subagentsEnabled === true,
       context: principalContext(principal),
       ...(memoryStore ? { memoryStore } : {}),
-      ...(options.extensions ? { extensions: options.extensions } : {}),
-      ...(options.extraTools ? { extraTools: options.extraTools } : {}),
-      ...(options.configuredMiddlewares ? { configuredMiddlewares: options.configuredMiddlewares } : {}),
-      ...(options.authorizationProvider ? { authorizationProvider: options.authorizationProvider } : {}),
+      ...leadAgentExtras(options),
       ...(options.onDiagnostic ? { onExtensionDiagnostic: options.onDiagnostic } : {}),
     });
     first ??= assembly;

@@ -6,6 +6,8 @@ import { normalizeAuthzAttributes, readContextString } from "../authz/principal.
 import { formatKeyPath } from "../config/issues.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import { deepFrozenCopy } from "../core/freeze.ts";
+import { NAMED_ID_MAX, idFormatHint } from "../core/ids.ts";
+import { DEFAULT_USER_ID } from "../engine/run-identity.ts";
 import { MULTITASK_STRATEGIES, RUN_STATUSES, RUN_STREAM_MODES, type MultitaskStrategy, type RunPrincipal, type RunRequest, type RunStreamMode } from "./runs/types.ts";
 import { serializeMessage } from "./serialize.ts";
 import { THREAD_ID_PATTERN, THREAD_STATUSES } from "./thread-store.ts";
@@ -56,13 +58,13 @@ export interface ClientUser {
 export type ClientUserOverride = Partial<ClientUser>;
 
 /** The same identity as the gateway's auth-disabled caller, so both see the same threads. */
-export const DEFAULT_CLIENT_USER: ClientUser = Object.freeze({ id: "default", role: "admin" });
+export const DEFAULT_CLIENT_USER: ClientUser = Object.freeze({ id: DEFAULT_USER_ID, role: "admin" });
 
 const JsonObject = v.record(v.string(), v.unknown());
 const NonEmpty = v.pipe(v.string(), v.minLength(1, "expected a non-empty string"));
 const ThreadId = v.pipe(
   v.string(),
-  v.regex(THREAD_ID_PATTERN, 'expected 1 to 64 letters, digits, "_" or "-" (a UUID works)'),
+  v.regex(THREAD_ID_PATTERN, `expected ${idFormatHint(NAMED_ID_MAX)} (a UUID works)`),
 );
 const StreamMode = v.picklist(RUN_STREAM_MODES, `expected one of ${RUN_STREAM_MODES.map((m) => `"${m}"`).join(", ")}`);
 const Signal = v.custom<AbortSignal>(

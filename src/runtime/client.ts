@@ -16,7 +16,7 @@ import type { Clock, Env } from "../ports/runtime-ports.ts";
 import type { SandboxProvider } from "../ports/sandbox.ts";
 import { createVirtualSandboxProvider } from "../sandbox/virtual.ts";
 import { createMemoryKeyValue } from "../storage/key-value.ts";
-import { createLeadAgentFactory, type LeadAgentFactory } from "./agent-factory.ts";
+import { createLeadAgentFactory, leadAgentExtras, type LeadAgentFactory } from "./agent-factory.ts";
 import {
   buildRunRequest,
   CancelSchema,
@@ -46,7 +46,7 @@ import { RunManager } from "./runs/manager.ts";
 import { parseLastEventId, type StreamBridge, type StreamFrame } from "./runs/stream-bridge.ts";
 import { RUN_STREAM_MODES, type CancelAction, type RunAgentFactory, type RunDiagnostic, type RunRecord, type RunRequest, type RunStatus, type RunStreamMode } from "./runs/types.ts";
 import { hasCheckpoint, readThreadHistory, readThreadState, updateThreadState, type ThreadStateGraph, type ThreadStateJson } from "./thread-state.ts";
-import { KeyValueThreadStore } from "./thread-store.ts";
+import { isThreadVisibleTo, KeyValueThreadStore } from "./thread-store.ts";
 import type { ThreadRecord, ThreadStatus, ThreadStore } from "./thread-types.ts";
 
 /*
@@ -55,6 +55,8 @@ import type { ThreadRecord, ThreadStatus, ThreadStore } from "./thread-types.ts"
  * store, checkpointer and agent cache, and a stream yields exactly the frames the SSE endpoint
  * would send, so code can move between `fetch` and in-process calls without changing how it reads
  * events. The caller is trusted: what it says about identity is taken, never stripped.
+ * One cohesive thing: the client and its threads and runs views share one Session, so they stay
+ * in one file.
  */
 
 export type { ClientInput, ClientUser, ClientUserOverride, EmbeddedPrincipal, RunOptions } from "./client-input.ts";
@@ -191,10 +193,7 @@ export async function createDeerFlowClient(options: DeerFlowClientOptions = {}):
         checkpointer,
         services: { clock, storage, sandbox, env, baseDir: config.storage.base },
         onDiagnostic: report,
-        ...(options.extensions ? { extensions: options.extensions } : {}),
-        ...(options.extraTools ? { extraTools: options.extraTools } : {}),
-        ...(options.configuredMiddlewares ? { configuredMiddlewares: options.configuredMiddlewares } : {}),
-        ...(options.authorizationProvider ? { authorizationProvider: options.authorizationProvider } : {}),
+        ...leadAgentExtras(options),
       });
   const agentFactory: RunAgentFactory<EmbeddedPrincipal> = options.agentFactory ?? leadFactory!;
   const runs = new RunManager<EmbeddedPrincipal>({
@@ -268,7 +267,7 @@ class Session {
       ...(call.threadId === undefined ? {} : { threadId: call.threadId }),
       ownerId: call.principal.id,
     });
-    if (!visibleTo(thread, call.principal)) throw notVisible(thread.thread_id, call.principal);
+    if (!isThreadVisibleTo(thread, call.principal.id)) throw notVisible(thread.thread_id, call.principal);
     try {
       return await this.core.runs.create(thread.thread_id, call.request, call.principal);
     } catch (error) {
@@ -281,7 +280,7 @@ class Session {
   /** The thread's row when the principal may see it; a thread of another user is `thread_not_found`. */
   async visibleThread(threadId: string, principal: EmbeddedPrincipal): Promise<ThreadRecord | undefined> {
     const row = await this.core.threads.get(threadId);
-    if (row && !visibleTo(row, principal)) throw threadNotFound(threadId);
+    if (row && !isThreadVisibleTo(row, principal.id)) throw threadNotFound(threadId);
     return row;
   }
 }
@@ -440,7 +439,7 @@ export class ClientThreads {
       metadata: structuredClone(parsed.metadata ?? {}),
       ownerId: principal.id,
     });
-    if (!visibleTo(thread, principal)) throw notVisible(thread.thread_id, principal);
+    if (!isThreadVisibleTo(thread, principal.id)) throw notVisible(thread.thread_id, principal);
     return thread;
   }
 
@@ -448,7 +447,7 @@ export class ClientThreads {
   async get(threadId: string, options: { user?: ClientUserOverride } = {}): Promise<ThreadRecord | undefined> {
     const principal = this.#session.principal(parseOptions(UserOnlySchema, options, "threads.get options").user);
     const row = await this.#session.core.threads.get(threadId);
-    return row && visibleTo(row, principal) ? row : undefined;
+    return row && isThreadVisibleTo(row, principal.id) ? row : undefined;
   }
 
   /** The caller's threads (and ownerless ones), pinned first, then most recently updated. */
@@ -625,10 +624,6 @@ async function* follow(
     reading.abort();
     if (!finished && options.cancelOnExit) await runs.cancel(row.thread_id, row.run_id, { action: "interrupt" }).catch(() => undefined);
   }
-}
-
-function visibleTo(row: ThreadRecord, principal: EmbeddedPrincipal): boolean {
-  return row.owner_id === null || row.owner_id === principal.id;
 }
 
 function threadNotFound(threadId: string): DeerflowError {

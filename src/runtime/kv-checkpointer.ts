@@ -1,3 +1,5 @@
+// LangGraph's checkpoint saver over the KeyValue port, one cohesive thing (the saver and the id
+// checks it applies); its key encoding (kv-checkpoint-keys.ts) and records (kv-checkpoint-records.ts) sit beside it.
 import {
   BaseCheckpointSaver,
   TASKS,
@@ -19,8 +21,20 @@ import type {
   SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
 import type { RunnableConfig } from "@langchain/core/runnables";
-import { base64ToBytes, bytesToBase64 } from "../core/base64.ts";
+import { DeerflowError } from "../core/errors.ts";
+import { base64ToBytes } from "../core/base64.ts";
 import type { KeyValue } from "../ports/key-value.ts";
+import { decodeSegment, encodeSegment, takeSegments } from "./kv-checkpoint-keys.ts";
+import {
+  isBlobRecord,
+  isCheckpointRecord,
+  isWriteRecord,
+  toSerialized,
+  type BlobRecord,
+  type CheckpointRecord,
+  type SerializedValue,
+  type WriteRecord,
+} from "./kv-checkpoint-records.ts";
 
 export type CheckpointerErrorCode =
   | "missing_thread_id"
@@ -29,12 +43,11 @@ export type CheckpointerErrorCode =
   | "invalid_prefix"
   | "corrupt_record";
 
-export class CheckpointerError extends Error {
-  constructor(
-    readonly code: CheckpointerErrorCode,
-    message: string,
-  ) {
-    super(message);
+export class CheckpointerError extends DeerflowError {
+  declare readonly code: CheckpointerErrorCode;
+
+  constructor(code: CheckpointerErrorCode, message: string) {
+    super(code, message);
     this.name = "CheckpointerError";
   }
 }
@@ -66,33 +79,6 @@ export interface KeyValueCheckpointSaverOptions {
  * getTuple grows with the size of the store.
  */
 
-type SerializedValue = { t: string; b: string } | { t: string; s: string };
-
-interface CheckpointRecord {
-  v: 1;
-  thread_id: string;
-  checkpoint_ns: string;
-  checkpoint_id: string;
-  parent_checkpoint_id?: string;
-  checkpoint: SerializedValue;
-  metadata: SerializedValue;
-}
-
-interface BlobRecord {
-  v: 1;
-  /** Absent when the channel was emptied at this version. */
-  value?: SerializedValue;
-}
-
-interface WriteRecord {
-  v: 1;
-  task_id: string;
-  idx: number;
-  channel: string;
-  task_path: string;
-  value: SerializedValue;
-}
-
 interface ScanResult {
   checkpoints: CheckpointEntry[];
   /** Write keys by the encoded `<thread>:<ns>:<checkpoint>` they belong to. */
@@ -109,105 +95,9 @@ interface CheckpointEntry {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Key segments. An id becomes one or more pieces of lowercase hex of its UTF-8 bytes: every
-// piece but the last starts with "y", the last with "x" (so "" is "x"). Pieces contain only
-// [xy0-9a-f]: no ":" "/" "\" "?" "$" ".", no "..", nothing an fs driver or a case-insensitive
-// file system can misread, and the encoding is prefix-free, so `getKeys("<...>:<thread>")` never
-// matches another thread. Long ids are split so no file name exceeds 201 characters.
-
-const PIECE_HEX_CHARS = 200;
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-const PIECE = /^[xy](?:[0-9a-f]{2})*$/;
-const utf8Encoder = new TextEncoder();
-const utf8Decoder = new TextDecoder("utf-8", { fatal: true });
-
-function encodeSegment(value: string): string {
-  let hex = "";
-  for (const byte of utf8Encoder.encode(value)) hex += HEX[byte];
-  const pieces: string[] = [];
-  for (let i = PIECE_HEX_CHARS; i < hex.length; i += PIECE_HEX_CHARS) {
-    pieces.push("y" + hex.slice(i - PIECE_HEX_CHARS, i));
-  }
-  pieces.push("x" + hex.slice(pieces.length * PIECE_HEX_CHARS));
-  return pieces.join(":");
-}
-
-function decodeSegment(encoded: string): string | undefined {
-  const hex = encoded.replace(/(^|:)[xy]/g, "");
-  const bytes = new Uint8Array(hex.length / 2);
-  for (let i = 0; i < bytes.length; i++) bytes[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);
-  try {
-    return utf8Decoder.decode(bytes);
-  } catch {
-    return undefined;
-  }
-}
-
-/** Splits `count` encoded segments off the front of `pieces`; undefined if they are not ours. */
-function takeSegments(pieces: string[], count: number): { segments: string[]; rest: string[] } | undefined {
-  const segments: string[] = [];
-  let current: string[] = [];
-  let i = 0;
-  for (; i < pieces.length && segments.length < count; i++) {
-    const piece = pieces[i]!;
-    if (!PIECE.test(piece)) return undefined;
-    current.push(piece);
-    if (piece[0] === "x") {
-      segments.push(current.join(":"));
-      current = [];
-    }
-  }
-  if (segments.length < count || current.length > 0) return undefined;
-  return { segments, rest: pieces.slice(i) };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Serialized values as JSON-safe records (bytes as base64)
-
-function toSerialized([type, data]: [string, Uint8Array | string]): SerializedValue {
-  return typeof data === "string" ? { t: type, s: data } : { t: type, b: bytesToBase64(data) };
-}
-
-function isSerialized(value: unknown): value is SerializedValue {
-  if (typeof value !== "object" || value === null) return false;
-  const v = value as Record<string, unknown>;
-  return typeof v.t === "string" && (typeof v.b === "string" || typeof v.s === "string");
-}
-
-function isCheckpointRecord(value: unknown): value is CheckpointRecord {
-  if (typeof value !== "object" || value === null) return false;
-  const r = value as Record<string, unknown>;
-  return (
-    r.v === 1 &&
-    typeof r.checkpoint_id === "string" &&
-    (r.parent_checkpoint_id === undefined || typeof r.parent_checkpoint_id === "string") &&
-    isSerialized(r.checkpoint) &&
-    isSerialized(r.metadata)
-  );
-}
-
-function isBlobRecord(value: unknown): value is BlobRecord {
-  if (typeof value !== "object" || value === null) return false;
-  const r = value as Record<string, unknown>;
-  return r.v === 1 && (r.value === undefined || isSerialized(r.value));
-}
-
-function isWriteRecord(value: unknown): value is WriteRecord {
-  if (typeof value !== "object" || value === null) return false;
-  const r = value as Record<string, unknown>;
-  return (
-    r.v === 1 &&
-    typeof r.task_id === "string" &&
-    typeof r.idx === "number" &&
-    typeof r.channel === "string" &&
-    typeof r.task_path === "string" &&
-    isSerialized(r.value)
-  );
-}
-
-// ---------------------------------------------------------------------------------------------
 // Config validation. Any string is storable; what is refused is what cannot round-trip.
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 function describeType(value: unknown): string {
   if (value === null) return "null";

@@ -1,5 +1,6 @@
 import { BaseMessageChunk, isBaseMessage, type BaseMessage } from "@langchain/core/messages";
-import { threadDataPaths } from "../middlewares/thread-data.ts";
+import { threadDataPaths } from "../state/thread-data.ts";
+import { isRecord } from "../core/guards.ts";
 
 /*
  * The LangGraph Platform wire format for state: plain JSON where every LangChain message is the
@@ -25,10 +26,6 @@ const CHUNK_TYPE_NAMES: Readonly<Record<string, string>> = {
 };
 
 export type SerializedMessage = Record<string, unknown> & { type: string };
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 /**
  * One message as a plain dict. Chunks keep their chunk type name (`AIMessageChunk`), as the

@@ -3,6 +3,7 @@ import type { CheckpointListOptions } from "@langchain/langgraph-checkpoint";
 import type { StateSnapshot } from "@langchain/langgraph/web";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import { isEngineChannel, serializeValue, serializeValues } from "./serialize.ts";
+import { isRecord } from "../core/guards.ts";
 
 /*
  * Thread state as the LangGraph Platform API shows it, read and written through a compiled graph
@@ -66,10 +67,6 @@ export class ThreadStateError extends DeerflowError {
     super(code, message, options);
     this.name = "ThreadStateError";
   }
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function checkpointOf(config: RunnableConfig | undefined, threadId: string): CheckpointJson | null {

@@ -1,11 +1,14 @@
 import { systemClock } from "../core/clock.ts";
 import { DeerflowError } from "../core/errors.ts";
+import { NAMED_ID_MAX, NAMED_ID_PATTERN, idFormatHint, isNamedId } from "../core/ids.ts";
+import { KeyedMutex } from "../core/keyed-mutex.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import type { Clock } from "../ports/runtime-ports.ts";
 import type { ThreadRecord, ThreadSearchQuery, ThreadStatus, ThreadStore } from "./thread-types.ts";
+import { isRecord } from "../core/guards.ts";
 
-/** Thread ids also name sandbox folders and storage keys, so the alphabet is closed. */
-export const THREAD_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+/** Thread ids are named ids (core/ids.ts): they also name sandbox folders and storage keys. */
+export const THREAD_ID_PATTERN = NAMED_ID_PATTERN;
 /** `metadata.deerflow_pinned === true` lists a thread before every unpinned one. */
 export const PINNED_METADATA_KEY = "deerflow_pinned";
 export const THREAD_STATUSES: readonly ThreadStatus[] = Object.freeze(["idle", "busy", "interrupted", "error"]);
@@ -21,8 +24,17 @@ export class ThreadStoreError extends DeerflowError {
   }
 }
 
+/**
+ * The one owner rule: a thread is visible to the user who owns it, and an ownerless thread (written
+ * before auth was on, or by an embedded caller without users) to everyone. There is no admin
+ * bypass: the owner check is about whose conversation it is, not about who runs the server.
+ */
+export function isThreadVisibleTo(thread: Pick<ThreadRecord, "owner_id">, userId: string): boolean {
+  return thread.owner_id === null || thread.owner_id === userId;
+}
+
 export function isValidThreadId(value: unknown): value is string {
-  return typeof value === "string" && THREAD_ID_PATTERN.test(value);
+  return isNamedId(value);
 }
 
 export function assertThreadId(value: unknown): string {
@@ -30,7 +42,7 @@ export function assertThreadId(value: unknown): string {
   const shown = typeof value === "string" ? JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value) : typeof value;
   throw new ThreadStoreError(
     "invalid_thread_id",
-    `Thread id ${shown} is not valid: use 1 to 64 letters, digits, "_" or "-" (a UUID works), or leave it out to get a new one.`,
+    `Thread id ${shown} is not valid: use ${idFormatHint(NAMED_ID_MAX)} (a UUID works), or leave it out to get a new one.`,
   );
 }
 
@@ -43,10 +55,6 @@ interface StoredThread {
   status: ThreadStatus;
   owner_id: string | null;
   display_name: string | null;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function isStoredThread(value: unknown): value is StoredThread {
@@ -144,7 +152,7 @@ export class KeyValueThreadStore implements ThreadStore {
   readonly #storage: KeyValue;
   readonly #clock: Clock;
   readonly #prefix: string;
-  readonly #locks = new Map<string, Promise<unknown>>();
+  readonly #locks = new KeyedMutex();
 
   constructor(options: KeyValueThreadStoreOptions) {
     this.#storage = options.storage;
@@ -161,19 +169,8 @@ export class KeyValueThreadStore implements ThreadStore {
   }
 
   /** Runs `fn` after every earlier write to the same thread has settled. */
-  async #exclusive<T>(threadId: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.#locks.get(threadId) ?? Promise.resolve();
-    const current = previous.then(fn, fn);
-    const settled = current.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.#locks.set(threadId, settled);
-    try {
-      return await current;
-    } finally {
-      if (this.#locks.get(threadId) === settled) this.#locks.delete(threadId);
-    }
+  #exclusive<T>(threadId: string, fn: () => Promise<T>): Promise<T> {
+    return this.#locks.run(threadId, fn);
   }
 
   async #read(threadId: string): Promise<StoredThread | undefined> {
@@ -235,7 +232,7 @@ export class KeyValueThreadStore implements ThreadStore {
     for (const { value } of items) {
       // A row written by something else (or half-written) is skipped in a listing; get() reports it.
       if (!isStoredThread(value)) continue;
-      if (query.ownerId !== undefined && value.owner_id !== null && value.owner_id !== query.ownerId) continue;
+      if (query.ownerId !== undefined && !isThreadVisibleTo(value, query.ownerId)) continue;
       if (query.status !== undefined && value.status !== query.status) continue;
       if (!filters.every(([key, expected]) => Object.hasOwn(value.metadata, key) && jsonEqual(value.metadata[key], expected))) continue;
       matches.push(toRecord(value));

@@ -1,4 +1,4 @@
-import { pathOutsideSandbox, resolveVirtualPath } from "../core/path.ts";
+import { pathOutsideSandbox, resolveVirtualPath } from "./virtual-path.ts";
 import { SandboxError, VIRTUAL_DIRS } from "../ports/sandbox.ts";
 import type { DirEntry, ExecOptions, ExecResult, Sandbox, SandboxScope } from "../ports/sandbox.ts";
 
@@ -145,6 +145,18 @@ export class SandboxFileOps {
     return backend;
   }
 
+  /** The backend path a write goes to, its parent folders made: refused when it names a directory. */
+  async #writable(path: string): Promise<string> {
+    const resolved = await this.resolve(path);
+    const { virtual, backend } = resolved;
+    const st = await this.#kind(resolved);
+    if (st?.kind === "directory") {
+      throw new SandboxError("is_directory", `${virtual} is a directory; write to a file path inside it instead.`);
+    }
+    await this.backend.mkdirp(this.backend.dirname(backend));
+    return backend;
+  }
+
   async readFile(path: string): Promise<string> {
     return this.backend.readText(await this.#readable(path));
   }
@@ -154,26 +166,13 @@ export class SandboxFileOps {
   }
 
   async writeFile(path: string, content: string, options?: { append?: boolean }): Promise<void> {
-    const resolved = await this.resolve(path);
-    const { virtual, backend } = resolved;
-    const st = await this.#kind(resolved);
-    if (st?.kind === "directory") {
-      throw new SandboxError("is_directory", `${virtual} is a directory; write to a file path inside it instead.`);
-    }
-    await this.backend.mkdirp(this.backend.dirname(backend));
+    const backend = await this.#writable(path);
     if (options?.append) await this.backend.appendText(backend, content);
     else await this.backend.writeText(backend, content);
   }
 
   async writeFileBytes(path: string, bytes: Uint8Array): Promise<void> {
-    const resolved = await this.resolve(path);
-    const { virtual, backend } = resolved;
-    const st = await this.#kind(resolved);
-    if (st?.kind === "directory") {
-      throw new SandboxError("is_directory", `${virtual} is a directory; write to a file path inside it instead.`);
-    }
-    await this.backend.mkdirp(this.backend.dirname(backend));
-    await this.backend.writeBytes(backend, bytes);
+    await this.backend.writeBytes(await this.#writable(path), bytes);
   }
 
   /**

@@ -1,17 +1,18 @@
+import { SCOPE_ID_MAX, idFormatHint, isScopeId } from "../core/ids.ts";
 import { SandboxError } from "../ports/sandbox.ts";
 import type { ExecResult, Sandbox, SandboxScope } from "../ports/sandbox.ts";
 
-/** DeerFlow's id alphabet for users and threads; safe as a host directory name and a storage key segment. */
-const SCOPE_ID = /^[A-Za-z0-9_-]{1,128}$/;
-
-/** Refuses ids that could name another directory (`..`, `a/b`) or collide in a storage key (`a:b`). */
+/**
+ * Refuses ids that could name another directory (`..`, `a/b`) or collide in a storage key (`a:b`):
+ * both must be scope ids (core/ids.ts), safe as a host directory name and a storage key segment.
+ */
 export function assertValidScope(scope: SandboxScope): void {
   for (const field of ["userId", "threadId"] as const) {
     const value: unknown = scope?.[field];
-    if (typeof value !== "string" || !SCOPE_ID.test(value)) {
+    if (!isScopeId(value)) {
       throw new SandboxError(
         "sandbox_unavailable",
-        `Invalid sandbox ${field} ${JSON.stringify(value)}: use 1-128 letters, digits, "_" or "-" ` +
+        `Invalid sandbox ${field} ${JSON.stringify(value)}: use ${idFormatHint(SCOPE_ID_MAX)} ` +
           `(the ids the gateway assigns, such as a UUID, already fit).`,
       );
     }

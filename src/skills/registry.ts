@@ -42,10 +42,6 @@ export interface SkillsConfig {
   enabled: "all" | string[];
 }
 type _SkillsConfigMatches = Assert<SameType<SkillsConfig, v.InferOutput<typeof SkillsConfigSchema>>>;
-export const SKILLS_CONFIG_DEFAULTS: SkillsConfig = Object.freeze({
-  container_path: DEFAULT_SKILLS_CONTAINER_PATH,
-  enabled: "all",
-});
 
 /** The `skills` map of extensions_config.json: per-skill toggles, enabled unless said otherwise. */
 export const SkillStatesSchema = v.record(v.string(), v.strictObject({ enabled: v.optional(v.boolean(), true) }));

@@ -1,6 +1,7 @@
 import type { BaseMessage } from "@langchain/core/messages";
 import { messagesStateReducer, type Messages } from "@langchain/langgraph/web";
 import { StateConflictError, StateUpdateError } from "./errors.ts";
+import { isOneOf } from "../extension-api/one-of.ts";
 import type {
   Delegation,
   DelegationStatus,
@@ -12,6 +13,7 @@ import type {
   Todo,
   ViewedImage,
 } from "./types.ts";
+import { isRecord } from "../core/guards.ts";
 
 // Every reducer treats `undefined` as "not touched": LangGraph hands a reducer the raw value of
 // every key a node returns, so `{ title: undefined }` must behave like a missing key in the graph
@@ -29,10 +31,6 @@ export const DELEGATION_STATUSES: readonly DelegationStatus[] = Object.freeze([
 export const MAX_DELEGATIONS = 50;
 export const MAX_SKILL_CONTEXT_ENTRIES = 8;
 export const MAX_SKILL_DESCRIPTION_CHARS = 500;
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 function invalid(channel: string, message: string): StateUpdateError {
   return new StateUpdateError("invalid_update", `Invalid '${channel}' update: ${message}`, { channel });
@@ -160,7 +158,7 @@ export function reducePromoted(left: Promoted | null, right: Readonly<Promoted> 
 }
 
 function isDelegationStatus(value: unknown): value is DelegationStatus {
-  return typeof value === "string" && (DELEGATION_STATUSES as readonly string[]).includes(value);
+  return isOneOf(DELEGATION_STATUSES, value);
 }
 
 function mergeDelegation(previous: Delegation, patch: DelegationUpdate): Delegation {

@@ -18,19 +18,18 @@ import {
   type BatchRecord,
   type BatchSnapshot,
   type BatchTaskSpec,
-} from "../agents/batch-store.ts";
-import { runSubagent, subagentThreadId, type SubagentRunResult, type SubagentUsage } from "../agents/subagent-executor.ts";
-import { BUILTIN_SUBAGENT_TYPES, type SubagentType } from "../agents/subagent-types.ts";
+} from "./batch-store.ts";
+import { subagentThreadId, type SubagentRunResult, type SubagentRunner, type SubagentType, type SubagentUsage } from "./subagent-run.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
 import type { Agent } from "../engine/agent.ts";
 import type { AgentRuntime, AgentTool, ToolContext } from "../engine/types.ts";
 import { canonicalHashSync, sha256HexSync } from "../extension-api/sha256-sync.ts";
-import { parseMiddlewareConfig } from "../middlewares/config.ts";
-import { emitEvent } from "../middlewares/events.ts";
-import { resolveThreadId, resolveUserId } from "../middlewares/thread-data.ts";
-import { SUBAGENT_TOKEN_USAGE_KEY } from "../middlewares/token-usage.ts";
-import { boundSubagentText, formatSubagentResultMessage } from "../middlewares/tool-error-handling-subagent.ts";
+import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
+import { emitEvent } from "../engine/events.ts";
+import { resolveThreadId, resolveUserId } from "../engine/scope-ids.ts";
+import { SUBAGENT_TOKEN_USAGE_KEY, boundSubagentText, formatSubagentResultMessage } from "./subagent-result.ts";
+import { isRecord } from "../core/guards.ts";
 
 /*
  * `batch_task`: an explicit, durable fan-out. Where `task` is one delegation whose verdict lives
@@ -93,12 +92,6 @@ export interface BatchTaskConfig {
 type _BatchTaskConfigMatches = Assert<SameType<BatchTaskConfig, v.InferOutput<typeof BatchTaskConfigSchema>>>;
 export type BatchTaskConfigInput = Partial<BatchTaskConfig>;
 type _BatchTaskConfigInputMatches = Assert<SameType<BatchTaskConfigInput, v.InferInput<typeof BatchTaskConfigSchema>>>;
-export const BATCH_TASK_DEFAULTS: BatchTaskConfig = Object.freeze({
-  enabled: false,
-  max_total: DEFAULT_BATCH_MAX_TOTAL,
-  max_live: DEFAULT_BATCH_MAX_LIVE,
-  max_running: DEFAULT_BATCH_MAX_RUNNING,
-});
 
 /** `subagents.batch`, validated and clamped. */
 export function parseBatchTaskConfig(config?: BatchTaskConfigInput | null): BatchTaskConfig {
@@ -128,7 +121,7 @@ export type BatchTaskErrorCode =
   | "batch_record_malformed";
 
 export interface BatchTaskToolOptions {
-  /** The subagent types items may name; a later duplicate name wins. Defaults to the built-ins. */
+  /** The subagent types items may name; a later duplicate name wins. Defaults to the runner's (the built-ins). */
   readonly types?: readonly SubagentType[];
   /** Builds a subagent's own Agent for a type, as for `task`. */
   readonly buildAgent: (type: SubagentType) => Agent | Promise<Agent>;
@@ -136,10 +129,6 @@ export interface BatchTaskToolOptions {
   readonly config?: BatchTaskConfigInput | null;
   /** Where batches live; defaults to the run's `services.storage`. */
   readonly storage?: BatchStore;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function text(value: unknown): string {
@@ -281,9 +270,9 @@ async function resultMessage(
 }
 
 /** The `batch_task` tool over the given subagent types. */
-export function createBatchTaskTool(options: BatchTaskToolOptions): AgentTool {
+export function createBatchTaskTool(options: BatchTaskToolOptions, runner: SubagentRunner): AgentTool {
   const settings = parseBatchTaskConfig(options.config);
-  const types = new Map((options.types ?? BUILTIN_SUBAGENT_TYPES).map((type) => [type.name, type] as const));
+  const types = new Map((options.types ?? runner.defaultTypes).map((type) => [type.name, type] as const));
   const names = [...types.keys()];
   // One store per storage, so its creation and run guards cover every call of this tool.
   const stores = new WeakMap<object, BatchStore>();
@@ -404,7 +393,7 @@ export function createBatchTaskTool(options: BatchTaskToolOptions): AgentTool {
           usage: zeroUsage(),
         };
       } else {
-        outcome = await runSubagent({
+        outcome = await runner.run({
           type,
           prompt: spec.prompt,
           description: spec.description,

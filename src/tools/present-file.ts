@@ -1,8 +1,10 @@
-import { resolveVirtualPath } from "../core/path.ts";
+import { DeerflowError } from "../core/errors.ts";
+import { resolveVirtualPath } from "../sandbox/virtual-path.ts";
 import type { AgentTool } from "../engine/types.ts";
 import { SandboxError, VIRTUAL_DIRS } from "../ports/sandbox.ts";
 import type { Sandbox } from "../ports/sandbox.ts";
-import { ArgumentError, runSandboxTool, type SandboxAuthorizer } from "./sandbox-tools.ts";
+import { ArgumentError, runSandboxTool } from "./sandbox-tools.ts";
+import { type SandboxAuthorizer } from "../sandbox/acquire.ts";
 
 /*
  * present_files: the model declares which files under /mnt/user-data/outputs are deliverables. The
@@ -23,7 +25,12 @@ export interface PresentFileToolOptions {
   readonly authorizer?: SandboxAuthorizer;
 }
 
-class PresentRefusal extends Error {}
+class PresentRefusal extends DeerflowError {
+  constructor(message: string) {
+    super("present_file_refused", message);
+    this.name = "PresentRefusal";
+  }
+}
 
 /** The normalized outputs path of one requested file, or a refusal the model can act on. */
 function presentablePath(raw: unknown, toolResultsDirname: string): string {

@@ -1,11 +1,8 @@
 import { ToolMessage } from "@langchain/core/messages";
 import type { Agent } from "../engine/agent.ts";
 import type { AgentTool, ToolContext } from "../engine/types.ts";
-import { runSubagent, type SubagentRunResult } from "../agents/subagent-executor.ts";
-import { BUILTIN_SUBAGENT_TYPES, type SubagentType } from "../agents/subagent-types.ts";
-import { SUBAGENT_TOKEN_USAGE_KEY } from "../middlewares/token-usage.ts";
-import { formatSubagentResultMessage, makeSubagentAdditionalKwargs } from "../middlewares/tool-error-handling-subagent.ts";
-import { citingTurnReceipts, parseCitations, verifyCitations, type CitationVerdict } from "../middlewares/tool-receipt.ts";
+import { SUBAGENT_TOKEN_USAGE_KEY, formatSubagentResultMessage, makeSubagentAdditionalKwargs } from "./subagent-result.ts";
+import type { SubagentRunResult, SubagentRunner, SubagentType } from "./subagent-run.ts";
 
 /*
  * `task`: the lead delegates one bounded piece of work to a subagent and gets back a single
@@ -18,7 +15,7 @@ export const TASK_TOOL_NAME = "task";
 export const SUBAGENT_CITATION_VERDICT_KEY = "subagent_citation_verdict";
 
 export interface TaskToolOptions {
-  /** The subagent types the lead may name; a later duplicate name wins. Defaults to the built-ins. */
+  /** The subagent types the lead may name; a later duplicate name wins. Defaults to the runner's (the built-ins). */
   readonly types?: readonly SubagentType[];
   /** Builds a subagent's own Agent for a type (its chain, filtered tools and model). */
   readonly buildAgent: (type: SubagentType) => Agent | Promise<Agent>;
@@ -39,24 +36,18 @@ function argText(args: Record<string, unknown>, key: string): string {
   return typeof value === "string" ? value.trim() : "";
 }
 
-/** The verdict on a report's receipt citations, or undefined when the report cites nothing. */
-export function subagentCitationVerdict(outcome: Pick<SubagentRunResult, "status" | "result" | "messages">): CitationVerdict | undefined {
-  if (outcome.status !== "completed" || outcome.result === undefined) return undefined;
-  if (parseCitations(outcome.result).length === 0) return undefined;
-  // No snapshot (or a malformed one) means nothing the report could cite was shown to it.
-  return verifyCitations(outcome.result, citingTurnReceipts(outcome.messages) ?? []);
-}
-
-/** The ToolMessage a delegation ends in: text and kwargs from one verdict. */
-export function taskResultMessage(outcome: SubagentRunResult, toolCallId: string): ToolMessage {
+/**
+ * The ToolMessage a delegation ends in: text and kwargs from one verdict. `citationVerdict` is the
+ * runner's verdict on the report's receipt citations (SubagentRunner.citationVerdict), if any.
+ */
+export function taskResultMessage(outcome: SubagentRunResult, toolCallId: string, citationVerdict?: object): ToolMessage {
   const input = { result: outcome.result, error: outcome.error, stopReason: outcome.stop_reason ?? undefined };
   const { content, error } = formatSubagentResultMessage(outcome.status, input);
   const kwargs: Record<string, unknown> = {
     ...makeSubagentAdditionalKwargs(outcome.status, { ...input, error }),
     [SUBAGENT_TOKEN_USAGE_KEY]: { ...outcome.usage },
   };
-  const verdict = subagentCitationVerdict(outcome);
-  if (verdict) kwargs[SUBAGENT_CITATION_VERDICT_KEY] = verdict;
+  if (citationVerdict) kwargs[SUBAGENT_CITATION_VERDICT_KEY] = citationVerdict;
   return new ToolMessage({ content, tool_call_id: toolCallId, name: TASK_TOOL_NAME, additional_kwargs: kwargs });
 }
 
@@ -69,9 +60,9 @@ export function subagentTaskProperties(typeNames: readonly string[], description
   };
 }
 
-/** The `task` tool over the given subagent types. */
-export function createTaskTool(options: TaskToolOptions): AgentTool {
-  const types = new Map((options.types ?? BUILTIN_SUBAGENT_TYPES).map((type) => [type.name, type] as const));
+/** The `task` tool over the given subagent types, running them with `runner` (agents/delegation-tools.ts gives it). */
+export function createTaskTool(options: TaskToolOptions, runner: SubagentRunner): AgentTool {
+  const types = new Map((options.types ?? runner.defaultTypes).map((type) => [type.name, type] as const));
   const names = [...types.keys()];
   return {
     name: TASK_TOOL_NAME,
@@ -92,14 +83,14 @@ export function createTaskTool(options: TaskToolOptions): AgentTool {
       const prompt = argText(args, "prompt");
       if (!prompt) return "Error: task needs a non-empty `prompt` telling the subagent what to do. Call task again with one.";
       const { runtime } = context;
-      const outcome = await runSubagent({
+      const outcome = await runner.run({
         type,
         prompt,
         description: argText(args, "description") || prompt.slice(0, 60),
         parent: { runtime, runId: runtime.runId, threadId: runtime.threadId, toolCallId },
         buildAgent: options.buildAgent,
       });
-      return taskResultMessage(outcome, toolCallId);
+      return taskResultMessage(outcome, toolCallId, runner.citationVerdict(outcome));
     },
   };
 }

@@ -1,10 +1,13 @@
 import { ToolMessage } from "@langchain/core/messages";
 import { Command, isGraphBubbleUp } from "@langchain/langgraph/web";
-import { isInsideVirtualRoots, resolveVirtualPath } from "../core/path.ts";
+import { DeerflowError } from "../core/errors.ts";
+import { isInsideVirtualRoots } from "../core/path.ts";
+import { resolveVirtualPath } from "../sandbox/virtual-path.ts";
 import type { AgentRuntime, AgentTool, ToolContext, ToolOutput } from "../engine/types.ts";
 import { SandboxError, VIRTUAL_DIRS } from "../ports/sandbox.ts";
 import type { Sandbox } from "../ports/sandbox.ts";
 import type { ViewedImage } from "../state/types.ts";
+import { runThreadId, runUserId } from "../engine/run-identity.ts";
 
 /*
  * view_image: checks that a sandbox file really is an image the model can look at and records its
@@ -26,7 +29,6 @@ export const IMAGE_MIME_BY_EXTENSION: Readonly<Record<string, string>> = Object.
 });
 
 const ROOTS_TEXT = Object.values(VIRTUAL_DIRS).join(", ");
-const DEFAULT_USER_ID = "default";
 
 export interface ViewImageToolOptions {
   /** Byte cap of one image; default {@link MAX_IMAGE_BYTES}. */
@@ -67,13 +69,11 @@ export async function acquireThreadSandbox(runtime: AgentRuntime): Promise<Sandb
   if (!provider) {
     throw new SandboxError("sandbox_unavailable", "This agent has no sandbox, so no image files are available. Configure a sandbox provider.");
   }
-  const fromContext = runtime.context["thread_id"];
-  const threadId = runtime.threadId ?? (typeof fromContext === "string" && fromContext !== "" ? fromContext : undefined);
+  const threadId = runThreadId(runtime);
   if (!threadId) {
     throw new SandboxError("sandbox_unavailable", "Images live in a thread's sandbox; run the agent on a thread to view them.");
   }
-  const userId = runtime.context["user_id"];
-  return provider.acquire({ userId: typeof userId === "string" && userId !== "" ? userId : DEFAULT_USER_ID, threadId });
+  return provider.acquire({ userId: runUserId(runtime), threadId });
 }
 
 /**
@@ -96,7 +96,12 @@ export async function statThroughParent(
   }
 }
 
-class ImageRefusal extends Error {}
+class ImageRefusal extends DeerflowError {
+  constructor(message: string) {
+    super("view_image_refused", message);
+    this.name = "ImageRefusal";
+  }
+}
 
 function refuse(text: string): never {
   throw new ImageRefusal(text);

@@ -5,6 +5,8 @@ import type { Assert, SameType } from "../core/types.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import type { AgentRuntime, AgentTool, ToolContext, ToolOutput } from "../engine/types.ts";
 import type { Clock, Env } from "../ports/runtime-ports.ts";
+import { isPrivateAddress, isPrivateHost } from "./web-hosts.ts";
+import { htmlToText } from "./web-html.ts";
 
 /*
  * web_fetch and web_search over the Web-standard fetch. web_fetch is reachable by whatever the
@@ -48,7 +50,6 @@ export interface WebFetchConfig {
   user_agent: string;
 }
 type _WebFetchConfigMatches = Assert<SameType<WebFetchConfig, v.InferOutput<typeof WebFetchConfigSchema>>>;
-export const WEB_FETCH_DEFAULTS: WebFetchConfig = Object.freeze(v.parse(WebFetchConfigSchema, {}));
 
 /** config.yaml `web_search`. */
 export const WebSearchConfigSchema = v.strictObject({
@@ -68,7 +69,6 @@ export interface WebSearchConfig {
   timeout: number;
 }
 type _WebSearchConfigMatches = Assert<SameType<WebSearchConfig, v.InferOutput<typeof WebSearchConfigSchema>>>;
-export const WEB_SEARCH_DEFAULTS: WebSearchConfig = Object.freeze(v.parse(WebSearchConfigSchema, {}));
 
 export interface WebSearchResult {
   readonly title: string;
@@ -100,178 +100,6 @@ function parseConfig<T extends v.GenericSchema>(schema: T, input: unknown, secti
 function rethrowIfControlFlow(error: unknown, runtime: AgentRuntime): void {
   if (isGraphBubbleUp(error)) throw error;
   if (runtime.signal?.aborted) throw error;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Host checks
-
-function parseIPv4(host: string): number[] | undefined {
-  const parts = host.split(".");
-  if (parts.length !== 4 || !parts.every((part) => /^\d{1,3}$/.test(part))) return undefined;
-  const octets = parts.map(Number);
-  return octets.every((n) => n <= 255) ? octets : undefined;
-}
-
-function isPrivateIPv4([a, b, c]: number[]): boolean {
-  return (
-    a === 0 || a === 10 || a === 127 || a! >= 224 || // this network, private, loopback, multicast and reserved
-    (a === 100 && b! >= 64 && b! <= 127) || // carrier-grade NAT
-    (a === 169 && b === 254) || // link-local, cloud metadata
-    (a === 172 && b! >= 16 && b! <= 31) ||
-    (a === 192 && b === 168) ||
-    (a === 192 && b === 0 && (c === 0 || c === 2)) ||
-    (a === 198 && (b === 18 || b === 19)) ||
-    (a === 198 && b === 51 && c === 100) ||
-    (a === 203 && b === 0 && c === 113)
-  );
-}
-
-/** Eight 16-bit groups, or undefined when the text is not an IPv6 address. */
-function parseIPv6(text: string): number[] | undefined {
-  let host = text.replace(/^\[|\]$/g, "").split("%")[0]!;
-  const tail = host.match(/(\d+\.\d+\.\d+\.\d+)$/);
-  if (tail) {
-    const v4 = parseIPv4(tail[1]!);
-    if (!v4) return undefined;
-    host = `${host.slice(0, -tail[1]!.length)}${((v4[0]! << 8) | v4[1]!).toString(16)}:${((v4[2]! << 8) | v4[3]!).toString(16)}`;
-  }
-  const halves = host.split("::");
-  if (halves.length > 2) return undefined;
-  const read = (part: string) => (part === "" ? [] : part.split(":"));
-  const head = read(halves[0]!);
-  const rest = halves.length === 2 ? read(halves[1]!) : [];
-  const missing = 8 - head.length - rest.length;
-  if ((halves.length === 1 && missing !== 0) || missing < 0) return undefined;
-  const groups = [...head, ...Array<string>(halves.length === 2 ? missing : 0).fill("0"), ...rest];
-  if (!groups.every((group) => /^[0-9a-f]{1,4}$/i.test(group))) return undefined;
-  return groups.map((group) => parseInt(group, 16));
-}
-
-function isPrivateIPv6(groups: number[]): boolean {
-  const [g0, g1, g2, g3, g4, g5, g6, g7] = groups as [number, number, number, number, number, number, number, number];
-  const embedded = [g6 >> 8, g6 & 0xff, g7 >> 8, g7 & 0xff];
-  if (groups.every((g) => g === 0)) return true; // unspecified
-  if (g0 === 0 && g1 === 0 && g2 === 0 && g3 === 0 && g4 === 0) {
-    if (g5 === 0 && g6 === 0 && g7 === 1) return true; // loopback
-    if (g5 === 0xffff || g5 === 0) return isPrivateIPv4(embedded); // IPv4-mapped and -compatible
-  }
-  if (g0 === 0x64 && g1 === 0xff9b) return isPrivateIPv4(embedded); // NAT64
-  if (g0 === 0x2002) return isPrivateIPv4([g1 >> 8, g1 & 0xff, g2 >> 8, g2 & 0xff]); // 6to4
-  return (g0 & 0xfe00) === 0xfc00 || (g0 & 0xffc0) === 0xfe80 || (g0 & 0xff00) === 0xff00; // unique-local, link-local, multicast
-}
-
-/** An address literal in a private, loopback, link-local or otherwise non-public range. */
-export function isPrivateAddress(address: string): boolean {
-  const v4 = parseIPv4(address);
-  if (v4) return isPrivateIPv4(v4);
-  const v6 = parseIPv6(address);
-  return v6 ? isPrivateIPv6(v6) : false;
-}
-
-/** A hostname (as URL parsing writes it) that names this machine or a private network. */
-export function isPrivateHost(hostname: string): boolean {
-  const host = hostname.toLowerCase().replace(/\.$/, "");
-  if (host === "localhost" || host.endsWith(".localhost") || host.endsWith(".local") || host.endsWith(".internal")) return true;
-  return isPrivateAddress(host);
-}
-
-// ---------------------------------------------------------------------------------------------
-// HTML to text
-
-const NAMED_ENTITIES: Readonly<Record<string, string>> = {
-  amp: "&", lt: "<", gt: ">", quot: '"', apos: "'", nbsp: " ", ndash: "–", mdash: "—", hellip: "…",
-  copy: "©", reg: "®", trade: "™", laquo: "«", raquo: "»", lsquo: "‘", rsquo: "’", ldquo: "“", rdquo: "”",
-  bull: "•", middot: "·", times: "×", divide: "÷", euro: "€", pound: "£", yen: "¥", cent: "¢", sect: "§",
-  para: "¶", deg: "°", plusmn: "±", larr: "←", rarr: "→", uarr: "↑", darr: "↓", shy: "",
-};
-
-export function decodeEntities(text: string): string {
-  return text.replace(/&(#x[0-9a-f]+|#\d+|[a-z]+);/gi, (entity, body: string) => {
-    if (body[0] === "#") {
-      const code = body[1] === "x" || body[1] === "X" ? parseInt(body.slice(2), 16) : parseInt(body.slice(1), 10);
-      return Number.isInteger(code) && code > 0 && code <= 0x10ffff && !(code >= 0xd800 && code <= 0xdfff) ? String.fromCodePoint(code) : entity;
-    }
-    return NAMED_ENTITIES[body.toLowerCase()] ?? entity;
-  });
-}
-
-const TAG = /<\/?([a-zA-Z][a-zA-Z0-9-]*)((?:\s+[^\s"'>/=]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s>]+))?)*)\s*\/?>/g;
-const DROPPED_ELEMENTS = ["script", "style", "noscript", "template", "svg", "iframe", "canvas", "head", "nav", "footer", "aside", "button", "select"];
-const BLOCK_ELEMENTS = new Set([
-  "p", "div", "section", "article", "main", "header", "table", "tr", "ul", "ol", "dl", "dt", "dd", "blockquote",
-  "figure", "figcaption", "form", "fieldset", "details", "summary", "hr", "address",
-]);
-
-function attribute(attrs: string, name: string): string | undefined {
-  const match = attrs.match(new RegExp(`\\s${name}\\s*=\\s*(?:"([^"]*)"|'([^']*)'|([^\\s>]+))`, "i"));
-  return match ? decodeEntities(match[1] ?? match[2] ?? match[3] ?? "") : undefined;
-}
-
-function innerOf(html: string, element: string): string | undefined {
-  const match = html.match(new RegExp(`<${element}\\b[^>]*>([\\s\\S]*)</${element}\\s*>`, "i"));
-  return match?.[1];
-}
-
-/**
- * Readable text of an HTML page, Markdown-flavoured: headings as `#`, list items as `- `, links as
- * `[text](url)`, preformatted blocks fenced. The page's <article> or <main> is preferred over the
- * whole body, and scripts, styles and navigation chrome are dropped.
- */
-export function htmlToText(html: string, baseUrl?: string): { title: string; text: string } {
-  const titleMatch = html.match(/<title\b[^>]*>([\s\S]*?)<\/title\s*>/i);
-  const title = titleMatch ? decodeEntities(titleMatch[1]!.replace(/<[^>]*>/g, "")).replace(/\s+/g, " ").trim() : "";
-  let body = html.replace(/<!--[\s\S]*?-->/g, "").replace(/<!\[CDATA\[[\s\S]*?\]\]>/g, "");
-  for (const element of DROPPED_ELEMENTS) {
-    body = body.replace(new RegExp(`<${element}\\b[\\s\\S]*?</${element}\\s*>`, "gi"), " ");
-  }
-  body = innerOf(body, "article") ?? innerOf(body, "main") ?? innerOf(body, "body") ?? body;
-
-  const preserved: string[] = [];
-  body = body.replace(/<pre\b[^>]*>([\s\S]*?)<\/pre\s*>/gi, (_m, inner: string) => {
-    preserved.push(`\n\n\`\`\`\n${decodeEntities(inner.replace(/<[^>]*>/g, "")).replace(/^\n+|\s+$/g, "")}\n\`\`\`\n\n`);
-    return `\u0000${preserved.length - 1}\u0000`;
-  });
-
-  const links: string[] = [];
-  body = body.replace(TAG, (_tag, rawName: string, attrs: string) => {
-    const name = rawName.toLowerCase();
-    const closing = _tag.startsWith("</");
-    const heading = name.match(/^h([1-6])$/);
-    if (heading) return closing ? "\n\n" : `\n\n${"#".repeat(Number(heading[1]))} `;
-    if (name === "br") return "\n";
-    if (name === "li") return closing ? "" : "\n- ";
-    if (name === "td" || name === "th") return " ";
-    if (name === "a") {
-      if (closing) return links.pop() ?? "";
-      const href = attribute(attrs, "href");
-      let target: string | undefined;
-      try {
-        target = href ? new URL(href, baseUrl).href : undefined;
-      } catch {
-        target = undefined;
-      }
-      const usable = target !== undefined && /^https?:/i.test(target);
-      links.push(usable ? `](${target})` : "");
-      return usable ? "[" : "";
-    }
-    if (name === "img") {
-      const alt = attribute(attrs, "alt");
-      return alt ? ` ${alt} ` : "";
-    }
-    return BLOCK_ELEMENTS.has(name) ? "\n\n" : "";
-  });
-  // Tags the pattern could not read (malformed markup) must not leak through as text.
-  body = body.replace(/<[^>]*>/g, "");
-  body = decodeEntities(body)
-    .replace(/\[\s*\]\([^)]*\)/g, "")
-    .replace(/[ \t\f\v\r\u00a0]+/g, " ")
-    .split("\n")
-    .map((line) => line.trim())
-    .join("\n")
-    .replace(/\n{3,}/g, "\n\n")
-    .trim();
-  body = body.replace(/\u0000(\d+)\u0000/g, (_m, index: string) => preserved[Number(index)] ?? "").replace(/\n{3,}/g, "\n\n").trim();
-  return { title, text: body };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -341,7 +169,12 @@ function cutChars(text: string, maxChars: number): { text: string; cut: boolean 
   return chars.length > maxChars ? { text: chars.slice(0, maxChars).join(""), cut: true } : { text, cut: false };
 }
 
-class FetchRefusal extends Error {}
+class FetchRefusal extends DeerflowError {
+  constructor(message: string) {
+    super("web_fetch_refused", message);
+    this.name = "FetchRefusal";
+  }
+}
 
 /**
  * Runs `work` with a signal that aborts when the run aborts or `timeoutMs` passes on the agent's

@@ -45,7 +45,7 @@ const DEFAULT_CHAIN = [
 ];
 
 describe("lead agent assembly", () => {
-  it("scenario 58: builds the code-default chain in the spec's order", async () => {
+  it("scenario M58: builds the code-default chain in the spec's order", async () => {
     const assembly = await assembleLeadAgent({ config, services: services(), env: mapEnv({}) });
     // Upstream's default chain plus ToolReceipt (on by default in the spec, PR #4659 upstream),
     // registered ahead of the gates so none of their short-circuits gaps the receipt ledger.

@@ -8,7 +8,7 @@ import { buildLeadMiddlewares } from "../../src/agents/lead-agent.ts";
 import { ManualClock } from "../../src/core/clock.ts";
 import { createAgent } from "../../src/engine/index.ts";
 import { PROVENANCE_KEYS, readProvenance } from "../../src/extension-api/index.ts";
-import { createMemoryStore } from "../../src/middlewares/memory-store.ts";
+import { createMemoryStore } from "../../src/middlewares/memory/store.ts";
 import { createSkillRegistry } from "../../src/skills/registry.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 

@@ -49,7 +49,7 @@ describe("lead agent with delegation on", () => {
     expect(await lead.exists("/mnt/user-data/workspace/notes.md")).toBe(false);
   });
 
-  it("scenario 26 (extensions): a delegated subagent is a task of kind subagent whose parent is the run; no parent snapshot, no hooks", async () => {
+  it("scenario G26: a delegated subagent is a task of kind subagent whose parent is the run; no parent snapshot, no hooks", async () => {
     const seen: Array<[string, TaskInfo, string?]> = [];
     const registry = new HostExtensionRegistry();
     registry.attributedTo("acme:install", (r) =>

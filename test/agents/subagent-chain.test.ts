@@ -1,16 +1,11 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, SystemMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { describe, expect, it } from "vitest";
 import { validateLeadConfig } from "../../src/agents/app-config.ts";
 import { buildLeadMiddlewares } from "../../src/agents/lead-agent.ts";
-import {
-  SUBAGENTS_DEFAULTS,
-  buildSubagentRuntimeMiddlewares,
-  parseSubagentsConfig,
-  subagentTokenBudget,
-  type SubagentChainConfig,
-  type SubagentChainDeps,
-} from "../../src/agents/subagent-chain.ts";
+import { buildSubagentRuntimeMiddlewares, type SubagentChainConfig, type SubagentChainDeps } from "../../src/agents/subagent-chain.ts";
+import { SubagentsConfigSchema, parseSubagentsConfig, subagentTokenBudget } from "../../src/agents/subagents-config.ts";
 import { resolveAuthorizationProvider, resolveGuardrailProvider } from "../../src/authz/index.ts";
 import { systemClock } from "../../src/core/clock.ts";
 import { createAgent } from "../../src/engine/agent.ts";
@@ -20,6 +15,9 @@ import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
 import { createSkillRegistry } from "../../src/skills/registry.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import type { DeferredToolSetup } from "../../src/tools/tool-search.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const SUBAGENTS_DEFAULTS = v.parse(SubagentsConfigSchema, {});
 
 const CODE_DEFAULT_ORDER = [
   "InputSanitization",
@@ -76,7 +74,7 @@ function deferredSetup(routing: boolean): DeferredToolSetup {
 }
 
 describe("subagent chain: order", () => {
-  it("with code defaults is the lead base without Uploads, then the subagent tail, in the inventory's order", () => {
+  it("with code defaults is the lead base without Uploads, then the subagent tail, in the order of docs/chain.md, Subagent chain", () => {
     expect(names()).toEqual(CODE_DEFAULT_ORDER);
   });
 

@@ -6,10 +6,11 @@ import { GENERAL_PURPOSE_SUBAGENT, type SubagentType } from "../../src/agents/su
 import { systemClock } from "../../src/core/clock.ts";
 import { createAgent, type AgentTool } from "../../src/engine/index.ts";
 import { sha256HexSync } from "../../src/extension-api/sha256-sync.ts";
-import { readSubagentResultMetadata } from "../../src/middlewares/durable-context-ledger.ts";
-import { SUBAGENT_TOKEN_USAGE_KEY, normalizeTokenUsage } from "../../src/middlewares/token-usage.ts";
-import { TOOL_RECEIPT_KEY, createToolReceiptMiddleware, makeToolReceipt } from "../../src/middlewares/tool-receipt.ts";
-import { SUBAGENT_CITATION_VERDICT_KEY, TASK_TOOL_NAME, createTaskTool } from "../../src/tools/task.ts";
+import { readSubagentResultMetadata } from "../../src/middlewares/durable-context/ledger.ts";
+import { SUBAGENT_TOKEN_USAGE_KEY, normalizeTokenUsage } from "../../src/middlewares/token-usage/token-usage.ts";
+import { TOOL_RECEIPT_KEY, createToolReceiptMiddleware, makeToolReceipt } from "../../src/middlewares/tool-receipt/tool-receipt.ts";
+import { SUBAGENT_CITATION_VERDICT_KEY, TASK_TOOL_NAME } from "../../src/tools/task.ts";
+import { createTaskTool } from "../../src/agents/delegation-tools.ts";
 
 type Model = ReturnType<typeof fakeModel>;
 

@@ -25,7 +25,7 @@ describe("contract version", () => {
     expect(API_VERSION).toBe("0.1.2");
   });
 
-  it("scenario 7: host 0.1.2 accepts 0.1, 0.1.2 and refuses 0.1.3, 0.2, 1.0", () => {
+  it("scenario G7: host 0.1.2 accepts 0.1, 0.1.2 and refuses 0.1.3, 0.2, 1.0", () => {
     expect(isCompatibleVersion("0.1.2", "0.1")).toBe(true);
     expect(isCompatibleVersion("0.1.2", "0.1.0")).toBe(true);
     expect(isCompatibleVersion("0.1.2", "0.1.2")).toBe(true);

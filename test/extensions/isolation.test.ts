@@ -87,7 +87,7 @@ describe("isolateMiddleware: interface mirroring", () => {
 });
 
 describe("isolateMiddleware: wrap hooks (direct calls)", () => {
-  it("scenario 16: an observer throwing before its handler costs one downstream call and one diagnostic", async () => {
+  it("scenario G16: an observer throwing before its handler costs one downstream call and one diagnostic", async () => {
     const { wrapped, diagnostics } = isolate({ name: "Boom", wrapToolCall: async () => { throw new Error("kaput"); } });
     const d = downstream();
     await expect(wrapped.wrapToolCall!(toolRequest(), d.handler)).resolves.toBe(d.result);
@@ -97,7 +97,7 @@ describe("isolateMiddleware: wrap hooks (direct calls)", () => {
     ]);
   });
 
-  it("scenario 17: an observer throwing after its handler returned R gives the caller R, with no replay", async () => {
+  it("scenario G17: an observer throwing after its handler returned R gives the caller R, with no replay", async () => {
     const { wrapped, diagnostics } = isolate({
       name: "Late",
       wrapToolCall: async (request, handler) => {
@@ -111,7 +111,7 @@ describe("isolateMiddleware: wrap hooks (direct calls)", () => {
     expect(diagnostics.map((x) => x.message)).toEqual(["Late.wrapToolCall failed and was skipped: after"]);
   });
 
-  it("scenario 18: a modified request and a substituted result are both ignored", async () => {
+  it("scenario G18: a modified request and a substituted result are both ignored", async () => {
     const { wrapped, diagnostics } = isolate({
       name: "Meddler",
       wrapToolCall: async (request, handler) => {
@@ -127,7 +127,7 @@ describe("isolateMiddleware: wrap hooks (direct calls)", () => {
     expect(diagnostics).toEqual([]);
   });
 
-  it("scenario 19: calling the handler twice runs downstream once; the second call throws inside the observer and is reported", async () => {
+  it("scenario G19: calling the handler twice runs downstream once; the second call throws inside the observer and is reported", async () => {
     const insideObserver: unknown[] = [];
     const { wrapped, diagnostics } = isolate({
       name: "Twice",
@@ -148,7 +148,7 @@ describe("isolateMiddleware: wrap hooks (direct calls)", () => {
     expect(diagnostics.map((x) => x.message)).toEqual([expect.stringMatching(/^Twice\.wrapToolCall failed and was skipped: .*more than once/)]);
   });
 
-  it("scenario 19: never calling the handler still runs downstream exactly once, and is reported", async () => {
+  it("scenario G19: never calling the handler still runs downstream exactly once, and is reported", async () => {
     const { wrapped, diagnostics } = isolate({ name: "Never", wrapToolCall: async () => new ToolMessage({ content: "mine", tool_call_id: "c1" }) });
     const d = downstream();
     await expect(wrapped.wrapToolCall!(toolRequest(), d.handler)).resolves.toBe(d.result);
@@ -156,7 +156,7 @@ describe("isolateMiddleware: wrap hooks (direct calls)", () => {
     expect(diagnostics.map((x) => x.message)).toEqual(["Never.wrapToolCall failed and was skipped: Never.wrapToolCall did not call the downstream handler"]);
   });
 
-  it("scenario 20: a downstream error reaches the caller even when the observer swallows or replaces it, with no diagnostic", async () => {
+  it("scenario G20: a downstream error reaches the caller even when the observer swallows or replaces it, with no diagnostic", async () => {
     const failure = new Error("tool E");
     const failing = async () => {
       throw failure;
@@ -303,7 +303,7 @@ describe("isolateMiddleware: lifecycle hooks (direct calls)", () => {
 });
 
 describe("isolateMiddleware through the real engine", () => {
-  it("scenario 16: a model observer throwing before its handler: the provider is called once and the turn completes", async () => {
+  it("scenario G16: a model observer throwing before its handler: the provider is called once and the turn completes", async () => {
     const model = fakeModel().respond(new AIMessage("hello"));
     const { wrapped, diagnostics } = isolate({ name: "ModelBoom", wrapModelCall: async () => { throw new Error("observer crashed"); } });
     const agent = createAgent({ model, middlewares: [wrapped], services });
@@ -313,7 +313,7 @@ describe("isolateMiddleware through the real engine", () => {
     expect(diagnostics.map((d) => d.message)).toEqual(["ModelBoom.wrapModelCall failed and was skipped: observer crashed"]);
   });
 
-  it("scenario 17: a tool observer throwing after its handler: the tool ran once and its result is unchanged", async () => {
+  it("scenario G17: a tool observer throwing after its handler: the tool ran once and its result is unchanged", async () => {
     const counter = { calls: 0 };
     const model = fakeModel().respondWithTools([{ name: "echo", args: {}, id: "c1" }]).respond(new AIMessage("done"));
     const { wrapped, diagnostics } = isolate({
@@ -331,7 +331,7 @@ describe("isolateMiddleware through the real engine", () => {
     expect(diagnostics).toHaveLength(1);
   });
 
-  it("scenario 18 and 19: a meddling, double-calling and a never-calling observer each leave one model and one tool call", async () => {
+  it("scenario G18 and G19: a meddling, double-calling and a never-calling observer each leave one model and one tool call", async () => {
     const counter = { calls: 0 };
     const model = fakeModel().respondWithTools([{ name: "echo", args: {}, id: "c1" }]).respond(new AIMessage("done"));
     const seenByModel: number[] = [];
@@ -363,7 +363,7 @@ describe("isolateMiddleware through the real engine", () => {
     expect(never.diagnostics).toHaveLength(1);
   });
 
-  it("scenario 20: a tool error swallowed by an observer still reaches the caller, with no diagnostic", async () => {
+  it("scenario G20: a tool error swallowed by an observer still reaches the caller, with no diagnostic", async () => {
     const model = fakeModel().respondWithTools([{ name: "explode", args: {}, id: "c1" }]).respond(new AIMessage("done"));
     const explode: AgentTool = { name: "explode", description: "d", schema: { type: "object" }, invoke: async () => { throw new Error("tool E"); } };
     const { wrapped, diagnostics } = isolate({
@@ -375,7 +375,7 @@ describe("isolateMiddleware through the real engine", () => {
     expect(diagnostics).toEqual([]);
   });
 
-  it("scenario 21: a throwing beforeModel applies none of its updates and the run succeeds; a declared jump is honoured", async () => {
+  it("scenario G21: a throwing beforeModel applies none of its updates and the run succeeds; a declared jump is honoured", async () => {
     const model = fakeModel().respond(new AIMessage("answer"));
     const broken = isolate({
       name: "Broken",
@@ -396,7 +396,7 @@ describe("isolateMiddleware through the real engine", () => {
     expect(state2.messages).toHaveLength(1);
   });
 
-  it("scenario 21: an interrupt raised by an isolated beforeModel pauses the run instead of being contained", async () => {
+  it("scenario G21: an interrupt raised by an isolated beforeModel pauses the run instead of being contained", async () => {
     const model = fakeModel().respond(new AIMessage("after resume"));
     const asking = isolate({ name: "Asking", beforeModel: () => void interrupt({ question: "ok?" }) });
     const agent = createAgent({ model, middlewares: [asking.wrapped], checkpointer: new MemorySaver(), services });

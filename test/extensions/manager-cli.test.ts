@@ -58,7 +58,7 @@ async function run(host: FakeCli, managerHost: TestHost, args: string[]): Promis
 }
 
 describe("deerflow-edge extension (CLI)", () => {
-  it("scenario 37: credentials, secret queries and the SSH shorthand exit 1 before npm runs, change nothing and never print the secret", async () => {
+  it("scenario G37: credentials, secret queries and the SSH shorthand exit 1 before npm runs, change nothing and never print the secret", async () => {
     const project = await makeProject();
     const before = await projectState(project);
     for (const [source, hint] of [
@@ -81,7 +81,7 @@ describe("deerflow-edge extension (CLI)", () => {
     expect(await projectState(project)).toEqual(before);
   });
 
-  it("scenario 38: an existing tarball file, a missing path, ssh, file: and public http are rejected; loopback http and a registry range get past validation", async () => {
+  it("scenario G38: an existing tarball file, a missing path, ssh, file: and public http are rejected; loopback http and a registry range get past validation", async () => {
     const project = await makeProject();
     const tarball = join(await tempDir("tgz"), "pkg-1.0.0.tgz");
     await writeFile(tarball, "not really a tarball");

@@ -30,7 +30,7 @@ function thrown(fn: () => unknown): ExtensionManagerError {
   throw new Error("expected a throw");
 }
 
-describe("scenario 41: enable and disable through the manager", () => {
+describe("scenario G41: enable and disable through the manager", () => {
   it("disable then enable changes only enabled: config, required, comments, the following section and CRLF survive", async () => {
     const original = [
       "# deployment settings",

@@ -36,7 +36,7 @@ function plugins(configText: string | undefined): Array<Record<string, unknown>>
 }
 
 describe("extension install from a local folder (real npm)", () => {
-  it("scenario 39 and 41: snapshots a git working copy without .git, node_modules and caches, installs it exactly, and records one managed, fail-open plugin", async () => {
+  it("scenario G39 and G41: snapshots a git working copy without .git, node_modules and caches, installs it exactly, and records one managed, fail-open plugin", async () => {
     const source = await makeSource(async (_manifest, dir) => {
       await mkdir(join(dir, "node_modules", "left-over"), { recursive: true });
       await writeFile(join(dir, "node_modules", "left-over", "index.js"), "");
@@ -78,7 +78,7 @@ describe("extension install from a local folder (real npm)", () => {
     expect((await lstat(join(project.extensions, "node_modules", FIXTURE_PACKAGE, "index.js"))).isFile()).toBe(true);
   });
 
-  it("scenario 39: a folder holding .env, a *.pem file or a symlink is rejected before anything is copied or installed", async () => {
+  it("scenario G39: a folder holding .env, a *.pem file or a symlink is rejected before anything is copied or installed", async () => {
     const project = await makeProject();
     const cases: Array<[string, (dir: string) => Promise<void>, RegExp]> = [
       [".env", (dir) => writeFile(join(dir, ".env"), "TOKEN=x\n"), /\.env looks like a credential file/],
@@ -118,7 +118,7 @@ describe("extension install from a local folder (real npm)", () => {
     }
   });
 
-  it("scenario 40: an entry that fails to import after npm added it leaves manifest, lock and config byte-identical and removes the snapshot", async () => {
+  it("scenario G40: an entry that fails to import after npm added it leaves manifest, lock and config byte-identical and removes the snapshot", async () => {
     const project = await makeProject("plugins: []\n");
     const host = makeTestHost(env);
     await makeManager(host, project).install(await makeSource(renamed("first-extension", "first")), { yes: true });
@@ -303,7 +303,7 @@ describe("extension install from a remote tarball (real npm, loopback HTTP)", ()
 });
 
 describe("extension remove (real npm)", () => {
-  it("scenario 42: of two records sharing a package only the named one goes; removing the last deactivates config before npm uninstall", async () => {
+  it("scenario G42: of two records sharing a package only the named one goes; removing the last deactivates config before npm uninstall", async () => {
     const project = await makeProject();
     const host = makeTestHost(env);
     const manager = makeManager(host, project);

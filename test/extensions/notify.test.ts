@@ -84,7 +84,7 @@ describe("notifyTaskStart / notifyTaskStop", () => {
     ]);
   });
 
-  it("scenario 24: a contributor sleeping 10 s ends the stop pass when the shared 3 s budget runs out; the others are skipped with warnings", async () => {
+  it("scenario G24: a contributor sleeping 10 s ends the stop pass when the shared 3 s budget runs out; the others are skipped with warnings", async () => {
     const clock = new ManualClock();
     const { seen, onDiagnostic } = diagnostics();
     const ran: string[] = [];
@@ -142,7 +142,7 @@ describe("notifyTaskStart / notifyTaskStop", () => {
     expect(seen).toEqual([{ level: "error", source: "own-timeout:install", message: expect.stringContaining("failed for task run-1") }]);
   });
 
-  it("scenario 25: a contributor throwing its own abort error in onTaskStop does not skip later contributors or fail the pass", async () => {
+  it("scenario G25: a contributor throwing its own abort error in onTaskStop does not skip later contributors or fail the pass", async () => {
     const { seen, onDiagnostic } = diagnostics();
     const host = new AbortController();
     const ran: string[] = [];
@@ -255,7 +255,7 @@ function recordingObserver(): { observer: SystemModelCallObserver; seen: Observa
 }
 
 describe("observeSystemModelCall", () => {
-  it("scenario 27: a title generated from a prompt string reports kind title, a one-element frozen messages array, the response and durationMs >= 0", async () => {
+  it("scenario G27: a title generated from a prompt string reports kind title, a one-element frozen messages array, the response and durationMs >= 0", async () => {
     const clock = new ManualClock(1_000);
     const { observer, seen } = recordingObserver();
     const prompt = "Write a short title for: how do rainbows form?";
@@ -277,7 +277,7 @@ describe("observeSystemModelCall", () => {
     expect(observation!.appStore).toBe(appStore);
   });
 
-  it("scenario 27: when the call fails with E, the observer gets error E (awaited) and the caller sees E itself", async () => {
+  it("scenario G27: when the call fails with E, the observer gets error E (awaited) and the caller sees E itself", async () => {
     const { observer, seen } = recordingObserver();
     const failure = new Error("provider 500");
     await expect(
@@ -289,7 +289,7 @@ describe("observeSystemModelCall", () => {
     expect(seen[0]!.result.durationMs).toBeGreaterThanOrEqual(0);
   });
 
-  it("scenario 28: a call cancelled mid-flight propagates at once while a hanging observer is told later, without blocking", async () => {
+  it("scenario G28: a call cancelled mid-flight propagates at once while a hanging observer is told later, without blocking", async () => {
     const host = new AbortController();
     const observed: SystemModelResult[] = [];
     let releaseObserver!: () => void;
@@ -323,7 +323,7 @@ describe("observeSystemModelCall", () => {
     expect(settled).toBe(true);
   });
 
-  it("scenario 28: with zero observers only the model call happens", async () => {
+  it("scenario G28: with zero observers only the model call happens", async () => {
     let calls = 0;
     const value = await observeSystemModelCall([], "goal", { messages: "x" }, async () => ++calls, { appStore });
     expect(value).toBe(1);

@@ -7,7 +7,7 @@ describe("host ordering invariants", () => {
     expect(violations.map((v) => [v.constraint.outer, v.constraint.inner])).toEqual([["ToolReceipt", "SandboxAudit"]]);
   });
 
-  it("finds ToolErrorHandling outside ToolProgress and McpRouting after DeferredToolFilter (scenario 59's shapes)", () => {
+  it("finds ToolErrorHandling outside ToolProgress and McpRouting after DeferredToolFilter (scenario M59's shapes)", () => {
     const names = orderingViolations(["ToolErrorHandling", "ToolProgress", "DeferredToolFilter", "McpRouting"]).map((v) => `${v.constraint.outer}>${v.constraint.inner}`);
     expect(names).toContain("ToolProgress>ToolErrorHandling");
     expect(names).toContain("McpRouting>DeferredToolFilter");

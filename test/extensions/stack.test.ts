@@ -18,7 +18,7 @@ function compose(stack: AgentMiddleware[], contributions: ExtensionMiddlewareCon
 }
 
 describe("composeWithExtensions: placement", () => {
-  it("scenario 11: TOOL_VISIBLE lands at index 0 and MODEL_LOGICAL immediately outside LLMErrorHandling", () => {
+  it("scenario G11: TOOL_VISIBLE lands at index 0 and MODEL_LOGICAL immediately outside LLMErrorHandling", () => {
     const { inner, provenance, diagnostics } = compose(LEAD, [
       { source: "logic", middleware: mw("Logical"), placement: "model_logical" },
       { source: "vis", middleware: mw("Visible"), placement: "tool_visible" },
@@ -37,7 +37,7 @@ describe("composeWithExtensions: placement", () => {
     expect(inner.slice(-4)).toEqual(["SafetyFinishReason", "Physical", "Raw", "Clarification"]);
   });
 
-  it("scenario 12: a missing primary anchor lands at the fallback with one warning naming the extension", () => {
+  it("scenario G12: a missing primary anchor lands at the fallback with one warning naming the extension", () => {
     const { inner, diagnostics } = compose(host("A", "B", "Clarification"), [{ source: "std-ext", middleware: mw("Std"), placement: "standard" }]);
     expect(inner).toEqual(["A", "B", "Std", "Clarification"]);
     expect(diagnostics).toHaveLength(1);
@@ -55,7 +55,7 @@ describe("composeWithExtensions: placement", () => {
 });
 
 describe("composeWithExtensions: order, ties, scope", () => {
-  it("scenario 9: two STANDARD contributions at one anchor, order -1 and 0: the -1 one is outer", () => {
+  it("scenario G9: two STANDARD contributions at one anchor, order -1 and 0: the -1 one is outer", () => {
     const { inner } = compose(LEAD, [
       { source: "zero", middleware: mw("Zero"), placement: "standard", order: 0 },
       { source: "minus", middleware: mw("Minus"), placement: "standard", order: -1 },
@@ -72,7 +72,7 @@ describe("composeWithExtensions: order, ties, scope", () => {
     expect(inner.slice(0, 4)).toEqual(["Third", "First", "Second", "InputSanitization"]);
   });
 
-  it("scenario 10: LEAD-scoped contributions are absent from subagent stacks; BOTH-scoped ones are in both", () => {
+  it("scenario G10: LEAD-scoped contributions are absent from subagent stacks; BOTH-scoped ones are in both", () => {
     const contributions: ExtensionMiddlewareContribution[] = [
       { source: "l", middleware: mw("LeadOnly"), placement: "tool_visible", scope: "lead" },
       { source: "s", middleware: mw("SubOnly"), placement: "tool_visible", scope: "subagent" },
@@ -85,7 +85,7 @@ describe("composeWithExtensions: order, ties, scope", () => {
 });
 
 describe("composeWithExtensions: validation and naming", () => {
-  it("scenario 13: only the valid item is inserted; each invalid one is skipped with an error diagnostic", () => {
+  it("scenario G13: only the valid item is inserted; each invalid one is skipped with an error diagnostic", () => {
     const { inner, diagnostics } = compose(LEAD, [
       { source: "ext", middleware: mw("Valid"), placement: "standard" },
       "not-a-placement" as unknown as ExtensionMiddlewareContribution,
@@ -110,7 +110,7 @@ describe("composeWithExtensions: validation and naming", () => {
     ]);
   });
 
-  it("scenario 14: names are graph-safe `extension:<source>:<name>:<order>` and collisions get _2, _3", () => {
+  it("scenario G14: names are graph-safe `extension:<source>:<name>:<order>` and collisions get _2, _3", () => {
     const { names, stack } = compose(host("LLMErrorHandling", "extension_my_ext_Obs_0"), [
       { source: "my ext", middleware: mw("Obs"), placement: "tool_visible" },
       { source: "my ext", middleware: mw("Obs"), placement: "tool_visible" },
@@ -145,7 +145,7 @@ describe("composeWithExtensions: validation and naming", () => {
 });
 
 describe("composeWithExtensions: ordering blame", () => {
-  it("scenario 15: a ToolErrorHandling contributed at TOOL_VISIBLE (outside ToolProgress) fails the build naming the extension", () => {
+  it("scenario G15: a ToolErrorHandling contributed at TOOL_VISIBLE (outside ToolProgress) fails the build naming the extension", () => {
     let caught: unknown;
     try {
       compose(LEAD, [{ source: "bad-errors", middleware: mw("ToolErrorHandling"), placement: "tool_visible" }]);

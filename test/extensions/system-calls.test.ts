@@ -14,9 +14,9 @@ import {
 } from "../../src/extension-api/index.ts";
 import { HostExtensionRegistry, type LoadedExtensions } from "../../src/extensions/registry.ts";
 import { createSystemCallHook, passThroughSystemCall } from "../../src/extensions/system-calls.ts";
-import { MEMORY_EXTRACTION_PROMPT } from "../../src/middlewares/memory-extractors.ts";
-import { createMemoryStore } from "../../src/middlewares/memory-store.ts";
-import { createSummarizationMiddleware } from "../../src/middlewares/summarization.ts";
+import { MEMORY_EXTRACTION_PROMPT } from "../../src/middlewares/memory/extractors.ts";
+import { createMemoryStore } from "../../src/middlewares/memory/store.ts";
+import { createSummarizationMiddleware } from "../../src/middlewares/summarization/summarization.ts";
 import { runSystemModelCall, type SystemModelCallHook } from "../../src/middlewares/system-model-call.ts";
 import { createTitleMiddleware } from "../../src/middlewares/title.ts";
 import { emptyThreadState } from "../../src/state/thread-state.ts";
@@ -70,7 +70,7 @@ function titleAgent(titleModel: ReturnType<typeof fakeModel>, observeSystemCall?
   });
 }
 
-describe("scenario 27: a title generated through the real engine is observed", () => {
+describe("scenario G27: a title generated through the real engine is observed", () => {
   it("the observer gets kind title, the whole prompt as a one-element frozen list, the response and a duration", async () => {
     const { hook, seen, extensions, diagnostics } = observedHook();
     const titleModel = fakeModel().respond(new AIMessage("Kyoto Trip"));
@@ -138,7 +138,7 @@ describe("scenario 27: a title generated through the real engine is observed", (
   });
 });
 
-describe("scenario 28: cancellation and no observers", () => {
+describe("scenario G28: cancellation and no observers", () => {
   it("with zero observers the hook is the pass-through: only the model call happens", async () => {
     const hook = createSystemCallHook(loaded(), { onDiagnostic: () => expect.unreachable("no diagnostics") });
     expect(hook).toBe(passThroughSystemCall);

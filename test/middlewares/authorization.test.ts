@@ -17,7 +17,7 @@ import {
   AuthorizationConfigSchema,
   createAuthorizationMiddleware,
 } from "../../src/middlewares/authorization.ts";
-import { createGuardrailMiddleware } from "../../src/middlewares/guardrail.ts";
+import { createGuardrailMiddleware } from "../../src/middlewares/guardrail/guardrail.ts";
 import { emptyThreadState } from "../../src/state/thread-state.ts";
 import { makeRuntime } from "./runtime.ts";
 
@@ -171,7 +171,7 @@ describe("Authorization", () => {
     expect(provider.authorizeCalls).toHaveLength(1);
   });
 
-  it("scenario 24: with a deferred tool_search in the build, tool_search skips the authorization provider but the configured guardrail still evaluates it", async () => {
+  it("scenario M24: with a deferred tool_search in the build, tool_search skips the authorization provider but the configured guardrail still evaluates it", async () => {
     const provider = new CountingProvider(() => ({ allowed: false, rule: "authz.denied", reason: "not in the guest catalog" }));
     const guardrail = capturingGuardrail();
     const authorization = createAuthorizationMiddleware(ENABLED_GUEST, { provider, deferredToolSearch: true });
@@ -185,7 +185,7 @@ describe("Authorization", () => {
     expect(guardrail.requests.map((r) => r.toolName)).toEqual(["tool_search"]);
   });
 
-  it("scenario 24: a configured guardrail can still deny the generated tool_search", async () => {
+  it("scenario M24: a configured guardrail can still deny the generated tool_search", async () => {
     const authorization = createAuthorizationMiddleware(ENABLED_GUEST, { provider: new CountingProvider(), deferredToolSearch: true });
     const explicit = createGuardrailMiddleware({ enabled: true }, { provider: capturingGuardrail(["tool_search"]) });
     const handler = ranTool();
@@ -194,7 +194,7 @@ describe("Authorization", () => {
     expect(result.content).toContain("(oap.tool_not_allowed)");
   });
 
-  it("scenario 24: without a deferred setup a tool named tool_search gets no exemption", async () => {
+  it("scenario M24: without a deferred setup a tool named tool_search gets no exemption", async () => {
     const middleware = createAuthorizationMiddleware({ ...ENABLED_GUEST, roles: { guest: { tools: { allow: ["web_search"] } } } });
     const handler = ranTool();
     const result = (await middleware.wrapToolCall!(request({ name: "tool_search" }), handler)) as ToolMessage;
@@ -202,7 +202,7 @@ describe("Authorization", () => {
     expect(result.content).toContain("(authz.denied)");
   });
 
-  it("scenario 24: through the real engine, in chain order, the deferred tool_search runs, the guardrail sees every call, and authorization denies bash first", async () => {
+  it("scenario M24: through the real engine, in chain order, the deferred tool_search runs, the guardrail sees every call, and authorization denies bash first", async () => {
     const provider = new CountingProvider((r) => ({ allowed: r.target === "web_search", rule: r.target === "web_search" ? "authz.allowed" : "authz.denied" }));
     const guardrail = capturingGuardrail();
     const runs: string[] = [];

@@ -1,6 +1,6 @@
 import * as v from "valibot";
 import { describe, expect, it } from "vitest";
-import { parseMiddlewareConfig } from "../../src/middlewares/config.ts";
+import { parseMiddlewareConfig } from "../../src/engine/middleware-config.ts";
 
 const Schema = v.strictObject({ lazy_init: v.optional(v.boolean(), true) });
 

@@ -163,7 +163,7 @@ describe("DanglingToolCall: placeholders for unanswered calls", () => {
     expect((patched[2] as ToolMessage).tool_call_id).toBe("call_1");
   });
 
-  it("scenario 14: [AI(c1,c2), Tool(c1)] + new user message → an interrupted placeholder for c2 right after Tool(c1), in the request only", async () => {
+  it("scenario M14: [AI(c1,c2), Tool(c1)] + new user message → an interrupted placeholder for c2 right after Tool(c1), in the request only", async () => {
     const answered = toolMsg("c1", "bash");
     const history = [new HumanMessage("do two things"), aiCalls(tc("bash", "c1"), tc("read_file", "c2")), answered, new HumanMessage("what happened?")];
     const state = { ...emptyThreadState(), messages: history };
@@ -265,7 +265,7 @@ describe("DanglingToolCall: invalid tool calls", () => {
 });
 
 describe("DanglingToolCall: names", () => {
-  it("scenario 16: an empty-named call and an invalid write_file call show unknown_tool with a missing-name note and a no-file-was-written note", () => {
+  it("scenario M16: an empty-named call and an invalid write_file call show unknown_tool with a missing-name note and a no-file-was-written note", () => {
     const message = ai({ calls: [tc("", "empty_name_call")], invalid: [invalidTc()] });
     const patched = patch([new HumanMessage("write the report"), message]);
     const sanitized = patched[1] as AIMessage;
@@ -447,7 +447,7 @@ describe("DanglingToolCall: orphans and regrouping", () => {
     expect(patched).toHaveLength(2);
   });
 
-  it("scenario 15: an orphan ToolMessage is dropped from the request but stays in state", async () => {
+  it("scenario M15: an orphan ToolMessage is dropped from the request but stays in state", async () => {
     const orphan = toolMsg("gone", "web_search");
     const history = [new HumanMessage("q"), orphan, new AIMessage("answer"), new HumanMessage("more")];
     const state = { ...emptyThreadState(), messages: history };

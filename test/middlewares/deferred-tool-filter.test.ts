@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import { fakeModel } from "@langchain/core/testing";
@@ -7,15 +8,18 @@ import { createAgent } from "../../src/engine/agent.ts";
 import type { AgentMiddleware, AgentTool, ModelRequest, ToolCallRequest } from "../../src/engine/types.ts";
 import { MCP_TOOL_METADATA_KEY } from "../../src/mcp/metadata.ts";
 import {
-  DEFERRED_TOOL_FILTER_DEFAULTS,
+  DeferredToolFilterConfigSchema,
   DEFERRED_TOOL_FILTER_NAME,
   createDeferredToolFilterMiddleware,
   deferredToolBlockedMessage,
 } from "../../src/middlewares/deferred-tool-filter.ts";
-import { createToolErrorHandlingMiddleware } from "../../src/middlewares/tool-error-handling.ts";
+import { createToolErrorHandlingMiddleware } from "../../src/middlewares/tool-error-handling/tool-error-handling.ts";
 import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
 import { assembleDeferredTools } from "../../src/tools/tool-search.ts";
 import { makeRuntime } from "./runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const DEFERRED_TOOL_FILTER_DEFAULTS = v.parse(DeferredToolFilterConfigSchema, {});
 
 const BLOCKED_TEXT =
   "Error: Tool 'slack_send' is deferred and has not been promoted yet. Call tool_search first to expose and promote this tool's schema, then retry.";
@@ -69,7 +73,7 @@ async function callTool(middleware: AgentMiddleware, name: string, threadState: 
 }
 
 describe("DeferredToolFilter", () => {
-  it("scenario 46: an unpromoted slack_send is hidden from the model and its call answers '…deferred and has not been promoted yet…'", async () => {
+  it("scenario M46: an unpromoted slack_send is hidden from the model and its call answers '…deferred and has not been promoted yet…'", async () => {
     const mw = filter();
     expect(await boundNames(mw, state())).toEqual(["bash"]);
     const { result, ran } = await callTool(mw, "slack_send", state());
@@ -78,7 +82,7 @@ describe("DeferredToolFilter", () => {
     expect(result).toMatchObject({ status: "error", name: "slack_send", tool_call_id: "tc1" });
   });
 
-  it("scenario 46: a promotion under the same catalog hash exposes it; one under another hash is ignored", async () => {
+  it("scenario M46: a promotion under the same catalog hash exposes it; one under another hash is ignored", async () => {
     const mw = filter();
     const same = state({ catalog_hash: "h1", names: ["slack_send"] });
     expect(await boundNames(mw, same)).toEqual(["slack_send", "bash"]);
@@ -140,7 +144,7 @@ describe("DeferredToolFilter", () => {
     expect(deferredToolBlockedMessage("x", undefined).tool_call_id).toBe("missing_tool_call_id");
   });
 
-  it("scenario 46 through the engine: hidden until tool_search promotes it, then bound and callable", async () => {
+  it("scenario M46 through the engine: hidden until tool_search promotes it, then bound and callable", async () => {
     const slack = tool("slack_send", true);
     const setup = assembleDeferredTools([tool("bash"), slack]);
     const model = fakeModel()

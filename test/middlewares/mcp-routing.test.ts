@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { describe, expect, it } from "vitest";
@@ -7,7 +8,7 @@ import type { AgentMiddleware, AgentTool, HookResult, NodeHook } from "../../src
 import { MCP_TOOL_METADATA_KEY, MCP_TOOL_ROUTING_METADATA_KEY } from "../../src/mcp/metadata.ts";
 import { createDeferredToolFilterMiddleware } from "../../src/middlewares/deferred-tool-filter.ts";
 import {
-  MCP_ROUTING_DEFAULTS,
+  McpRoutingConfigSchema,
   MCP_ROUTING_NAME,
   assertMcpRoutingBeforeDeferredFilter,
   createMcpRoutingMiddleware,
@@ -16,6 +17,9 @@ import { reducePromoted } from "../../src/state/reducers.ts";
 import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
 import { assembleDeferredTools } from "../../src/tools/tool-search.ts";
 import { makeRuntime } from "./runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const MCP_ROUTING_DEFAULTS = v.parse(McpRoutingConfigSchema, {});
 
 function routed(name: string, keywords: string[], priority = 0, mode = "prefer"): AgentTool {
   return {
@@ -54,12 +58,12 @@ function run(mw: AgentMiddleware, threadState: ThreadState): HookResult {
 }
 
 describe("McpRouting", () => {
-  it("scenario 47: routing keywords {slack_send: [slack]} and 'post to Slack' promote slack_send", () => {
+  it("scenario M47: routing keywords {slack_send: [slack]} and 'post to Slack' promote slack_send", () => {
     const mw = routing({ slack_send: { priority: 0, keywords: ["slack"] } });
     expect(run(mw, state([new HumanMessage("post to Slack")]))).toEqual({ promoted: { catalog_hash: "hash1", names: ["slack_send"] } });
   });
 
-  it("scenario 47: at most top_k tools are promoted, ranked by priority then name (case-folded, any script)", () => {
+  it("scenario M47: at most top_k tools are promoted, ranked by priority then name (case-folded, any script)", () => {
     const mw = routing(
       {
         z_tool: { priority: 50, keywords: ["订单"] },
@@ -136,7 +140,7 @@ describe("McpRouting", () => {
     expect(() => assertMcpRoutingBeforeDeferredFilter([f, r])).toThrow(/McpRouting must be installed before DeferredToolFilter/);
   });
 
-  it("scenario 47 through the engine: the routed schema is bound in the same model cycle and callable without tool_search", async () => {
+  it("scenario M47 through the engine: the routed schema is bound in the same model cycle and callable without tool_search", async () => {
     const pg = routed("postgres_query", ["orders"], 100);
     const metrics = routed("metrics_query", ["metrics"], 90);
     const setup = assembleDeferredTools([active, pg, metrics]);

@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, SystemMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { describe, expect, it } from "vitest";
@@ -8,12 +9,15 @@ import { PROVENANCE_CONTENT_KIND_KEY, PROVENANCE_PRODUCER_KIND_KEY } from "../..
 import { currentDateFormatter } from "../../src/middlewares/dynamic-context.ts";
 import { HIDE_FROM_UI } from "../../src/middlewares/messages.ts";
 import {
-  SUBAGENT_DATE_CONTEXT_DEFAULTS,
+  SubagentDateContextConfigSchema,
   createSubagentDateContextMiddleware,
 } from "../../src/middlewares/subagent-date-context.ts";
 import { createSystemMessageCoalescingMiddleware } from "../../src/middlewares/system-message-coalescing.ts";
 import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
 import { makeRuntime } from "./runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const SUBAGENT_DATE_CONTEXT_DEFAULTS = v.parse(SubagentDateContextConfigSchema, {});
 
 // 2026-05-08 23:30 UTC is already Saturday the 9th in Shanghai.
 const LATE_FRIDAY_UTC = Date.UTC(2026, 4, 8, 23, 30, 0);

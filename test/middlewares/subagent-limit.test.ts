@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import type { ToolCall } from "@langchain/core/messages/tool";
 import { fakeModel } from "@langchain/core/testing";
@@ -7,7 +8,7 @@ import { createAgent, type RunRecord } from "../../src/engine/agent.ts";
 import type { AgentMiddleware, AgentRuntime, AgentTool, HookResult, NodeHook } from "../../src/engine/types.ts";
 import { readStopReason, recordStopReason } from "../../src/middlewares/stop-reason.ts";
 import {
-  SUBAGENT_LIMIT_DEFAULTS,
+  SubagentLimitConfigSchema,
   SUBAGENT_LIMIT_REACHED_TEXT,
   clampConcurrentSubagents,
   countRunDelegations,
@@ -15,6 +16,9 @@ import {
 } from "../../src/middlewares/subagent-limit.ts";
 import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
 import { makeRuntime } from "./runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const SUBAGENT_LIMIT_DEFAULTS = v.parse(SubagentLimitConfigSchema, {});
 
 function task(id: string): ToolCall {
   return { id, name: "task", args: { description: id, prompt: `do ${id}`, subagent_type: "general-purpose" }, type: "tool_call" };
@@ -93,7 +97,7 @@ describe("SubagentLimit afterModel", () => {
     expect(await runAfterModel(mw, stateWith(new AIMessage({ content: "", tool_calls: many })))).toBeUndefined();
   });
 
-  it("scenario 48: keeps the first 3 of 5 task calls plus every non-task call, syncing raw provider calls", async () => {
+  it("scenario M48: keeps the first 3 of 5 task calls plus every non-task call, syncing raw provider calls", async () => {
     const calls = [task("t1"), call("w1", "web_search"), task("t2"), task("t3"), task("t4"), call("b1", "bash"), task("t5")];
     const raw = calls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: "{}" } }));
     const message = new AIMessage({
@@ -113,7 +117,7 @@ describe("SubagentLimit afterModel", () => {
     expect(readStopReason(runtime)).toBeUndefined();
   });
 
-  it("scenario 48: with 6 delegations already in this run, removes every task call, appends the note, stops and records subagent_limit_capped", async () => {
+  it("scenario M48: with 6 delegations already in this run, removes every task call, appends the note, stops and records subagent_limit_capped", async () => {
     const message = new AIMessage({
       id: "ai-2",
       content: "more work",
@@ -200,7 +204,7 @@ describe("SubagentLimit afterModel", () => {
 });
 
 describe("SubagentLimit in the engine", () => {
-  it("scenario 48: the graph runs only the kept task calls and ends the capped run with the note", async () => {
+  it("scenario M48: the graph runs only the kept task calls and ends the capped run with the note", async () => {
     const ran: string[] = [];
     const taskTool: AgentTool = {
       name: "task",

@@ -185,7 +185,7 @@ describe("SystemMessageCoalescing middleware", () => {
     expect(await middleware.wrapModelCall!(req, async () => answer)).toBe(answer);
   });
 
-  it("scenario 35: in-list system messages plus a static prompt reach the model as one system message with the prompt's id; the checkpoint is unchanged", async () => {
+  it("scenario M35: in-list system messages plus a static prompt reach the model as one system message with the prompt's id; the checkpoint is unchanged", async () => {
     const prompt = new SystemMessage({ content: "You are DeerFlow 2.0, an AI assistant...", id: "sys-prompt" });
     const history: BaseMessage[] = [
       reminder("<system-reminder>\n<current_date>2026-06-22, Monday</current_date>\n</system-reminder>", "msg-1"),

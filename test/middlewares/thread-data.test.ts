@@ -28,20 +28,19 @@ function update(result: HookResult): Update {
 describe("ThreadData", () => {
   const middleware = createThreadDataMiddleware();
 
-  it("has a stable name and declares lazy_init (default true)", () => {
+  it("has a stable name and no configuration to declare", () => {
     expect(middleware.name).toBe(THREAD_DATA_NAME);
     expect(middleware.name).toBe("ThreadData");
-    expect(middleware.releasePolicyParameters?.()).toEqual({ lazy_init: true });
-    expect(createThreadDataMiddleware({ lazy_init: false }).releasePolicyParameters?.()).toEqual({ lazy_init: false });
+    expect(middleware.releasePolicyParameters).toBeUndefined();
   });
 
-  it("scenario 9: with no thread_id in context or on the run, the agent fails with 'Thread ID is required'", () => {
+  it("scenario M9: with no thread_id in context or on the run, the agent fails with 'Thread ID is required'", () => {
     const call = () => runBeforeAgent(middleware, stateWith([]), makeRuntime());
     expect(call).toThrow("Thread ID is required");
     expect(call).toThrow(expect.objectContaining({ code: "thread_id_required", message: "Thread ID is required" }));
   });
 
-  it("scenario 9: the real engine run fails too when no thread is given", async () => {
+  it("scenario M9: the real engine run fails too when no thread is given", async () => {
     const agent = createAgent({
       model: fakeModel().respond(new AIMessage("never")),
       middlewares: [middleware],
@@ -50,7 +49,7 @@ describe("ThreadData", () => {
     await expect(agent.invoke({ messages: [new HumanMessage("hi")] })).rejects.toThrow("Thread ID is required");
   });
 
-  it("scenario 10: thread t1 and user u1 get the virtual paths, and the last user message keeps its id but gains name, run_id and an ISO timestamp", () => {
+  it("scenario M10: thread t1 and user u1 get the virtual paths, and the last user message keeps its id but gains name, run_id and an ISO timestamp", () => {
     const clock = new ManualClock(Date.UTC(2026, 4, 8, 9, 30, 15, 250));
     const last = new HumanMessage({ content: "hello", id: "m1", additional_kwargs: { files: [] } });
     const result = update(
@@ -77,7 +76,7 @@ describe("ThreadData", () => {
     expect(last.name).toBeUndefined();
   });
 
-  it("scenario 10: through the real engine the stamped message replaces the original in place", async () => {
+  it("scenario M10: through the real engine the stamped message replaces the original in place", async () => {
     const agent = createAgent({
       model: fakeModel().respond(new AIMessage("hi back")),
       middlewares: [middleware],
@@ -151,5 +150,16 @@ describe("ThreadData", () => {
   it("rejects unknown or mistyped config with the key's path", () => {
     expect(() => createThreadDataMiddleware({ lazy: true } as never)).toThrow(expect.objectContaining({ code: "invalid_middleware_config" }));
     expect(() => createThreadDataMiddleware({ lazy_init: "yes" } as never)).toThrow(/ThreadData\.lazy_init/);
+  });
+
+  it("refuses lazy_init, upstream's key, saying why and what to do", () => {
+    for (const lazy_init of [true, false]) {
+      expect(() => createThreadDataMiddleware({ lazy_init } as never)).toThrow(
+        expect.objectContaining({
+          code: "invalid_middleware_config",
+          message: expect.stringMatching(/^ThreadData\.lazy_init: Invalid key.*ThreadData takes no keys \(lazy_init is not offered: the thread's folders exist without being created\); remove it\.$/),
+        }),
+      );
+    }
   });
 });

@@ -161,8 +161,8 @@ describe("the model title", () => {
   });
 });
 
-describe("scenario 44: titles through the real engine", () => {
-  it("scenario 44: without a title model the first exchange titles the thread with the user text, and later exchanges never change it", async () => {
+describe("scenario M44: titles through the real engine", () => {
+  it("scenario M44: without a title model the first exchange titles the thread with the user text, and later exchanges never change it", async () => {
     const agent = createAgent({
       model: fakeModel().respond(new AIMessage("first answer")).respond(new AIMessage("second answer")),
       middlewares: [createTitleMiddleware()],
@@ -175,7 +175,7 @@ describe("scenario 44: titles through the real engine", () => {
     expect(second.title).toBe("Plan a trip to Kyoto");
   });
 
-  it("scenario 44: a long first message becomes its first 50 characters plus ...", async () => {
+  it("scenario M44: a long first message becomes its first 50 characters plus ...", async () => {
     const text = "Please compare the three quarterly revenue reports and explain every difference";
     const agent = createAgent({ model: fakeModel().respond(new AIMessage("ok")), middlewares: [createTitleMiddleware()], services: { clock: systemClock } });
     const result = await agent.invoke({ messages: [new HumanMessage(text)] }, { threadId: "t44b" });
@@ -183,7 +183,7 @@ describe("scenario 44: titles through the real engine", () => {
     expect(result.title!.length).toBeLessThanOrEqual(53);
   });
 
-  it("scenario 44: with a title model the title is its cleaned answer (at most 60 chars), and it never streams to the client", async () => {
+  it("scenario M44: with a title model the title is its cleaned answer (at most 60 chars), and it never streams to the client", async () => {
     const titleModel = fakeModel().respond(new AIMessage(`**"${"Kyoto travel plan ".repeat(5)}"**`));
     const agent = createAgent({
       model: fakeModel().respond(new AIMessage("visible answer")),

@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { Command, isCommand } from "@langchain/langgraph/web";
@@ -7,17 +8,20 @@ import { createAgent } from "../../src/engine/agent.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookSpec, ModelRequest } from "../../src/engine/types.ts";
 import { canonicalHash } from "../../src/extension-api/index.ts";
 import {
+  TodoListConfigSchema,
   DEFAULT_TODO_SYSTEM_PROMPT,
   TODO_COMPLETION_REMINDER_NAME,
-  TODO_LIST_DEFAULTS,
   TODO_LIST_NAME,
   TODO_REMINDER_NAME,
   createTodoListMiddleware,
   hasToolCallIntentOrError,
 } from "../../src/middlewares/todo-list.ts";
-import { DEFAULT_WRITE_TODOS_DESCRIPTION, createWriteTodosTool, formatTodoLines } from "../../src/middlewares/todo-tool.ts";
+import { DEFAULT_WRITE_TODOS_DESCRIPTION, createWriteTodosTool, formatTodoLines } from "../../src/tools/write-todos.ts";
 import { emptyThreadState, type Todo } from "../../src/state/thread-state.ts";
 import { makeRuntime } from "./runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const TODO_LIST_DEFAULTS = v.parse(TodoListConfigSchema, {});
 
 const incomplete: Todo[] = [
   { content: "Step 1", status: "completed" },
@@ -95,7 +99,7 @@ describe("the context-loss reminder", () => {
     expect(before(state([new HumanMessage("hi"), earlier], incomplete))).toBeUndefined();
   });
 
-  it("scenario 42: todos exist but no write_todos call remains → one hidden todo_reminder listing them is added to state", () => {
+  it("scenario M42: todos exist but no write_todos call remains → one hidden todo_reminder listing them is added to state", () => {
     const result = before(state([new HumanMessage("hi"), new AIMessage("summarized away")], incomplete));
     expect(result!.messages).toHaveLength(1);
     const reminder = result!.messages[0]!;
@@ -106,7 +110,7 @@ describe("the context-loss reminder", () => {
     expect(reminder.content).toContain("write_todos");
   });
 
-  it("scenario 42: through the real engine the reminder reaches the model and stays in state, once", async () => {
+  it("scenario M42: through the real engine the reminder reaches the model and stays in state, once", async () => {
     const model = fakeModel().respond(new AIMessage("continuing")).respond(new AIMessage("still continuing"));
     const agent = createAgent({ model, middlewares: [createTodoListMiddleware()], services: { clock: systemClock } });
     // All items completed, so the completion guard stays out of the way.
@@ -216,8 +220,8 @@ describe("the completion guard", () => {
   });
 });
 
-describe("scenario 41: the completion guard through the real engine", () => {
-  it("scenario 41: a plain final answer with [a:completed, b:pending] is sent back with a hidden reminder listing - [pending] b, at most twice, never persisted", async () => {
+describe("scenario M41: the completion guard through the real engine", () => {
+  it("scenario M41: a plain final answer with [a:completed, b:pending] is sent back with a hidden reminder listing - [pending] b, at most twice, never persisted", async () => {
     const model = fakeModel()
       .respondWithTools([
         {

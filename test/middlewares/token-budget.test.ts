@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { MemorySaver } from "@langchain/langgraph/web";
@@ -8,8 +9,8 @@ import type { AgentMiddleware, AgentRuntime, AgentTool, HookResult, ModelRequest
 import { HIDE_FROM_UI } from "../../src/middlewares/messages.ts";
 import { readStopReason } from "../../src/middlewares/stop-reason.ts";
 import {
+  TokenBudgetConfigSchema,
   BUDGET_WARNING_NAME,
-  TOKEN_BUDGET_DEFAULTS,
   TOKEN_BUDGET_NAME,
   budgetExceededText,
   budgetWarningText,
@@ -18,6 +19,9 @@ import {
 } from "../../src/middlewares/token-budget.ts";
 import { emptyThreadState, type ThreadState } from "../../src/state/thread-state.ts";
 import { makeRuntime } from "./runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const TOKEN_BUDGET_DEFAULTS = v.parse(TokenBudgetConfigSchema, {});
 
 let counter = 0;
 function ai(usage: { input?: number; output?: number } | undefined, options: { id?: string; calls?: boolean; content?: string } = {}): AIMessage {
@@ -122,7 +126,7 @@ describe("TokenBudget", () => {
     expect(budgetWarnings(await nextRequest(mw, runtime))).toEqual([]);
   });
 
-  it("scenario 51: at 850 of 1000 one hidden [TOKEN BUDGET WARNING] goes into the next request, after the tool results", async () => {
+  it("scenario M51: at 850 of 1000 one hidden [TOKEN BUDGET WARNING] goes into the next request, after the tool results", async () => {
     const mw = on();
     const runtime = startRun(mw);
     const first = ai({ input: 400, output: 50 }, { calls: true });
@@ -149,7 +153,7 @@ describe("TokenBudget", () => {
     expect(readStopReason(runtime)).toBeUndefined();
   });
 
-  it("scenario 51: at >= 1000 tool calls are stripped, [TOKEN BUDGET EXCEEDED] is appended, stop_reason=token_capped", () => {
+  it("scenario M51: at >= 1000 tool calls are stripped, [TOKEN BUDGET EXCEEDED] is appended, stop_reason=token_capped", () => {
     const mw = on();
     const runtime = startRun(mw);
     const last = ai({ input: 900, output: 150 }, { calls: true, content: "Thinking" });
@@ -162,7 +166,7 @@ describe("TokenBudget", () => {
     expect(readStopReason(runtime)).toBe("token_capped");
   });
 
-  it("scenario 51: usage from earlier runs does not count", () => {
+  it("scenario M51: usage from earlier runs does not count", () => {
     const mw = on();
     const earlier = [new HumanMessage("q1"), ai({ input: 900, output: 90 }), new HumanMessage("q2")];
     const runtime = startRun(mw, earlier, "run-2");
@@ -238,7 +242,7 @@ describe("TokenBudget in the real engine", () => {
     });
   }
 
-  it("scenario 51: an earlier run's 900 tokens do not count; 850 warns once, 1050 stops the run as token_capped", async () => {
+  it("scenario M51: an earlier run's 900 tokens do not count; 850 warns once, 1050 stops the run as token_capped", async () => {
     const model = fakeModel()
       .respond(withUsage(900, false, "earlier"))
       .respond(withUsage(850, true, "m1"))

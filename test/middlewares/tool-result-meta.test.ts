@@ -39,7 +39,7 @@ function shell(errorType: ToolResultMeta["error_type"], recoverable: boolean, ac
   return { status: "error", error_type: errorType, recoverable_by_model: recoverable, recommended_next_action: action, source: "content_analysis" };
 }
 
-describe("scenario 30: normalized meta of typical tool returns", () => {
+describe("scenario M30: normalized meta of typical tool returns", () => {
   it("classifies 'Error: 401 Unauthorized' as auth / stop", () => {
     expect(stamped("Error: 401 Unauthorized")).toEqual({
       status: "error",
@@ -313,7 +313,7 @@ describe("stampExceptionMeta", () => {
   });
 });
 
-describe("scenario 31: web_fetch error pages are errors, documents are not", () => {
+describe("scenario M31: web_fetch error pages are errors, documents are not", () => {
   it("'# 404 Not Found' is error / not_found", () => {
     expect(stamped("# 404 Not Found\n\n---\n\nnginx/1.24.0", { name: "web_fetch" })).toEqual(shell("not_found", true, "rewrite_query"));
   });

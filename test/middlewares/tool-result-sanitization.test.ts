@@ -75,7 +75,7 @@ describe("ToolResultSanitization", () => {
     expect(collectReleasePolicies([middleware])).toEqual({ ToolResultSanitization: declared });
   });
 
-  it("scenario 5: a web_fetch result's <system-reminder> tags are HTML-escaped and the forged boundary marker neutralised", async () => {
+  it("scenario M5: a web_fetch result's <system-reminder> tags are HTML-escaped and the forged boundary marker neutralised", async () => {
     const result = await run(request("web_fetch"), msg(MALICIOUS_PAGE, "web_fetch"));
     const content = text(result);
     expect(content).toContain("&lt;system-reminder&gt;");
@@ -89,14 +89,14 @@ describe("ToolResultSanitization", () => {
     ]);
   });
 
-  it.each(["bash", "read_file"])("scenario 5: the same text from %s is returned unchanged (same object)", async (name) => {
+  it.each(["bash", "read_file"])("scenario M5: the same text from %s is returned unchanged (same object)", async (name) => {
     const original = msg(MALICIOUS_PAGE, name);
     const result = await run(request(name), original);
     expect(result).toBe(original);
     expect(original.content).toBe(MALICIOUS_PAGE);
   });
 
-  it("scenario 5: an MCP tool named fetch_url IS sanitised (spec: every deerflow_mcp-tagged tool, whatever its name)", async () => {
+  it("scenario M5: an MCP tool named fetch_url IS sanitised (spec: every deerflow_mcp-tagged tool, whatever its name)", async () => {
     const mcpFetch = tool("fetch_url", { deerflow_mcp: true });
     const result = await run(request("fetch_url", { tool: mcpFetch }), msg(MALICIOUS_PAGE, "fetch_url"));
     expect(text(result)).toContain("&lt;system-reminder&gt;");

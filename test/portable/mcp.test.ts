@@ -10,7 +10,7 @@ import { systemClock } from "../../src/core/clock.ts";
 import { createAgent } from "../../src/engine/agent.ts";
 import type { AgentTool, ToolContext } from "../../src/engine/types.ts";
 import { loadMcpTools, parseMcpServersConfig, type McpToolset } from "../../src/mcp/index.ts";
-import { createToolErrorHandlingMiddleware } from "../../src/middlewares/tool-error-handling.ts";
+import { createToolErrorHandlingMiddleware } from "../../src/middlewares/tool-error-handling/tool-error-handling.ts";
 import { emptyThreadState } from "../../src/state/thread-state.ts";
 import { makeRuntime } from "../middlewares/runtime.ts";
 import { startTestMcpServer, type TestMcpServer } from "../mcp/http-server.ts";

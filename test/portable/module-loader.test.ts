@@ -81,7 +81,7 @@ describe(`ModuleLoader (${runtime})`, () => {
     expect((await loadError("  ")).code).toBe("module_not_found");
   });
 
-  it("scenario 60: configured entries build through the real loader; a missing module and a non-middleware fail loudly", async () => {
+  it("scenario M60: configured entries build through the real loader; a missing module and a non-middleware fail loudly", async () => {
     const built = await loadConfiguredMiddlewares(["./valid-middleware.ts:AuditMiddleware", "./valid-middleware.ts:createTaggingMiddleware"], loader);
     expect(built.map((m) => m.name)).toEqual(["Audit", "Tagging"]);
     await expect(loadConfiguredMiddlewares(["pkg.mod:Missing"], loader)).rejects.toMatchObject({

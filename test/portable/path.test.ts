@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { isInsideVirtualRoots, normalizePosixPath, resolveVirtualPath } from "../../src/core/path.ts";
+import { isInsideVirtualRoots, normalizePosixPath } from "../../src/core/path.ts";
+import { resolveVirtualPath } from "../../src/sandbox/virtual-path.ts";
 import { SandboxError } from "../../src/ports/sandbox.ts";
 
 const W = "/mnt/user-data/workspace";

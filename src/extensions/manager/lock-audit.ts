@@ -1,5 +1,6 @@
 import { normalizePosixPath } from "../../core/path.ts";
 import { isLoopbackUrl } from "./source.ts";
+import { isRecord } from "../../core/guards.ts";
 
 /*
  * After every npm add or remove, the new extensions lock is audited before anything is enabled:
@@ -26,10 +27,6 @@ export interface LockAuditResult {
 const WINDOWS_ABSOLUTE = /^[A-Za-z]:[\\/]/;
 const SCHEME = /^([A-Za-z][A-Za-z0-9+.-]*):/;
 const DEPENDENCY_FIELDS = ["dependencies", "optionalDependencies", "devDependencies", "peerDependencies"] as const;
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 /** Why a local path (relative to the extensions folder) is not reproducible, or undefined when it is. */
 function localProblem(path: string): string | undefined {

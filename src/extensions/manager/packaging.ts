@@ -1,6 +1,7 @@
 import { normalizePosixPath } from "../../core/path.ts";
 import { ExtensionManagerError } from "./errors.ts";
 import { isValidPackageName } from "./source.ts";
+import { isRecord } from "../../core/guards.ts";
 
 /*
  * The packaging convention: an extension package names its one install function in package.json,
@@ -34,10 +35,6 @@ const NAME_MAX = 100;
 
 function invalid(where: string, message: string): ExtensionManagerError {
   return new ExtensionManagerError("extension_package_invalid", `${where}: ${message}`);
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** Parses package.json text and reads its one extension entry; `where` names the file in messages. */

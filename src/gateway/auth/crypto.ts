@@ -1,4 +1,5 @@
 import { bytesToBase64 } from "../../core/base64.ts";
+import { sha256Bytes } from "../../core/hex.ts";
 
 const encoder = new TextEncoder();
 
@@ -17,20 +18,12 @@ export function constantTimeEqual(a: string, b: string): boolean {
   return constantTimeEqualBytes(encoder.encode(a), encoder.encode(b));
 }
 
-export async function sha256(text: string): Promise<Uint8Array> {
-  return new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(text)));
-}
-
-export async function sha256Hex(text: string): Promise<string> {
-  return [...(await sha256(text))].map((byte) => byte.toString(16).padStart(2, "0")).join("");
-}
-
 /**
  * Secrets are compared through their digests: equal-length inputs to the comparison, so neither
  * the secret's length nor a shared prefix can be learned from timing.
  */
 export async function secretsEqual(presented: string, expected: string): Promise<boolean> {
-  const [a, b] = await Promise.all([sha256(presented), sha256(expected)]);
+  const [a, b] = await Promise.all([sha256Bytes(presented), sha256Bytes(expected)]);
   return constantTimeEqualBytes(a, b);
 }
 

@@ -4,13 +4,16 @@ import type { AuthorizationConfig } from "../../authz/config.ts";
 import type { AuthorizationProvider } from "../../authz/provider.ts";
 import { systemClock } from "../../core/clock.ts";
 import { DeerflowError } from "../../core/errors.ts";
+import { bytesToHex, sha256Bytes } from "../../core/hex.ts";
+import { SCOPE_ID_MAX, toIdAlphabet } from "../../core/ids.ts";
+import { DEFAULT_USER_ID } from "../../engine/run-identity.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
 import type { Clock, Env } from "../../ports/runtime-ports.ts";
 import { registerAuthRoutes } from "../routes/auth.ts";
 import { USER_ID_PATTERN, type AuthMode, type GatewayConfig, type GatewayUserConfig } from "../../config/gateway.ts";
 import type { GatewayEnv, GatewayUser, RoutePermission } from "../types.ts";
 import { createGatewayAuthorizer, type GatewayAuthorizer, type GatewayIdentity } from "./authorizer.ts";
-import { constantTimeEqual, randomToken, secretsEqual, sha256Hex } from "./crypto.ts";
+import { constantTimeEqual, randomToken, secretsEqual } from "./crypto.ts";
 import {
   ACCESS_TOKEN_COOKIE,
   API_KEY_HEADER,
@@ -23,7 +26,8 @@ import {
 import { clientAddress, normalizeIpAddresses } from "./client-address.ts";
 import { authErrorResponse, forbiddenResponse, type AuthFailure } from "./errors.ts";
 import { signSessionToken, verifySessionToken } from "./jwt.ts";
-import { createLoginThrottle, type LoginDecision } from "./login-throttle.ts";
+import { createLoginThrottle } from "./login-throttle.ts";
+import type { SessionService } from "./session-service.ts";
 import { createSessionRevocations } from "./revocations.ts";
 import { DEFAULT_PASSWORD_ITERATIONS, isUsablePasswordHash, verifyPassword } from "./password.ts";
 import {
@@ -40,7 +44,7 @@ import {
 } from "./request.ts";
 
 /** Who every caller is while authentication is disabled (a loopback-only local install). */
-export const AUTH_DISABLED_USER_ID = "default";
+export const AUTH_DISABLED_USER_ID = DEFAULT_USER_ID;
 /** Where a generated JWT secret is kept, so sessions survive a restart. */
 export const JWT_SECRET_STORAGE_KEY = "gateway:auth:jwt-secret";
 
@@ -65,18 +69,6 @@ export interface AuthLayerOptions {
   readonly storage?: KeyValue;
   /** Where the server will listen; given, an unsafe combination (auth disabled off loopback) throws here. */
   readonly listening?: { readonly host: string };
-}
-
-/** What `register` hands the auth routes: the credential checks, without the HTTP. */
-export interface SessionService {
-  readonly tokenLifetimeSeconds: number;
-  /** The user when `password` is theirs; null otherwise, after the same amount of work either way. */
-  checkPassword(username: string, password: string): Promise<GatewayUserConfig | null>;
-  /** Whether `request`'s client may try `username`'s password now (see login-throttle.ts); an allowed try counts as failed until it succeeds. */
-  beginLogin(username: string, request: Request): Promise<LoginDecision>;
-  issueToken(user: GatewayUserConfig): Promise<string>;
-  /** Ends the session of `token` server-side (a logout): it is refused from now on, also after a restart. */
-  endSession(token: string): Promise<void>;
 }
 
 export interface AuthLayer {
@@ -114,8 +106,8 @@ export function assertAuthSafeToServe(config: Pick<GatewayConfig, "auth">, host:
  */
 export async function makeSafeUserId(raw: string): Promise<string> {
   if (USER_ID_PATTERN.test(raw)) return raw;
-  const digest = (await sha256Hex(raw)).slice(0, 16);
-  return `${raw.replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 111)}-${digest}`;
+  const digest = bytesToHex(await sha256Bytes(raw)).slice(0, 16);
+  return `${toIdAlphabet(raw, "-").slice(0, SCOPE_ID_MAX - digest.length - 1)}-${digest}`;
 }
 
 type Resolution = { readonly identity: GatewayIdentity } | { readonly failure: AuthFailure };
@@ -198,7 +190,7 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
   const sessionVersion = (user: GatewayUserConfig): Promise<string> => {
     let version = versions.get(user.id);
     if (version === undefined) {
-      version = sha256Hex(`${user.token_version}:${user.password_hash}`).then((hex) => hex.slice(0, 16));
+      version = sha256Bytes(`${user.token_version}:${user.password_hash}`).then((digest) => bytesToHex(digest).slice(0, 16));
       versions.set(user.id, version);
     }
     return version;

@@ -1,7 +1,7 @@
 import type { KeyValue } from "../../ports/key-value.ts";
 import type { Clock } from "../../ports/runtime-ports.ts";
 import { addressBucket } from "./client-address.ts";
-import { sha256Hex } from "./crypto.ts";
+import { bytesToHex, sha256Bytes } from "../../core/hex.ts";
 
 /*
  * Login throttling: growing delays, never a lock that someone else can put on an account.
@@ -178,7 +178,7 @@ export function createLoginThrottle(options: { readonly storage?: KeyValue; read
     })().catch(() => undefined);
   };
 
-  const keyOf = async (kind: string, subject: string) => `${LOGIN_THROTTLE_PREFIX}:${kind}:${(await sha256Hex(subject)).slice(0, 40)}`;
+  const keyOf = async (kind: string, subject: string) => `${LOGIN_THROTTLE_PREFIX}:${kind}:${bytesToHex(await sha256Bytes(subject)).slice(0, 40)}`;
 
   return {
     async begin(username, address) {

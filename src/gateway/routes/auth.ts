@@ -4,7 +4,7 @@ import * as v from "valibot";
 import { randomToken } from "../auth/crypto.ts";
 import { authErrorResponse } from "../auth/errors.ts";
 import { ACCESS_TOKEN_COOKIE, CSRF_COOKIE, authenticatedUser } from "../auth/context.ts";
-import type { SessionService } from "../auth/layer.ts";
+import type { SessionService } from "../auth/session-service.ts";
 import { LOGIN_PATH, LOGOUT_PATH, ME_PATH, directHost, isLoopbackHostHeader, isSecureRequest } from "../auth/request.ts";
 import { JsonBodyError, readJsonBody } from "../request-limits.ts";
 import type { GatewayEnv } from "../types.ts";

@@ -2,7 +2,7 @@ import type { Context, Hono } from "hono";
 import type { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { isInsideVirtualRoots, normalizePosixPath } from "../../core/path.ts";
-import { fileSuffix, isUploadStagingFile } from "../../middlewares/uploads.ts";
+import { fileSuffix, isUploadStagingFile } from "../../sandbox/upload-names.ts";
 import { SandboxError, VIRTUAL_DIRS } from "../../ports/sandbox.ts";
 import { isValidThreadId } from "../../runtime/thread-store.ts";
 import { httpError } from "../errors.ts";

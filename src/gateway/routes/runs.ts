@@ -1,19 +1,20 @@
 import type { Context, Hono } from "hono";
 import { availableModelNames } from "../../config/index.ts";
-import { newId } from "../../core/ids.ts";
+import { NAMED_ID_PATTERN, newId } from "../../core/ids.ts";
 import { RunManager } from "../../runtime/runs/manager.ts";
 import { parseLastEventId, type StreamBridge } from "../../runtime/runs/stream-bridge.ts";
 import type { ReclaimMemory } from "../../ports/runtime-ports.ts";
 import { RUN_STATUSES, RunOperationError, type RunRecord, type RunStatus } from "../../runtime/runs/types.ts";
+import { statusOfRunOperation } from "../errors.ts";
 import { parseRunBody, THREAD_ID_PATTERN, type ParsedRunBody } from "../run-request.ts";
 import { readJsonBody } from "../request-limits.ts";
 import { runLocationHeaders, sseResponse } from "../sse.ts";
 import { ASSISTANT_ID_ALIASES, listAssistants, resolveAssistantId } from "./assistants.ts";
-import type { GatewayDeps, GatewayRunHooks } from "../app.ts";
+import type { GatewayDeps, GatewayRunHooks } from "../deps.ts";
 import type { GatewayEnv, GatewayUser, RouteGuard, ThreadStore } from "../types.ts";
 
 /*
- * The runs half of the LangGraph Platform API (inventory §2.2, anchors §5), mounted under /api.
+ * The runs routes of the LangGraph Platform API (create, stream, join, cancel), mounted under /api.
  * Every route is authorized once through the guard (permission, then thread ownership: another
  * user's thread is a 404), validates before anything is created, and answers failures as JSON
  * `{"detail": "..."}`.
@@ -48,7 +49,6 @@ export function registerRunRoutes(app: Hono<GatewayEnv>, deps: RunRouteDeps): vo
       // As LangGraph Platform: a run for an assistant that does not exist is a 404, and starts nothing.
       const offered = deps.assistantIds?.() ?? [];
       throw new RunOperationError(
-        404,
         "assistant_not_found",
         `Assistant ${JSON.stringify(assistantId)} not found${offered.length > 0 ? `; this gateway serves ${offered.map((id) => JSON.stringify(id)).join(", ")}` : ""}.`,
       );
@@ -117,7 +117,7 @@ export function registerRunRoutes(app: Hono<GatewayEnv>, deps: RunRouteDeps): vo
     const offset = intQuery(c, "offset", 0, 0, Number.MAX_SAFE_INTEGER);
     const status = c.req.query("status");
     if (status !== undefined && !(RUN_STATUSES as readonly string[]).includes(status)) {
-      throw new RunOperationError(422, "invalid_query", `status must be one of ${RUN_STATUSES.join(", ")}; got ${JSON.stringify(status)}`);
+      throw new RunOperationError("invalid_query", `status must be one of ${RUN_STATUSES.join(", ")}; got ${JSON.stringify(status)}`);
     }
     const rows = await runs.list(threadId, { limit, offset, ...(status ? { status: status as RunStatus } : {}) });
     return c.json(rows.map(publicRun));
@@ -135,10 +135,10 @@ export function registerRunRoutes(app: Hono<GatewayEnv>, deps: RunRouteDeps): vo
     const afterSeq = integerQuery(c, "after_seq", -1);
     const limit = integerQuery(c, "limit", 100);
     if (afterSeq === undefined || afterSeq < -1 || limit === undefined || limit < 1 || limit > 1000) {
-      throw new RunOperationError(422, "invalid_query", "after_seq must be a whole number >= -1 (-1: from the first entry) and limit a whole number from 1 to 1000.");
+      throw new RunOperationError("invalid_query", "after_seq must be a whole number >= -1 (-1: from the first entry) and limit a whole number from 1 to 1000.");
     }
     const page = await runs.events(threadId, runId, { afterSeq, limit });
-    if (!page) throw new RunOperationError(404, "run_not_found", `Run ${runId} not found`);
+    if (!page) throw new RunOperationError("run_not_found", `Run ${runId} not found`);
     return c.json(page);
   }));
 
@@ -261,7 +261,7 @@ function handled(fn: (c: C) => Promise<Response>) {
     try {
       return await fn(c);
     } catch (error) {
-      if (error instanceof RunOperationError) return c.json({ detail: error.message }, error.status);
+      if (error instanceof RunOperationError) return c.json({ detail: error.message }, statusOfRunOperation(error));
       throw error;
     }
   };
@@ -270,27 +270,27 @@ function handled(fn: (c: C) => Promise<Response>) {
 async function threadFor(c: C, guard: RouteGuard, permission: "runs:create" | "runs:read" | "runs:cancel", requireExisting: boolean): Promise<string> {
   const threadId = c.req.param("thread_id") ?? "";
   if (!THREAD_ID_PATTERN.test(threadId)) {
-    throw new RunOperationError(422, "invalid_thread_id", `thread_id must match ${THREAD_ID_PATTERN}; got ${JSON.stringify(threadId)}`);
+    throw new RunOperationError("invalid_thread_id", `thread_id must match ${THREAD_ID_PATTERN}; got ${JSON.stringify(threadId)}`);
   }
   await guard.thread(c, permission, threadId, { requireExisting });
   return threadId;
 }
 
 /** Run ids are the gateway's own (UUIDs); they also name storage keys, so the alphabet is closed. */
-const RUN_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+const RUN_ID_PATTERN = NAMED_ID_PATTERN;
 
 function runIdOf(c: C): string {
   const runId = c.req.param("run_id") ?? "";
   if (!RUN_ID_PATTERN.test(runId)) {
     const shown = JSON.stringify(runId.length > 80 ? `${runId.slice(0, 80)}…` : runId);
-    throw new RunOperationError(422, "invalid_run_id", `run_id ${shown} is not a run id: use the run_id a run was created with (1 to 64 letters, digits, "_" or "-").`);
+    throw new RunOperationError("invalid_run_id", `run_id ${shown} is not a run id: use the run_id a run was created with (1 to 64 letters, digits, "_" or "-").`);
   }
   return runId;
 }
 
 async function existingRun(runs: RunManager<GatewayUser>, threadId: string, runId: string): Promise<RunRecord> {
   const row = await runs.get(threadId, runId);
-  if (!row) throw new RunOperationError(404, "run_not_found", `Run ${runId} not found`);
+  if (!row) throw new RunOperationError("run_not_found", `Run ${runId} not found`);
   return row;
 }
 
@@ -298,7 +298,7 @@ function cancelAction(c: C): "interrupt" | "rollback" | undefined {
   const action = c.req.query("action");
   if (action === undefined || action === "") return undefined;
   if (action !== "interrupt" && action !== "rollback") {
-    throw new RunOperationError(422, "invalid_query", `action must be "interrupt" or "rollback"; got ${JSON.stringify(action)}`);
+    throw new RunOperationError("invalid_query", `action must be "interrupt" or "rollback"; got ${JSON.stringify(action)}`);
   }
   return action;
 }
@@ -307,7 +307,7 @@ function boolQuery(c: C, name: string): boolean {
   const value = c.req.query(name);
   if (value === undefined || value === "" || value === "0" || value === "false") return false;
   if (value === "1" || value === "true") return true;
-  throw new RunOperationError(422, "invalid_query", `${name} must be true or false (1 or 0); got ${JSON.stringify(value)}`);
+  throw new RunOperationError("invalid_query", `${name} must be true or false (1 or 0); got ${JSON.stringify(value)}`);
 }
 
 function intQuery(c: C, name: string, fallback: number, min: number, max: number): number {
@@ -315,7 +315,7 @@ function intQuery(c: C, name: string, fallback: number, min: number, max: number
   if (raw === undefined || raw === "") return fallback;
   const value = Number(raw);
   if (!Number.isInteger(value) || value < min || value > max) {
-    throw new RunOperationError(422, "invalid_query", `${name} must be an integer from ${min} to ${max}; got ${JSON.stringify(raw)}`);
+    throw new RunOperationError("invalid_query", `${name} must be an integer from ${min} to ${max}; got ${JSON.stringify(raw)}`);
   }
   return value;
 }

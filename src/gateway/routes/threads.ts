@@ -4,7 +4,7 @@ import type { StateSnapshot } from "@langchain/langgraph/web";
 import type { Context, Hono } from "hono";
 import * as v from "valibot";
 import { errorMessage } from "../../core/errors.ts";
-import { assertThreadId, SEARCH_LIMIT_MAX, THREAD_STATUSES } from "../../runtime/thread-store.ts";
+import { assertThreadId, isThreadVisibleTo, SEARCH_LIMIT_MAX, THREAD_STATUSES } from "../../runtime/thread-store.ts";
 import {
   deriveThreadStatus,
   hasCheckpoint,
@@ -220,7 +220,7 @@ export function registerThreadRoutes(api: Hono<GatewayEnv>, deps: ThreadRouteDep
     if (body.assistant_id) metadata.assistant_id ??= body.assistant_id;
     const { thread, created } = await threads.create({ threadId, metadata, ownerId: threadOwnerFor(user) });
     // Another user may have created the same id since the guard looked.
-    if (!created && thread.owner_id !== null && thread.owner_id !== user.id) throw threadNotFound(thread.thread_id);
+    if (!created && !isThreadVisibleTo(thread, user.id)) throw threadNotFound(thread.thread_id);
     if (!created && body.if_exists === "raise") {
       throw httpError(409, `Thread ${thread.thread_id} already exists; send if_exists "do_nothing" to get it back instead.`);
     }

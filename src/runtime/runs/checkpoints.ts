@@ -92,8 +92,8 @@ export async function restorePreRunCheckpoint(checkpointer: BaseCheckpointSaver,
 }
 
 /**
- * The local title of an interrupted first turn, written when the head has none (upstream §3
- * "Fallback title"). The run's input counts as the first message: a run cancelled before its
+ * The local title of an interrupted first turn, written when the head has none (upstream DeerFlow
+ * does the same). The run's input counts as the first message: a run cancelled before its
  * input was checkpointed still names the thread after what the user asked.
  */
 export async function writeFallbackTitle(checkpointer: BaseCheckpointSaver, threadId: string, input: unknown): Promise<string | null> {

@@ -2,6 +2,7 @@ import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import { systemClock } from "../../core/clock.ts";
 import { errorMessage } from "../../core/errors.ts";
 import { newId } from "../../core/ids.ts";
+import { KeyedMutex } from "../../core/keyed-mutex.ts";
 import { EMPTY_EXTENSIONS, type LoadedExtensions } from "../../extensions/registry.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
 import type { Clock, ReclaimMemory } from "../../ports/runtime-ports.ts";
@@ -85,7 +86,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
   readonly #options: RunManagerOptions<U>;
   readonly #active = new Map<string, ActiveRun<U> & { done: Promise<void> }>();
   readonly #byThread = new Map<string, string[]>();
-  readonly #locks = new Map<string, Promise<void>>();
+  readonly #locks = new KeyedMutex();
   /** Threads being deleted: no run may start on them meanwhile. */
   readonly #reserved = new Set<string>();
   #lastStamp = 0;
@@ -130,18 +131,17 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
 
   /** Admits a run on `threadId` under its multitask strategy and starts its worker; returns the pending row. */
   async create(threadId: string, request: RunRequest, user: U): Promise<RunRecord> {
-    if (this.#closing) throw new RunOperationError(503, "shutting_down", "The gateway is shutting down and accepts no new runs; retry once it is back.");
+    if (this.#closing) throw new RunOperationError("shutting_down", "The gateway is shutting down and accepts no new runs; retry once it is back.");
     this.#checkModel(request);
     return this.#withThreadLock(threadId, async () => {
-      if (this.#closing) throw new RunOperationError(503, "shutting_down", "The gateway is shutting down and accepts no new runs; retry once it is back.");
+      if (this.#closing) throw new RunOperationError("shutting_down", "The gateway is shutting down and accepts no new runs; retry once it is back.");
       if (this.#reserved.has(threadId)) {
-        throw new RunOperationError(409, "thread_busy", `Thread ${threadId} is being deleted; create a new thread for this run.`);
+        throw new RunOperationError("thread_busy", `Thread ${threadId} is being deleted; create a new thread for this run.`);
       }
       const inFlight = this.#inFlight(threadId);
       const strategy = request.multitaskStrategy;
       if (inFlight.length > 0 && strategy === "reject") {
         throw new RunOperationError(
-          409,
           "run_conflict",
           `Thread ${threadId} already has a run in progress (${inFlight[0]!.row.run_id}); wait for it, cancel it, or send multitask_strategy "interrupt", "rollback" or "enqueue".`,
         );
@@ -211,7 +211,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
   async reserveThread(threadId: string): Promise<() => void> {
     return this.#withThreadLock(threadId, async () => {
       if (this.#inFlight(threadId).length > 0 || this.#reserved.has(threadId)) {
-        throw new RunOperationError(409, "thread_busy", `Thread ${threadId} has a run in progress; cancel the run or wait for it to finish, then delete the thread.`);
+        throw new RunOperationError("thread_busy", `Thread ${threadId} has a run in progress; cancel the run or wait for it to finish, then delete the thread.`);
       }
       this.#reserved.add(threadId);
       return () => void this.#reserved.delete(threadId);
@@ -239,9 +239,9 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     }
     if (row.status === "interrupted") return row;
     if (!isTerminal(row.status)) {
-      throw new RunOperationError(409, "run_not_active", `Run ${runId} is ${row.status} but not active in this gateway, so it cannot be cancelled here.`);
+      throw new RunOperationError("run_not_active", `Run ${runId} is ${row.status} but not active in this gateway, so it cannot be cancelled here.`);
     }
-    throw new RunOperationError(409, "run_not_cancellable", `Run ${runId} is not cancellable (status: ${row.status}); only pending or running runs can be cancelled.`);
+    throw new RunOperationError("run_not_cancellable", `Run ${runId} is not cancellable (status: ${row.status}); only pending or running runs can be cancelled.`);
   }
 
   /**
@@ -276,7 +276,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
       return;
     }
     if (!isTerminal(row.status)) {
-      throw new RunOperationError(409, "run_not_active", `Run ${runId} is ${row.status} but not active in this gateway, so it cannot be streamed here.`);
+      throw new RunOperationError("run_not_active", `Run ${runId} is ${row.status} but not active in this gateway, so it cannot be streamed here.`);
     }
     yield { id: `${this.clock.now()}-0`, event: "end", data: null };
   }
@@ -290,7 +290,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     const row = await this.get(threadId, runId);
     if (!row) throw notFound(runId);
     if (this.#active.has(runId)) {
-      throw new RunOperationError(409, "run_active", `Run ${runId} is still ${row.status}; cancel it before deleting it.`);
+      throw new RunOperationError("run_active", `Run ${runId} is still ${row.status}; cancel it before deleting it.`);
     }
     await this.store.delete(threadId, runId);
     await this.journal.deleteRun(threadId, runId);
@@ -351,26 +351,14 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     const known = this.#options.modelNames();
     if (typeof requested !== "string" || !known.includes(requested)) {
       throw new RunOperationError(
-        400,
         "unknown_model",
         `context.model_name ${JSON.stringify(requested)} is not a configured model; use one of: ${known.map((n) => JSON.stringify(n)).join(", ")}.`,
       );
     }
   }
 
-  async #withThreadLock<T>(threadId: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.#locks.get(threadId) ?? Promise.resolve();
-    let release!: () => void;
-    const current = new Promise<void>((resolve) => (release = resolve));
-    const tail = previous.then(() => current);
-    this.#locks.set(threadId, tail);
-    await previous;
-    try {
-      return await fn();
-    } finally {
-      release();
-      if (this.#locks.get(threadId) === tail) this.#locks.delete(threadId);
-    }
+  #withThreadLock<T>(threadId: string, fn: () => Promise<T>): Promise<T> {
+    return this.#locks.run(threadId, fn);
   }
 
   /** Strictly increasing ISO stamps, so creation order survives a tie of the clock. */
@@ -412,7 +400,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
 }
 
 function notFound(runId: string): RunOperationError {
-  return new RunOperationError(404, "run_not_found", `Run ${runId} not found`);
+  return new RunOperationError("run_not_found", `Run ${runId} not found`);
 }
 
 function runKwargs(request: RunRequest): Record<string, unknown> {

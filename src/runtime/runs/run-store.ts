@@ -1,3 +1,4 @@
+import { bytesToHex } from "../../core/hex.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
 import { RUN_STATUSES, type RunRecord, type RunStatus } from "./types.ts";
 
@@ -13,14 +14,11 @@ export interface RunListQuery {
   readonly status?: RunStatus;
 }
 
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 const encoder = new TextEncoder();
 
 /** A key segment for an id: hex, so ids that differ only by case stay apart on a case-insensitive file system. */
 export function keySegment(id: string): string {
-  let hex = "x";
-  for (const byte of encoder.encode(id)) hex += HEX[byte];
-  return hex;
+  return `x${bytesToHex(encoder.encode(id))}`;
 }
 
 function isRunRecord(value: unknown): value is RunRecord {

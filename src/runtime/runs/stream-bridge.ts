@@ -129,7 +129,6 @@ export function parseLastEventId(raw: string | null | undefined): string | undef
   if (value === "") return undefined;
   if (!FRAME_ID.test(value)) {
     throw new RunOperationError(
-      400,
       "invalid_last_event_id",
       `Last-Event-ID ${JSON.stringify(value.slice(0, 80))} is not a frame id: expected ${FRAME_ID_FORM} (digits, e.g. "1767225600000-12") as sent in a frame's id line; leave the header out to read the stream from its start.`,
     );

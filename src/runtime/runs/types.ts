@@ -90,14 +90,44 @@ export interface RunDiagnostic {
   readonly message: string;
 }
 
-/** A failure of a run operation, with the HTTP status the gateway answers it with. */
-export class RunOperationError extends DeerflowError {
-  readonly status: 400 | 404 | 409 | 422 | 503;
+/** Why a run operation was refused; the gateway picks the HTTP status from the code (src/gateway/errors.ts). */
+export type RunOperationErrorCode =
+  /** The gateway is draining and admits no new run. */
+  | "shutting_down"
+  /** The thread is being deleted, or has a run in progress and cannot be deleted. */
+  | "thread_busy"
+  /** The thread has a run in progress and the request's multitask strategy is "reject". */
+  | "run_conflict"
+  /** The run is not finished but is not running in this gateway either. */
+  | "run_not_active"
+  /** The run has finished, so there is nothing to cancel. */
+  | "run_not_cancellable"
+  /** The run is still going, so it cannot be deleted. */
+  | "run_active"
+  /** context.model_name names no configured model. */
+  | "unknown_model"
+  | "run_not_found"
+  | "assistant_not_found"
+  /** Last-Event-ID is not a frame id. */
+  | "invalid_last_event_id"
+  /** The run body does not match the run request schema. */
+  | "invalid_run_request"
+  /** The run input writes a channel only the server may write. */
+  | "server_owned_state"
+  /** input.messages holds something that is not a message. */
+  | "invalid_input_message"
+  /** A query parameter has a value the route does not take. */
+  | "invalid_query"
+  | "invalid_thread_id"
+  | "invalid_run_id";
 
-  constructor(status: 400 | 404 | 409 | 422 | 503, code: string, message: string) {
+/** A failure of a run operation. It carries no HTTP status: the gateway maps its code to one. */
+export class RunOperationError extends DeerflowError {
+  declare readonly code: RunOperationErrorCode;
+
+  constructor(code: RunOperationErrorCode, message: string) {
     super(code, message);
     this.name = "RunOperationError";
-    this.status = status;
   }
 }
 

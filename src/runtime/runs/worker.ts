@@ -1,6 +1,6 @@
 import { yieldToEventLoop } from "../../core/yield.ts";
 import { groupWrites } from "../../engine/agent.ts";
-import { AIMessage, type BaseMessage } from "@langchain/core/messages";
+import type { BaseMessage } from "@langchain/core/messages";
 import type { BaseCheckpointSaver, CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import { Command, type StreamMode } from "@langchain/langgraph/web";
 import { errorMessage } from "../../core/errors.ts";
@@ -9,7 +9,6 @@ import { EXTENSION_TASK_STORE_KEY, ExtensionData, taskInfo, type TaskInfo } from
 import { leadTaskOutcome, notifyTaskStart, notifyTaskStop } from "../../extensions/notify.ts";
 import type { LoadedExtensions } from "../../extensions/registry.ts";
 import { bindExtensionSnapshot } from "../../extensions/run-context.ts";
-import { ERROR_FALLBACK_KEY } from "../../middlewares/llm-error-handling.ts";
 import type { Clock } from "../../ports/runtime-ports.ts";
 import { readHead, restorePreRunCheckpoint, titleOf, writeFallbackTitle } from "./checkpoints.ts";
 import { checkpointWritesSettled } from "./settle.ts";
@@ -29,7 +28,7 @@ import type {
 } from "./types.ts";
 
 /*
- * One run, start to end, in the order the extension contract promises (inventory §1.8): wait for
+ * One run, start to end, in the order the extension contract promises to lifecycle hooks: wait for
  * the thread's earlier runs to finish finalizing, start, on_task_start, `metadata`, the agent's
  * stream, then in `finally` the terminal status, rollback or fallback title, thread status,
  * on_task_stop, and only then `end`. A run cancelled before it started builds no agent and fires
@@ -130,9 +129,10 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
       ...bindExtensionSnapshot(extensions),
     });
     if (signal.aborted) throw signal.reason;
-    const fallback = await llmFallbackError(deps.checkpointer, threadId);
-    if (fallback) {
-      error = fallback;
+    // A middleware decided the run failed although its graph finished (LLMErrorHandling after a
+    // provider failure): the engine's record of the run carries it.
+    if (engine?.failure) {
+      error = { name: engine.failure.name, message: engine.failure.message };
       status = "error";
     } else {
       status = engine?.outcome === "interrupted" ? "interrupted" : "success";
@@ -317,17 +317,6 @@ function serverContext(user: RunPrincipal, threadId: string, runId: string): Rec
 function threadStatusAfter(status: RunStatus): "idle" | "interrupted" | "error" {
   if (status === "success") return "idle";
   return status === "interrupted" ? "interrupted" : "error";
-}
-
-/** LLMErrorHandling ends a provider failure with a fallback answer; the run itself failed. */
-async function llmFallbackError(checkpointer: BaseCheckpointSaver, threadId: string): Promise<RunErrorInfo | null> {
-  const head = await readHead(checkpointer, threadId);
-  const messages = (head?.checkpoint.channel_values as Record<string, unknown> | undefined)?.messages;
-  if (!Array.isArray(messages)) return null;
-  const last = [...messages].reverse().find((m) => AIMessage.isInstance(m)) as AIMessage | undefined;
-  const kwargs = last?.additional_kwargs as Record<string, unknown> | undefined;
-  if (kwargs?.[ERROR_FALLBACK_KEY] !== true) return null;
-  return { name: "LLMError", message: String(kwargs.error_detail ?? "The model provider failed after retries.") };
 }
 
 function notifyOptions<U extends RunPrincipal>(deps: WorkerDeps<U>) {

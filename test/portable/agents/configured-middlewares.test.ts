@@ -67,7 +67,7 @@ describe("loadConfiguredMiddlewares", () => {
     expect(await loadConfiguredMiddlewares([], realLoader)).toEqual([]);
   });
 
-  it("scenario 60: a missing module fails loudly, naming the entry and how to fix it", async () => {
+  it("scenario M60: a missing module fails loudly, naming the entry and how to fix it", async () => {
     const error = await failure(["pkg.mod:Missing"]);
     expect(error.problem).toBe("module_not_found");
     expect(error.entry).toBe("pkg.mod:Missing");
@@ -76,7 +76,7 @@ describe("loadConfiguredMiddlewares", () => {
     expect(error.cause).toBeInstanceOf(ModuleLoaderError);
   });
 
-  it("scenario 60: a class that is not a middleware fails loudly", async () => {
+  it("scenario M60: a class that is not a middleware fails loudly", async () => {
     const error = await failure(["./not-middleware.ts:PlainService"]);
     expect(error.problem).toBe("not_middleware");
     expect(error.message).toBe(
@@ -225,7 +225,7 @@ describe("placement of custom and configured middlewares", () => {
     "TokenBudget", "TerminalResponse", "ModelLengthFinishReason", "SafetyFinishReason", "Clarification",
   ];
 
-  it("scenario 60: in the lead chain they sit after the loop/token guards and before the terminal/safety/clarification tail, custom first", async () => {
+  it("scenario M60: in the lead chain they sit after the loop/token guards and before the terminal/safety/clarification tail, custom first", async () => {
     const configured = await loadConfiguredMiddlewares(["./valid-middleware.ts:AuditMiddleware", "./valid-middleware.ts:createTaggingMiddleware"], realLoader);
     const chain = placeExtensionMiddlewares(stubs(...leadDefault), { custom: stubs("Manual"), configured }, LEAD_EXTENSION_TAIL);
     expect(chain.map((m) => m.name).slice(-10)).toEqual([
@@ -236,7 +236,7 @@ describe("placement of custom and configured middlewares", () => {
     expect(chain).toHaveLength(leadDefault.length + 3);
   });
 
-  it("scenario 60: in the subagent chain they sit after the guards and before safety and the context tail", async () => {
+  it("scenario M60: in the subagent chain they sit after the guards and before safety and the context tail", async () => {
     const configured = await loadConfiguredMiddlewares(["./valid-middleware.ts:AuditMiddleware"], realLoader);
     const subagent = stubs(
       "InputSanitization", "ThreadData", "Sandbox", "DanglingToolCall", "LLMErrorHandling", "SandboxAudit", "ToolErrorHandling",
@@ -256,7 +256,7 @@ describe("placement of custom and configured middlewares", () => {
     expect(placeExtensionMiddlewares(stubs("A", "Clarification"), {}, LEAD_EXTENSION_TAIL).map((m) => m.name)).toEqual(["A", "Clarification"]);
   });
 
-  it("scenario 60: a loaded class runs its hooks in the real engine", async () => {
+  it("scenario M60: a loaded class runs its hooks in the real engine", async () => {
     const [audit] = (await loadConfiguredMiddlewares(["./valid-middleware.ts:AuditMiddleware"], realLoader)) as [AuditMiddleware];
     const echo: AgentTool = { name: "echo", description: "echo", schema: { type: "object", properties: {} }, invoke: async () => "echoed" };
     const model = fakeModel().respondWithTools([{ name: "echo", args: {}, id: "c1" }]).respond(new AIMessage("done"));

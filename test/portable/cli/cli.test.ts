@@ -136,7 +136,7 @@ describe("deerflow-edge run", () => {
     expect(err).toContain(`http://127.0.0.1:${port}/v1`);
   });
 
-  it("loads the config's extension middlewares into the chain (scenario 60)", async () => {
+  it("loads the config's extension middlewares into the chain (scenario M60)", async () => {
     const config = `extensions:\n  middlewares:\n    - ./cli-marker.ts:createAuditedResults\n`;
     const host = fakeHost(["run", "Write a note about Deno.", "--config", `${fixtures}/config.yaml`], { [`${fixtures}/config.yaml`]: config });
     expect(await main(host)).toBe(0);
@@ -187,7 +187,7 @@ describe("deerflow-edge run", () => {
     expect(lifecycleLog()).toEqual(["start:lead:t-plug", "stop:t-plug:completed"]);
   });
 
-  it("reports a run that fails after it started as failed (scenario 23)", async () => {
+  it("reports a run that fails after it started as failed (scenario G23)", async () => {
     const here = dirname(fileURLToPath(import.meta.url));
     const { lifecycleLog } = await import("../../fixtures/plugins/lifecycle-recorder.ts");
     const config = `plugins:\n  - use: ${here}/../../fixtures/plugins/lifecycle-recorder.ts:install\nextensions:\n  middlewares:\n    - ${here}/../../fixtures/extensions/failing-run.ts:createFailingRun\n`;

@@ -136,7 +136,7 @@ describe(`deerflow-edge serve (${runtime})`, () => {
     expect(await exit).toBe(0);
   });
 
-  it("scenario 3: a required plugin that fails stops the start, naming it, and no port is served", async () => {
+  it("scenario G3: a required plugin that fails stops the start, naming it, and no port is served", async () => {
     const broken = `${here}/../../fixtures/plugins/throws-at-import.mjs`;
     const host = serveHost(["serve", "--port", "0", "--config", "c.yaml"], {
       "c.yaml": `plugins:\n  - use: ${broken}:install\n    required: true\n`,

@@ -31,7 +31,7 @@ describe("plugins config", () => {
     expect(parsePlugins(undefined)).toEqual([]);
   });
 
-  it("scenario 8: an unknown key such as requird fails with its key path", () => {
+  it("scenario G8: an unknown key such as requird fails with its key path", () => {
     let caught: unknown;
     try {
       parsePlugins([{ use: "./a.ts:install" }, { use: "./b.ts:install", requird: true }]);
@@ -55,7 +55,7 @@ describe("plugins config", () => {
 });
 
 describe("loadExtensions", () => {
-  it("scenario 1: a disabled plugin is never imported, even if required, and startup succeeds", async () => {
+  it("scenario G1: a disabled plugin is never imported, even if required, and startup succeeds", async () => {
     const loader = spyingLoader();
     const result = await load(
       [
@@ -69,7 +69,7 @@ describe("loadExtensions", () => {
     expect(result.diagnostics).toEqual([]);
   });
 
-  it("scenario 2: an optional plugin that does not resolve gives one error diagnostic and later plugins load", async () => {
+  it("scenario G2: an optional plugin that does not resolve gives one error diagnostic and later plugins load", async () => {
     const result = await load([
       { use: "./does-not-exist.ts:install" },
       { use: "./recording.ts:installY" },
@@ -91,7 +91,7 @@ describe("loadExtensions", () => {
     expect(result.loaded).toEqual([]);
   });
 
-  it("scenario 3: a required plugin whose install throws fails the load, naming the plugin", async () => {
+  it("scenario G3: a required plugin whose install throws fails the load, naming the plugin", async () => {
     const attempt = load([
       { use: "./recording.ts:installX" },
       { name: "guard", use: "./throws-after-registering.ts:install", required: true },
@@ -111,7 +111,7 @@ describe("loadExtensions", () => {
     });
   });
 
-  it("scenario 4: plugins install in list order and their entries keep that order in every list", async () => {
+  it("scenario G4: plugins install in list order and their entries keep that order in every list", async () => {
     const result = await load([
       { use: "./recording.ts:installX", config: { label: "x" } },
       { use: "./recording.ts:installY" },
@@ -126,7 +126,7 @@ describe("loadExtensions", () => {
   it.each([
     ["synchronously", "./throws-after-registering.ts:install"],
     ["as a rejection", "./throws-after-registering.ts:installAsync"],
-  ])("scenario 5: an install that registers every kind and then throws %s leaves nothing behind", async (_how, use) => {
+  ])("scenario G5: an install that registers every kind and then throws %s leaves nothing behind", async (_how, use) => {
     const control = await load([{ use: "./throws-after-registering.ts:installAll" }]);
     expect(kindCounts(control.extensions)).toEqual([1, 1, 1, 1, 1, 1, 1]);
 
@@ -138,7 +138,7 @@ describe("loadExtensions", () => {
     expect(result.diagnostics[0]?.message).toContain("install() failed");
   });
 
-  it("scenario 6: two plugins share a use; the second throws and the first one's registrations stay", async () => {
+  it("scenario G6: two plugins share a use; the second throws and the first one's registrations stay", async () => {
     const use = "./recording.ts:installConfigured";
     const result = await load([
       { use, config: { label: "one" } },
@@ -151,7 +151,7 @@ describe("loadExtensions", () => {
     expect(result.diagnostics).toEqual([expect.objectContaining({ source: use, message: expect.stringContaining("configured to fail (two)") })]);
   });
 
-  it("scenario 7: host 0.1.2 loads 0.1, 0.1.2 and unversioned; refuses 0.1.3, 0.2, 1.0; 42 is an invalid marker", async () => {
+  it("scenario G7: host 0.1.2 loads 0.1, 0.1.2 and unversioned; refuses 0.1.3, 0.2, 1.0; 42 is an invalid marker", async () => {
     const names = ["api01", "api012", "api013", "api02", "api10", "unversioned", "api42"];
     const result = await load(names.map((name) => ({ use: `./versions.ts:${name}` })));
     expect(result.loaded).toEqual(["./versions.ts:api01", "./versions.ts:api012", "./versions.ts:unversioned"]);

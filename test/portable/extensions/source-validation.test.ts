@@ -99,7 +99,7 @@ describe(`validateExtensionSource (${runtime})`, () => {
     }
   });
 
-  it("scenario 37: a token query, embedded credentials and the SCP shorthand are rejected without echoing the secret; the shorthand gets the git+https:// correction", () => {
+  it("scenario G37: a token query, embedded credentials and the SCP shorthand are rejected without echoing the secret; the shorthand gets the git+https:// correction", () => {
     const token = validateExtensionSource("git+https://host/org/repo.git?token=abc");
     const userinfo = validateExtensionSource("https://user:pw@host/p.tgz");
     const scp = validateExtensionSource("git@host:org/repo.git");
@@ -109,7 +109,7 @@ describe(`validateExtensionSource (${runtime})`, () => {
     expect(scp.ok ? "" : scp.message).toContain("git+https://host/org/repo.git");
   });
 
-  it("scenario 38: http to a public host, ssh, file and a missing path are rejected; loopback http and a registry range pass", () => {
+  it("scenario G38: http to a public host, ssh, file and a missing path are rejected; loopback http and a registry range pass", () => {
     for (const source of ["http://example.com/p.tgz", "ssh://git@host/org/repo.git", "file:///tmp/p.tgz", "./missing"]) {
       expect(validateExtensionSource(source).ok, source).toBe(false);
     }

@@ -25,8 +25,8 @@ const internalFor = (owner: string) => ({ headers: { "X-DeerFlow-Internal-Token"
 
 const gatewayWith = acceptanceGateways(() => ({ env: ENV }));
 
-describe("authentication from config (scenario 48)", () => {
-  it("scenario 48: no credentials is 401 not_authenticated; an expired session cookie is 401 token_expired", async () => {
+describe("authentication from config (scenario G48)", () => {
+  it("scenario G48: no credentials is 401 not_authenticated; an expired session cookie is 401 token_expired", async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
     const { gateway } = await gatewayWith(
       { gateway: { auth: { mode: "session", users: [{ id: "u1", password_hash: await hashPassword("pw-u1-secret", { iterations: 1_000 }) }], token_expiry_days: 1 } } },
@@ -45,7 +45,7 @@ describe("authentication from config (scenario 48)", () => {
     expect(expired.body.detail.code).toBe("token_expired");
   });
 
-  it("scenario 48: the internal token with X-DeerFlow-Owner-User-Id u1 acts as u1 (not admin) and gets 404 on u2's thread", async () => {
+  it("scenario G48: the internal token with X-DeerFlow-Owner-User-Id u1 acts as u1 (not admin) and gets 404 on u2's thread", async () => {
     const { gateway } = await gatewayWith({ gateway: { auth: { mode: "api_key", api_keys: API_KEYS } } });
     expect((await call(gateway, "POST", "/api/threads", { body: { thread_id: "t-u2" }, ...as(U2_KEY) })).status).toBe(200);
 
@@ -69,14 +69,14 @@ describe("authentication from config (scenario 48)", () => {
   });
 });
 
-describe("route and model authorization from config (scenario 50)", () => {
+describe("route and model authorization from config (scenario G50)", () => {
   const models = [{ name: "gpt", use: "openai-compatible", model: "gpt-4o-mini", api_key_env: "OPENAI_API_KEY" }];
   const authorization = {
     enabled: true,
     roles: { user: { routes: { deny: ["runs:create"] }, models: { allow: ["demo"] } }, admin: {} },
   };
 
-  it("scenario 50: role user is denied runs:create (403 Permission denied: runs:create) while GET thread is 200; GET /api/models is filtered", async () => {
+  it("scenario G50: role user is denied runs:create (403 Permission denied: runs:create) while GET thread is 200; GET /api/models is filtered", async () => {
     const { gateway } = await gatewayWith({ gateway: { auth: { mode: "api_key", api_keys: API_KEYS } }, authorization, models });
     expect((await call(gateway, "POST", "/api/threads", { body: { thread_id: "t1" }, ...as(U1_KEY) })).status).toBe(200);
 
@@ -102,7 +102,7 @@ describe("route and model authorization from config (scenario 50)", () => {
     expect(run.status).toBe(200);
   });
 
-  it("scenario 50: a throwing provider follows fail_closed (deny by default)", async () => {
+  it("scenario G50: a throwing provider follows fail_closed (deny by default)", async () => {
     const throwing = unreachableProvider();
     const { gateway } = await gatewayWith(
       { gateway: { auth: { mode: "api_key", api_keys: API_KEYS } }, authorization: { enabled: true }, models },

@@ -15,7 +15,7 @@ const gatewayWith = acceptanceGateways();
 const errorsFrom = (built: AcceptanceGateway) => [...built.loaded.diagnostics, ...built.gateway.diagnostics].filter((d) => d.level === "error");
 
 describe("extension routers through createGateway", () => {
-  it("scenario 32: a router with GET /health is refused; /health still returns the host body and the diagnostic names the extension", async () => {
+  it("scenario G32: a router with GET /health is refused; /health still returns the host body and the diagnostic names the extension", async () => {
     const built = await gatewayWith({ plugins: [plugin("installRouter", { variant: "health" })] });
     const health = await call(built.gateway, "GET", "/health");
     expect(health).toMatchObject({ status: 200, body: { status: "healthy" } });
@@ -25,7 +25,7 @@ describe("extension routers through createGateway", () => {
     ]);
   });
 
-  it("scenario 33: a router with GET /api/ext/a and GET /api/models is rejected whole: /api/ext/a is 404 and the diagnostic says host", async () => {
+  it("scenario G33: a router with GET /api/ext/a and GET /api/models is rejected whole: /api/ext/a is 404 and the diagnostic says host", async () => {
     const built = await gatewayWith({ plugins: [plugin("installRouter", { variant: "models-clash" })] });
     expect((await call(built.gateway, "GET", "/api/ext/a")).status).toBe(404);
     const models = await call(built.gateway, "GET", "/api/models");
@@ -37,7 +37,7 @@ describe("extension routers through createGateway", () => {
     expect(diagnostic!.message).toContain("/api/models is already served by host");
   });
 
-  it("scenario 34: POST /api/models mounts (the host serves GET only); GET /api/threads/{n:int}'s router is rejected as shadowed", async () => {
+  it("scenario G34: POST /api/models mounts (the host serves GET only); GET /api/threads/{n:int}'s router is rejected as shadowed", async () => {
     const built = await gatewayWith({
       plugins: [plugin("installRouter", { variant: "post-models" }), plugin("installRouter", { variant: "threads-int" })],
     });
@@ -52,7 +52,7 @@ describe("extension routers through createGateway", () => {
     expect(errors[0]!.message).toMatch(/\/api\/threads\/\{n:int\} is already served by host/);
   });
 
-  it("scenario 35: [WebSocket router, startup-hook router, valid router] → the first two are refused with diagnostics, the third is mounted and reachable", async () => {
+  it("scenario G35: [WebSocket router, startup-hook router, valid router] → the first two are refused with diagnostics, the third is mounted and reachable", async () => {
     const built = await gatewayWith({
       plugins: [
         plugin("installRouter", { variant: "websocket" }),
@@ -71,7 +71,7 @@ describe("extension routers through createGateway", () => {
     );
   });
 
-  it("scenario 36: with session auth, GET /api/ext/ping is 401 without a session, 200 after login; a POST without X-CSRF-Token is 403, with it 200", async () => {
+  it("scenario G36: with session auth, GET /api/ext/ping is 401 without a session, 200 after login; a POST without X-CSRF-Token is 403, with it 200", async () => {
     const built = await gatewayWith({
       gateway: { auth: { mode: "session", users: [{ id: "carol", password_hash: await hashPassword("correct horse", { iterations: 1_000 }) }] } },
       plugins: [plugin("installRouter", { variant: "ping" })],
@@ -100,7 +100,7 @@ describe("extension routers through createGateway", () => {
 });
 
 describe("extension services through createGateway", () => {
-  it("scenario 29: S1, S2, S3 where S2's start throws → the gateway serves with S1 and S3 started, one diagnostic for S2; shutdown stops S3, S2, S1", async () => {
+  it("scenario G29: S1, S2, S3 where S2's start throws → the gateway serves with S1 and S3 started, one diagnostic for S2; shutdown stops S3, S2, S1", async () => {
     const probe = resetGatewayProbe();
     const built = await gatewayWith({
       plugins: [
@@ -120,7 +120,7 @@ describe("extension services through createGateway", () => {
     expect(probe.log.filter((line) => line.startsWith("stop:"))).toEqual(["stop:S3", "stop:S2", "stop:S1"]);
   });
 
-  it("scenario 29: services have started by the time createGateway returns, and a second shutdown stops nothing twice", async () => {
+  it("scenario G29: services have started by the time createGateway returns, and a second shutdown stops nothing twice", async () => {
     const probe = resetGatewayProbe();
     const built = await gatewayWith({ plugins: [plugin("installService", { name: "only" })] });
     expect(gatewayProbe().log).toEqual(["start:only"]);
@@ -131,7 +131,7 @@ describe("extension services through createGateway", () => {
 });
 
 describe("a start that fails after the services started", () => {
-  it("scenario 29: createGateway failing later (unreadable storage) still stops the services it started, in reverse, and closes storage", async () => {
+  it("scenario G29: createGateway failing later (unreadable storage) still stops the services it started, in reverse, and closes storage", async () => {
     const probe = resetGatewayProbe();
     const storage = createMemoryKeyValue();
     const order: string[] = [];

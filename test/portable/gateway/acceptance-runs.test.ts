@@ -30,7 +30,7 @@ async function readInto(probe: GatewayProbe, response: Response): Promise<Array<
 }
 
 describe("task lifecycle around a run, seen over SSE", () => {
-  it("scenario 22: on_task_start (kind lead, task_id = run_id, the thread) finishes before the metadata frame; on_task_stop(completed) before end", async () => {
+  it("scenario G22: on_task_start (kind lead, task_id = run_id, the thread) finishes before the metadata frame; on_task_stop(completed) before end", async () => {
     const probe = resetGatewayProbe();
     const { gateway } = await gatewayWith({ plugins: [plugin("installLifecycle", { name: "L1" })] });
     await call(gateway, "POST", "/api/threads", { body: { thread_id: "t22" } });
@@ -69,7 +69,7 @@ describe("task lifecycle around a run, seen over SSE", () => {
     expect((await call(gateway, "GET", `/api/threads/t22/runs/${runId}`)).body.status).toBe("success");
   });
 
-  it("scenario 24: with three contributors where the first hangs, end arrives when the 3 s budget is spent, the other two are skipped with warnings, and the run is success", async () => {
+  it("scenario G24: with three contributors where the first hangs, end arrives when the 3 s budget is spent, the other two are skipped with warnings, and the run is success", async () => {
     const probe = resetGatewayProbe();
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
     const built = await gatewayWith(
@@ -265,7 +265,7 @@ describe("thread delete", () => {
 });
 
 describe("a run cancelled while its steps are still being saved", () => {
-  it("scenario 47: its cleanup waits for the graph's saves, so the thread keeps the run's input and gets the fallback title", async () => {
+  it("scenario G47: its cleanup waits for the graph's saves, so the thread keeps the run's input and gets the fallback title", async () => {
     const probe = resetGatewayProbe();
     // Storage that holds every checkpoint save until the test lets go, as a slow disk would.
     let saves = deferred();

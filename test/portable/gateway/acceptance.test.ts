@@ -37,7 +37,7 @@ afterEach(async () => {
 });
 
 describe("plugins at gateway start", () => {
-  it("scenario 1: [A, B(enabled:false, required:true, use:missing.mod:install)] → A installs, B is never imported, the gateway starts", async () => {
+  it("scenario G1: [A, B(enabled:false, required:true, use:missing.mod:install)] → A installs, B is never imported, the gateway starts", async () => {
     const probe = resetGatewayProbe();
     const { loader, imported } = recordingLoader();
     const built = await gatewayWith(
@@ -52,7 +52,7 @@ describe("plugins at gateway start", () => {
     expect((await call(built.gateway, "GET", "/api/ok")).status).toBe(200);
   });
 
-  it("scenario 2: an optional plugin whose use does not resolve → the gateway serves, one error diagnostic with source = that use, later plugins load", async () => {
+  it("scenario G2: an optional plugin whose use does not resolve → the gateway serves, one error diagnostic with source = that use, later plugins load", async () => {
     const probe = resetGatewayProbe();
     const missing = "./no-such-plugin.ts:install";
     const built = await gatewayWith({
@@ -71,7 +71,7 @@ describe("plugins at gateway start", () => {
 });
 
 describe("shutdown with a run in flight", () => {
-  it("scenario 31: the run is interrupted and persisted before any service stop runs, and every stop completes before storage closes", async () => {
+  it("scenario G31: the run is interrupted and persisted before any service stop runs, and every stop completes before storage closes", async () => {
     const probe = resetGatewayProbe();
     const storage = createMemoryKeyValue();
     const order: string[] = [];
@@ -155,7 +155,7 @@ describe("restart over fs storage", () => {
     expect((await send(gateway, "GET", "/api/threads/kept/artifacts/mnt/user-data/workspace/notes.md")).status).toBe(200);
   });
 
-  it("scenario 31 across a restart: a run interrupted by shutdown is found interrupted by the next gateway, and the thread takes a new run", async () => {
+  it("scenario G31 across a restart: a run interrupted by shutdown is found interrupted by the next gateway, and the thread takes a new run", async () => {
     const dir = await mkdtemp(join(tmpdir(), "deerflow-acceptance-"));
     dirs.push(dir);
     const probe = resetGatewayProbe();

@@ -189,7 +189,7 @@ describe("auth disabled (the default layer)", () => {
 });
 
 describe("route order", () => {
-  it("scenario 32 (host precedence): a later router's GET /health and GET /api/ok never shadow the host's", async () => {
+  it("scenario G32 (host precedence): a later router's GET /health and GET /api/ok never shadow the host's", async () => {
     const gateway = await testGateway({
       mountExtensionRouters: (app) => {
         app.get("/health", (c) => c.json({ status: "extension" }));
@@ -244,7 +244,7 @@ describe("startup and shutdown", () => {
     expect(gateway.deps).toBe(servicesDeps);
   });
 
-  it("scenario 31 (gateway sequencing): drains runs, then stops services, then closes the runs part and storage, once", async () => {
+  it("scenario G31 (gateway sequencing): drains runs, then stops services, then closes the runs part and storage, once", async () => {
     const order: string[] = [];
     const storage = createMemoryKeyValue();
     const dispose = storage.dispose.bind(storage);

@@ -37,8 +37,8 @@ async function permissionsOf(app: ReturnType<typeof gateway>["app"], headers: Re
   return ((await response.json()) as { permissions: string[] }).permissions;
 }
 
-describe("route authorization (scenario 50)", () => {
-  it("scenario 50: a provider denying runs:create to role user gives that user 403 on POST runs while GET thread is 200", async () => {
+describe("route authorization (scenario G50)", () => {
+  it("scenario G50: a provider denying runs:create to role user gives that user 403 on POST runs while GET thread is 200", async () => {
     const { app } = gateway({
       authorization: { enabled: true, roles: { user: { routes: { deny: ["runs:create"] } }, admin: {} } },
     });
@@ -52,7 +52,7 @@ describe("route authorization (scenario 50)", () => {
     expect((await request(app, "/api/threads/t-ops/runs", { method: "POST", headers: { "x-api-key": API_KEY }, body: "{}" })).status).toBe(200);
   });
 
-  it("scenario 50: a throwing provider follows fail_closed: deny by default, allow when fail_closed is false", async () => {
+  it("scenario G50: a throwing provider follows fail_closed: deny by default, allow when fail_closed is false", async () => {
     const throwing = unreachableProvider();
     const closed = gateway({ authorization: { enabled: true }, provider: throwing });
     expect(await permissionsOf(closed.app, { "x-api-key": USER_API_KEY })).toEqual([]);

@@ -48,15 +48,15 @@ async function detail(response: Response): Promise<unknown> {
   return ((await response.json()) as { detail: unknown }).detail;
 }
 
-describe("authentication (scenario 48)", () => {
-  it("scenario 48: a non-public GET without a cookie is 401 not_authenticated", async () => {
+describe("authentication (scenario G48)", () => {
+  it("scenario G48: a non-public GET without a cookie is 401 not_authenticated", async () => {
     const { app } = await sessionGateway();
     const response = await request(app, "/api/whoami");
     expect(response.status).toBe(401);
     expect(await detail(response)).toMatchObject({ code: "not_authenticated" });
   });
 
-  it("scenario 48: an expired session cookie is 401 token_expired", async () => {
+  it("scenario G48: an expired session cookie is 401 token_expired", async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
     const { app } = await sessionGateway({ clock });
     const cookies = await login(app, "u1", "correct horse 1");
@@ -67,7 +67,7 @@ describe("authentication (scenario 48)", () => {
     expect(await detail(response)).toMatchObject({ code: "token_expired" });
   });
 
-  it("scenario 48: the internal token with X-DeerFlow-Owner-User-Id u1 acts as u1, not admin, and gets 404 on u2's thread", async () => {
+  it("scenario G48: the internal token with X-DeerFlow-Owner-User-Id u1 acts as u1, not admin, and gets 404 on u2's thread", async () => {
     const { app, threads, layer } = await sessionGateway();
     threads.set("t-u1", "u1");
     threads.set("t-u2", "u2");

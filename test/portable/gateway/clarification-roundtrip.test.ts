@@ -3,7 +3,7 @@ import { fakeModel } from "@langchain/core/testing";
 import { describe, expect, it } from "vitest";
 import { systemClock } from "../../../src/core/clock.ts";
 import { createAgent } from "../../../src/engine/index.ts";
-import { createClarificationMiddleware } from "../../../src/middlewares/clarification.ts";
+import { createClarificationMiddleware } from "../../../src/middlewares/clarification/clarification.ts";
 import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { call, testGateway } from "./threads-fixtures.ts";

@@ -52,7 +52,7 @@ function lifecycle(log: string[]): LoadedExtensions {
 }
 
 describe("DeerFlowClient.stream", () => {
-  it("scenario 43 (embedded): yields the SSE frames: metadata {run_id, thread_id} first, token deltas as messages [chunk, metadata], end last with null data, an id on every frame", async () => {
+  it("scenario G43 (embedded): yields the SSE frames: metadata {run_id, thread_id} first, token deltas as messages [chunk, metadata], end last with null data, an id on every frame", async () => {
     const client = await createDeerFlowClient();
     try {
       const frames = await collect(client.stream("Compare two sorting algorithms", { streamMode: ["values", "updates", "messages-tuple", "custom"] }));
@@ -102,7 +102,7 @@ describe("DeerFlowClient.stream", () => {
     }
   });
 
-  it("scenario 47 (embedded): leaving the loop early cancels the run (interrupted); onDisconnect continue lets it finish; an aborted signal rejects with its reason", async () => {
+  it("scenario G47 (embedded): leaving the loop early cancels the run (interrupted); onDisconnect continue lets it finish; an aborted signal rejects with its reason", async () => {
     const { client, gates } = await scriptedClient();
     try {
       const cancelled = client.stream("tool:block", { threadId: "t-cancel" });
@@ -144,7 +144,7 @@ describe("DeerFlowClient.stream", () => {
     }
   });
 
-  it("scenario 45 (embedded): a second run on a busy thread is refused with run_conflict under reject; under interrupt the first ends interrupted and the second succeeds", async () => {
+  it("scenario G45 (embedded): a second run on a busy thread is refused with run_conflict under reject; under interrupt the first ends interrupted and the second succeeds", async () => {
     const { client, gates } = await scriptedClient();
     try {
       const first = await client.runs.start("tool:block", { threadId: "t1" });
@@ -191,7 +191,7 @@ describe("DeerFlowClient.stream", () => {
     }
   });
 
-  it("scenario 46 (embedded): cancel with rollback and wait restores the pre-run state; chat on a rolled-back run rejects with run_rolled_back", async () => {
+  it("scenario G46 (embedded): cancel with rollback and wait restores the pre-run state; chat on a rolled-back run rejects with run_rolled_back", async () => {
     const { client, gates } = await scriptedClient();
     try {
       await client.chat("hello", { threadId: "t1" });
@@ -252,7 +252,7 @@ describe("DeerFlowClient.chat", () => {
     }
   });
 
-  it("scenario 22 (embedded): extension lifecycle hooks fire around embedded runs, start before metadata and stop before end", async () => {
+  it("scenario G22 (embedded): extension lifecycle hooks fire around embedded runs, start before metadata and stop before end", async () => {
     const log: string[] = [];
     const { client } = await scriptedClient({ extensions: lifecycle(log) });
     try {

@@ -16,8 +16,8 @@ async function detail(response: Response): Promise<unknown> {
 
 const loginBody = JSON.stringify({ username: "u1", password: "pw-u1" });
 
-describe("CSRF double submit (scenario 49)", () => {
-  it("scenario 49: a logged-in browser's POST without X-CSRF-Token is 403", async () => {
+describe("CSRF double submit (scenario G49)", () => {
+  it("scenario G49: a logged-in browser's POST without X-CSRF-Token is 403", async () => {
     const { app } = await sessionGateway();
     const cookies = await login(app, "u1", "pw-u1");
     const response = await request(app, "/api/echo", { method: "POST", cookies, body: "{}" });
@@ -25,7 +25,7 @@ describe("CSRF double submit (scenario 49)", () => {
     expect(await detail(response)).toMatch(/^CSRF token missing/);
   });
 
-  it("scenario 49: a header different from the csrf_token cookie is 403 mismatch; the matching pair passes", async () => {
+  it("scenario G49: a header different from the csrf_token cookie is 403 mismatch; the matching pair passes", async () => {
     const { app } = await sessionGateway();
     const cookies = await login(app, "u1", "pw-u1");
     const mismatch = await request(app, "/api/echo", { method: "POST", cookies, headers: { "X-CSRF-Token": `${cookies.csrf_token}x` }, body: "{}" });
@@ -40,14 +40,14 @@ describe("CSRF double submit (scenario 49)", () => {
     expect(await ok.json()).toEqual({ ok: true, user: "u1" });
   });
 
-  it("scenario 49: GET is never checked", async () => {
+  it("scenario G49: GET is never checked", async () => {
     const { app } = await sessionGateway();
     const { access_token } = await login(app, "u1", "pw-u1");
     const response = await request(app, "/api/whoami", { cookies: { access_token } });
     expect(response.status).toBe(200);
   });
 
-  it("scenario 49: a login POST with a foreign Origin is 403; same origin, a configured origin, or no Origin pass", async () => {
+  it("scenario G49: a login POST with a foreign Origin is 403; same origin, a configured origin, or no Origin pass", async () => {
     const { app } = await sessionGateway(["http://localhost:3000", "*"]);
     const attempt = (origin?: string) =>
       request(app, "/api/v1/auth/login/local", { method: "POST", body: loginBody, ...(origin === undefined ? {} : { headers: { origin } }) });
@@ -135,8 +135,8 @@ describe("CSRF double submit (scenario 49)", () => {
   });
 });
 
-describe("auth disabled: no CSRF token, but no foreign page either (scenario 49)", () => {
-  it("scenario 49: with auth disabled CSRF is skipped, but a POST with a foreign Origin is 403", async () => {
+describe("auth disabled: no CSRF token, but no foreign page either (scenario G49)", () => {
+  it("scenario G49: with auth disabled CSRF is skipped, but a POST with a foreign Origin is 403", async () => {
     const { app } = buildTestGateway({ gateway: { cors_origins: ["http://localhost:3000"] } });
     expect((await request(app, "/api/echo", { method: "POST", body: "{}" })).status).toBe(200);
     expect((await request(app, "/api/echo", { method: "POST", body: "{}", headers: { origin: BASE } })).status).toBe(200);

@@ -88,7 +88,7 @@ describe("mounting contributed routers", () => {
     expect(await get(app, "/api/ext/audit", { method: "POST" })).toEqual({ status: 200, body: "POST /api/ext/audit" });
   });
 
-  it("scenario 32: an extension router with GET /health is refused; /health still returns the host body and the diagnostic names the extension", async () => {
+  it("scenario G32: an extension router with GET /health is refused; /health still returns the host body and the diagnostic names the extension", async () => {
     const app = hostApp();
     const healthHandler = text("extension health");
     const { mounted, live } = mount(app, loadedRouters(["acme-health", [route("GET", "/health", healthHandler)]]));
@@ -101,7 +101,7 @@ describe("mounting contributed routers", () => {
     expect(JSON.parse(response.body)).toEqual(HEALTH_BODY);
   });
 
-  it("scenario 33: a router with GET /api/ext/a and GET /api/models is rejected whole; /api/ext/a is 404 and the diagnostic says host", async () => {
+  it("scenario G33: a router with GET /api/ext/a and GET /api/models is rejected whole; /api/ext/a is 404 and the diagnostic says host", async () => {
     const app = hostApp();
     const { mounted, diagnostics } = mount(app, loadedRouters(["acme-models", [route("GET", "/api/ext/a"), route("GET", "/api/models")]]));
     expect(mounted).toEqual([]);
@@ -112,7 +112,7 @@ describe("mounting contributed routers", () => {
     expect(JSON.parse((await get(app, "/api/models")).body)).toEqual({ models: ["host"] });
   });
 
-  it("scenario 34: POST /api/models mounts (the host serves GET only); GET /api/threads/{n:int} is rejected as shadowed by the host's GET /api/threads/:thread_id", async () => {
+  it("scenario G34: POST /api/models mounts (the host serves GET only); GET /api/threads/{n:int} is rejected as shadowed by the host's GET /api/threads/:thread_id", async () => {
     const app = hostApp();
     const { mounted, diagnostics } = mount(
       app,
@@ -130,7 +130,7 @@ describe("mounting contributed routers", () => {
     expect(JSON.parse((await get(app, "/api/threads/7")).body)).toEqual({ thread_id: "7", from: "host" });
   });
 
-  it("scenario 35: [WebSocket router, startup-hook router, valid router] → the first two are rejected with diagnostics, the third is mounted and reachable", async () => {
+  it("scenario G35: [WebSocket router, startup-hook router, valid router] → the first two are rejected with diagnostics, the third is mounted and reachable", async () => {
     const app = hostApp();
     const websocket = { ...route("GET", "/api/ext/live"), websocket: true } as ExtensionRoute;
     // The registry keeps route objects' own fields, so a hook declared on a route reaches the gateway.
@@ -461,7 +461,7 @@ describe("contributed routes behind the gateway's auth and CSRF", () => {
     return app;
   }
 
-  it("scenario 36: GET /api/ext/ping without a session is 401, with a session 200, and a POST with a session but no CSRF header 403", async () => {
+  it("scenario G36: GET /api/ext/ping without a session is 401, with a session 200, and a POST with a session but no CSRF header 403", async () => {
     const app = securedApp();
     const anonymous = await get(app, "/api/ext/ping");
     expect(anonymous.status).toBe(401);

@@ -33,7 +33,7 @@ function servicesOf(...services: ExtensionService[]): LoadedExtensions["services
 const deps: ExtensionRuntimeDeps = { appStore: new ExtensionData("app"), policy: EMPTY_HOST_POLICY };
 
 describe("extension services", () => {
-  it("scenario 29: S2's start throws → S1 and S3 start, one diagnostic for S2, and stop runs S3, S2, S1", async () => {
+  it("scenario G29: S2's start throws → S1 and S3 start, one diagnostic for S2, and stop runs S3, S2, S1", async () => {
     const log: string[] = [];
     const diagnostics: ExtensionDiagnostic[] = [];
     const services = await startExtensionServices(
@@ -79,7 +79,7 @@ describe("extension services", () => {
     expect(seenDeps[0]).toEqual({ appStore: deps.appStore, policy: deps.policy });
   });
 
-  it("scenario 30: a hanging stop is abandoned after the 30 s timeout with a 'timed out' diagnostic, and the next stop still runs", async () => {
+  it("scenario G30: a hanging stop is abandoned after the 30 s timeout with a 'timed out' diagnostic, and the next stop still runs", async () => {
     const log: string[] = [];
     const diagnostics: ExtensionDiagnostic[] = [];
     const clock = new ManualClock();

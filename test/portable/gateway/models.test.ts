@@ -27,8 +27,8 @@ async function listed(app: ReturnType<typeof gateway>, key = USER_API_KEY): Prom
   return ((await response.json()) as { models: Array<{ name: string }> }).models.map((model) => model.name);
 }
 
-describe("model authorization (scenario 50)", () => {
-  it("scenario 50: GET /api/models lists only the models filterResources allows", async () => {
+describe("model authorization (scenario G50)", () => {
+  it("scenario G50: GET /api/models lists only the models filterResources allows", async () => {
     const app = gateway({
       authorization: {
         enabled: true,
@@ -53,7 +53,7 @@ describe("model authorization (scenario 50)", () => {
     });
   });
 
-  it("scenario 50: a throwing provider leaves an empty list under fail_closed (and every model when open)", async () => {
+  it("scenario G50: a throwing provider leaves an empty list under fail_closed (and every model when open)", async () => {
     const throwing: AuthorizationProvider = {
       name: "down",
       authorize() {

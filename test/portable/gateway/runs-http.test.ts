@@ -11,7 +11,7 @@ async function json(res: Response): Promise<Record<string, unknown>> {
 }
 
 describe("run routes over app.fetch", () => {
-  it("scenario 43: runs/stream answers with Content-Location, metadata first, messages as [chunk, metadata], end last with data null", async () => {
+  it("scenario G43: runs/stream answers with Content-Location, metadata first, messages as [chunk, metadata], end last with data null", async () => {
     const gw = runsHarness();
     const tid = await gw.thread();
     const res = await gw.request("POST", `/api/threads/${tid}/runs/stream`, { ...human("tool:note"), stream_mode: ["values", "messages-tuple", "custom"] });
@@ -38,7 +38,7 @@ describe("run routes over app.fetch", () => {
     expect(new Set(frames.map((f) => f.event))).toEqual(new Set(["metadata", "values", "messages", "custom", "end"]));
   });
 
-  it("scenario 44: an unsupported mode, option or unknown field is a 422 naming it and creates no run; enqueue and stream_resumable:false are accepted", async () => {
+  it("scenario G44: an unsupported mode, option or unknown field is a 422 naming it and creates no run; enqueue and stream_resumable:false are accepted", async () => {
     const gw = runsHarness();
     const tid = await gw.thread();
     const refused: Array<[Record<string, unknown>, string]> = [
@@ -118,7 +118,7 @@ describe("run routes over app.fetch", () => {
     expect(await json(await gw.request("GET", `/api/threads/${tid}/runs`)).catch(() => [])).not.toBeNull();
   });
 
-  it("scenario 45: reject is a 409; interrupt ends the first run interrupted and the second succeeds after it", async () => {
+  it("scenario G45: reject is a 409; interrupt ends the first run interrupted and the second succeeds after it", async () => {
     const gw = runsHarness();
     const tid = await gw.thread();
     const first = await json(await gw.request("POST", `/api/threads/${tid}/runs`, human("tool:block")));
@@ -133,7 +133,7 @@ describe("run routes over app.fetch", () => {
     expect(runs.map((r) => r.status)).toEqual(["success", "interrupted"]);
   });
 
-  it("scenario 46: cancel?action=rollback&wait=true is 204, the run is error 'Rolled back by user' and the state is the pre-run state; cancelling a successful run is 409", async () => {
+  it("scenario G46: cancel?action=rollback&wait=true is 204, the run is error 'Rolled back by user' and the state is the pre-run state; cancelling a successful run is 409", async () => {
     const gw = runsHarness();
     const tid = await gw.thread();
     const before = await json(await gw.request("POST", `/api/threads/${tid}/runs/wait`, human("hello")));
@@ -170,7 +170,7 @@ describe("run routes over app.fetch", () => {
     expect(await json(await gw.request("GET", `/api/threads/${tid}/runs/${second.run_id}`))).toMatchObject({ status: "interrupted" });
   });
 
-  it("scenario 47: a disconnect interrupts a run streamed with the default on_disconnect", async () => {
+  it("scenario G47: a disconnect interrupts a run streamed with the default on_disconnect", async () => {
     const gw = runsHarness();
     const tid = await gw.thread();
     const res = await gw.request("POST", `/api/threads/${tid}/runs/stream`, human("tool:block"));
@@ -181,7 +181,7 @@ describe("run routes over app.fetch", () => {
     await eventually(async () => (await json(await gw.request("GET", `/api/threads/${tid}/runs/${runId}`))).status === "interrupted");
   });
 
-  it("scenario 47: with on_disconnect=continue the run reaches success after the client left", async () => {
+  it("scenario G47: with on_disconnect=continue the run reaches success after the client left", async () => {
     const gw = runsHarness();
     const tid = await gw.thread();
     const res = await gw.request("POST", `/api/threads/${tid}/runs/stream`, { ...human("tool:block"), on_disconnect: "continue" });
@@ -193,7 +193,7 @@ describe("run routes over app.fetch", () => {
     expect((await gw.runs.join(tid, runId)).status).toBe("success");
   });
 
-  it("scenario 47: reconnecting with a Last-Event-ID older than the window yields one gap frame and does not cancel the run", async () => {
+  it("scenario G47: reconnecting with a Last-Event-ID older than the window yields one gap frame and does not cancel the run", async () => {
     const clock = new ManualClock(1_800_000_000_000);
     const gw = runsHarness({ clock, retain: 3 });
     const tid = await gw.thread();
@@ -249,7 +249,7 @@ describe("run routes over app.fetch", () => {
     await frames.return(undefined);
   });
 
-  it("scenarios 22, 23: on_task_start finishes before the metadata frame and on_task_stop before end; a failing run reports failed", async () => {
+  it("scenarios G22, G23: on_task_start finishes before the metadata frame and on_task_stop before end; a failing run reports failed", async () => {
     const log: string[] = [];
     const registry = new HostExtensionRegistry();
     registry.attributedTo("test.lifecycle:install", (view) =>

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { PROVENANCE_CONTENT_KIND_KEY } from "../../../src/extension-api/provenance.ts";
 import { clampRecursionLimit, parseRunBody } from "../../../src/gateway/run-request.ts";
+import { statusOfRunOperation } from "../../../src/gateway/errors.ts";
 import { RunOperationError } from "../../../src/runtime/runs/types.ts";
 
 function refusal(body: unknown): RunOperationError {
@@ -57,7 +58,7 @@ describe("parseRunBody", () => {
     expect(parseRunBody({ config: { recursion_limit: 7 } }).request.recursionLimit).toBe(7);
     for (const bad of [0, -1, -3, 2.5, true, "20"]) {
       const error = refusal({ config: { recursion_limit: bad } });
-      expect(error.status).toBe(422);
+      expect(statusOfRunOperation(error)).toBe(422);
       expect(error.message).toContain("config.recursion_limit: expected a whole number >= 1");
     }
   });
@@ -65,7 +66,7 @@ describe("parseRunBody", () => {
   it("refuses a body that is not a JSON object, and arrays where an object belongs", () => {
     for (const body of [[], null, "x", 3, true]) {
       const error = refusal(body);
-      expect(error.status).toBe(422);
+      expect(statusOfRunOperation(error)).toBe(422);
       expect(error.message).toMatch(/^body: expected a JSON object, got /);
     }
     for (const [body, field] of [
@@ -77,7 +78,7 @@ describe("parseRunBody", () => {
       [{ command: [] }, "command"],
     ] as const) {
       const error = refusal(body);
-      expect(error.status).toBe(422);
+      expect(statusOfRunOperation(error)).toBe(422);
       expect(error.message).toContain(`${field}: expected a JSON object, got an array`);
     }
     // An empty body is still the empty run body.
@@ -91,7 +92,7 @@ describe("parseRunBody", () => {
 
   it("names every refused field in one 422", () => {
     const error = refusal({ stream_mode: ["values", "events"], after_seconds: 5, command: { goto: "x" }, interrupt_before: "*" });
-    expect(error.status).toBe(422);
+    expect(statusOfRunOperation(error)).toBe(422);
     expect(error.message).toContain('stream_mode: unsupported stream mode "events"');
     expect(error.message).toContain("after_seconds is not supported");
     expect(error.message).toContain("command.goto: unknown field");

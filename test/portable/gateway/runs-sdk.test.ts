@@ -163,7 +163,7 @@ describe(`the LangGraph SDK over ${runtime}'s socket (scripted model)`, () => {
     expect((await s.client.runs.get(thread.thread_id, third.run_id)).status).toBe("interrupted");
   });
 
-  it("scenario 46: rolls a running run back to the pre-run state; cancelling a successful run is a 409", async () => {
+  it("scenario G46: rolls a running run back to the pre-run state; cancelling a successful run is a 409", async () => {
     const thread = await s.client.threads.create();
     const done = await s.client.runs.create(thread.thread_id, "lead_agent", { input: say("hello") });
     await s.client.runs.join(thread.thread_id, done.run_id);

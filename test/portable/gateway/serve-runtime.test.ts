@@ -11,7 +11,7 @@ import { runtimeServe } from "./runtime-serve.ts";
 const { runtime, serve } = await runtimeServe();
 
 describe(`the gateway on ${runtime}'s own server`, () => {
-  it(`scenario 43 (real socket, ${runtime}): streams one run: Content-Location names the run, metadata first, messages as [chunk, metadata], end last with null data, JSON data and an id on every frame`, async () => {
+  it(`scenario G43 (real socket, ${runtime}): streams one run: Content-Location names the run, metadata first, messages as [chunk, metadata], end last with null data, JSON data and an id on every frame`, async () => {
     const gateway = await createGateway({ config: validateLeadConfig({}, "serve-runtime"), storage: createMemoryKeyValue(), listening: { host: "127.0.0.1" } });
     const server = await serve(gateway.fetch, { hostname: "127.0.0.1", port: 0 });
     try {

@@ -332,7 +332,7 @@ describe("ownership and route permissions", () => {
     expect((await call(gateway, "GET", "/api/threads/alices", undefined, { user: "bob", role: "admin" })).status).toBe(404);
   });
 
-  it("scenario 48: an internal caller acting for u1 is not an admin and gets 404 on another user's thread", async () => {
+  it("scenario G48: an internal caller acting for u1 is not an admin and gets 404 on another user's thread", async () => {
     const gateway = await testGateway();
     await call(gateway, "POST", "/api/threads", { thread_id: "u2-thread" }, { user: "u2" });
     await call(gateway, "POST", "/api/threads", { thread_id: "u1-thread" }, { user: "u1" });
@@ -341,7 +341,7 @@ describe("ownership and route permissions", () => {
     expect((await call(gateway, "GET", "/api/threads/u1-thread", undefined, asInternal)).status).toBe(200);
   });
 
-  it("scenario 50 (route guard): a denied permission is 403 'Permission denied: <perm>' while allowed routes answer", async () => {
+  it("scenario G50 (route guard): a denied permission is 403 'Permission denied: <perm>' while allowed routes answer", async () => {
     const gateway = await testGateway();
     await call(gateway, "POST", "/api/threads", { thread_id: "t" });
     const readOnly = { perms: ["threads:read" as const] };

@@ -19,7 +19,7 @@ import {
   isUserInjectionTarget,
   stripInjectedUserMessageIdSuffix,
 } from "../../../src/middlewares/dynamic-context.ts";
-import { memoryKey, type StoredMemoryFact } from "../../../src/middlewares/memory-store.ts";
+import { memoryKey, type StoredMemoryFact } from "../../../src/middlewares/memory/store.ts";
 import { createSystemMessageCoalescingMiddleware } from "../../../src/middlewares/system-message-coalescing.ts";
 import { createThreadDataMiddleware } from "../../../src/middlewares/thread-data.ts";
 import { emptyThreadState, type ThreadState } from "../../../src/state/thread-state.ts";
@@ -413,7 +413,7 @@ describe("injection targets and ids", () => {
 });
 
 describe("DynamicContext through the real engine", () => {
-  it("scenario 33: first turn m1 on 2026-05-08 leaves reminder m1, m1__memory and m1__user in state; a second turn that day adds nothing", async () => {
+  it("scenario M33: first turn m1 on 2026-05-08 leaves reminder m1, m1__memory and m1__user in state; a second turn that day adds nothing", async () => {
     const storage = createStorage({ driver: memoryDriver() });
     await storage.setItem(memoryKey("u1"), { version: 1, facts: [fact("User prefers Python.")], watermarks: {} });
     const model = fakeModel().respond(new AIMessage({ content: "first answer", id: "a1" })).respond(new AIMessage({ content: "second answer", id: "a2" }));
@@ -452,7 +452,7 @@ describe("DynamicContext through the real engine", () => {
     expect(state.messages[1]).toMatchObject({ name: "user-input", additional_kwargs: { run_id: "run-1", timestamp: "2026-05-08T12:00:00.000Z" } });
   });
 
-  it("scenario 34: with yesterday's reminder in history, a date update goes before the new turn and the provider sees one leading system message with only today", async () => {
+  it("scenario M34: with yesterday's reminder in history, a date update goes before the new turn and the provider sees one leading system message with only today", async () => {
     const clock = new ManualClock(FRIDAY);
     const model = fakeModel().respond(new AIMessage({ content: "friday answer", id: "a1" })).respond(new AIMessage({ content: "saturday answer", id: "a2" }));
     const agent = createAgent({

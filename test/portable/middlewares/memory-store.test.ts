@@ -13,7 +13,7 @@ import {
   parseExtractedFacts,
   renderExtractionInput,
   rememberStatementExtractor,
-} from "../../../src/middlewares/memory-extractors.ts";
+} from "../../../src/middlewares/memory/extractors.ts";
 import {
   MAX_FACT_CHARS,
   createMemoryStore,
@@ -27,7 +27,7 @@ import {
   type MemoryFact,
   type MemoryMessage,
   type StoredMemoryFact,
-} from "../../../src/middlewares/memory-store.ts";
+} from "../../../src/middlewares/memory/store.ts";
 
 const START = Date.UTC(2026, 4, 8, 12, 0, 0);
 

@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { createStorage } from "unstorage";
@@ -9,16 +10,18 @@ import type { AgentMiddleware, AgentRuntime, NodeHook } from "../../../src/engin
 import { createDynamicContextMiddleware } from "../../../src/middlewares/dynamic-context.ts";
 import { createInputSanitizationMiddleware } from "../../../src/middlewares/input-sanitization.ts";
 import {
-  MEMORY_DEFAULTS,
   MEMORY_NAME,
   MemoryConfigSchema,
   createMemoryMiddleware,
   filterMessagesForMemory,
-} from "../../../src/middlewares/memory.ts";
-import { MEMORY_EXTRACTION_PROMPT_HASH } from "../../../src/middlewares/memory-extractors.ts";
-import { createMemoryStore, memoryKey, type MemoryStore, type MemoryUpdate } from "../../../src/middlewares/memory-store.ts";
+} from "../../../src/middlewares/memory/memory.ts";
+import { MEMORY_EXTRACTION_PROMPT_HASH } from "../../../src/middlewares/memory/extractors.ts";
+import { createMemoryStore, memoryKey, type MemoryStore, type MemoryUpdate } from "../../../src/middlewares/memory/store.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const MEMORY_DEFAULTS = v.parse(MemoryConfigSchema, {});
 
 const FRIDAY = Date.UTC(2026, 4, 8, 12, 0, 0);
 

@@ -20,12 +20,13 @@ import {
 } from "../../../src/middlewares/read-before-write.ts";
 import { KeyedMutex } from "../../../src/core/keyed-mutex.ts";
 import { createSandboxMiddleware } from "../../../src/middlewares/sandbox.ts";
-import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling.ts";
+import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling/tool-error-handling.ts";
 import { TOOL_META_KEY, type ToolResultMeta } from "../../../src/middlewares/tool-result-meta.ts";
 import { SandboxError, type SandboxProvider } from "../../../src/ports/sandbox.ts";
 import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
-import { createSandboxTools, type SandboxAuthorizer } from "../../../src/tools/sandbox-tools.ts";
+import { createSandboxTools } from "../../../src/tools/sandbox-tools.ts";
+import { type SandboxAuthorizer } from "../../../src/sandbox/acquire.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
 
 const PATH = "/mnt/user-data/outputs/report.md";
@@ -395,7 +396,7 @@ describe("ReadBeforeWrite through the real engine", () => {
     return run;
   }
 
-  it("scenario 27: an unread existing file blocks the write; after read_file it succeeds; a further write without re-reading is blocked", async () => {
+  it("scenario M27: an unread existing file blocks the write; after read_file it succeeds; a further write without re-reading is blocked", async () => {
     const model = fakeModel()
       .respondWithTools([{ name: "write_file", args: { path: A_MD, content: "draft 1" }, id: "w1" }])
       .respondWithTools([{ name: "read_file", args: { path: A_MD }, id: "r1" }])
@@ -415,7 +416,7 @@ describe("ReadBeforeWrite through the real engine", () => {
     expect(await file(A_MD)).toBe("draft 2");
   });
 
-  it("scenario 28: a write to a path that does not exist runs; after one read, two parallel appends land exactly one", async () => {
+  it("scenario M28: a write to a path that does not exist runs; after one read, two parallel appends land exactly one", async () => {
     const model = fakeModel()
       .respondWithTools([{ name: "write_file", args: { path: "/mnt/user-data/outputs/new.md", content: "fresh" }, id: "w0" }])
       .respondWithTools([{ name: "read_file", args: { path: A_MD }, id: "r1" }])

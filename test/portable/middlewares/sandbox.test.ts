@@ -13,13 +13,14 @@ import {
   attachSandboxUpdate,
   createSandboxMiddleware,
 } from "../../../src/middlewares/sandbox.ts";
-import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling.ts";
+import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling/tool-error-handling.ts";
 import type { Sandbox, SandboxProvider, SandboxScope } from "../../../src/ports/sandbox.ts";
 import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { StateConflictError } from "../../../src/state/errors.ts";
 import { emptyThreadState, type ThreadState } from "../../../src/state/thread-state.ts";
-import { SANDBOX_ACQUIRED_SCOPE_KEY, acquireRunSandbox, createSandboxTools, type SandboxAuthorizer } from "../../../src/tools/sandbox-tools.ts";
+import { createSandboxTools } from "../../../src/tools/sandbox-tools.ts";
+import { SANDBOX_ACQUIRED_SCOPE_KEY, acquireRunSandbox, type SandboxAuthorizer } from "../../../src/sandbox/acquire.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
 
 /** A provider that hands out the given ids in order and records what happened. */
@@ -132,7 +133,7 @@ describe("Sandbox beforeAgent", () => {
 describe("Sandbox wrapToolCall", () => {
   const middleware = createSandboxMiddleware();
 
-  it("scenario 13: a tool that lazily acquires sb1 returns a Command setting sandbox.sandbox_id", async () => {
+  it("scenario M13: a tool that lazily acquires sb1 returns a Command setting sandbox.sandbox_id", async () => {
     const { provider } = fakeProvider(["sb1"]);
     const runtime = makeRuntime({ threadId: "t1", services: { sandbox: provider } });
     const result = await middleware.wrapToolCall!(toolRequest(runtime), async (request) => {
@@ -275,7 +276,7 @@ describe("Sandbox through the real engine", () => {
     },
   };
 
-  it("scenario 13: the lazily acquired sb1 lands in state through the step update, and is released at the end", async () => {
+  it("scenario M13: the lazily acquired sb1 lands in state through the step update, and is released at the end", async () => {
     const { provider, released } = fakeProvider(["sb1"]);
     const model = fakeModel()
       .respondWithTools([{ name: "probe", args: {}, id: "c1" }])
@@ -287,7 +288,7 @@ describe("Sandbox through the real engine", () => {
     expect(released).toEqual(["sb1"]);
   });
 
-  it("scenario 13: a conflicting sandbox id raises, and the thread's sandbox is still released", async () => {
+  it("scenario M13: a conflicting sandbox id raises, and the thread's sandbox is still released", async () => {
     const { provider, released } = fakeProvider(["sb1"]);
     const rebinder: AgentTool = {
       name: "rebind",

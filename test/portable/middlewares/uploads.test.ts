@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { GraphInterrupt, MemorySaver } from "@langchain/langgraph/web";
@@ -12,18 +13,21 @@ import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { createInputSanitizationMiddleware } from "../../../src/middlewares/input-sanitization.ts";
 import { createThreadDataMiddleware } from "../../../src/middlewares/thread-data.ts";
 import {
-  UPLOADS_DEFAULTS,
+  UploadsConfigSchema,
   UPLOADS_NAME,
   createUploadsMiddleware,
   fileSuffix,
   formatFileSize,
   formatUploadsBlock,
   isBareFileName,
-} from "../../../src/middlewares/uploads.ts";
-import { MAX_OUTLINE_ENTRIES } from "../../../src/middlewares/uploads-outline.ts";
-import { SANDBOX_ACQUIRED_SCOPE_KEY } from "../../../src/tools/sandbox-tools.ts";
+} from "../../../src/middlewares/uploads/uploads.ts";
+import { MAX_OUTLINE_ENTRIES } from "../../../src/middlewares/uploads/outline.ts";
+import { SANDBOX_ACQUIRED_SCOPE_KEY } from "../../../src/sandbox/acquire.ts";
 import { emptyThreadState, type ThreadState } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const UPLOADS_DEFAULTS = v.parse(UploadsConfigSchema, {});
 
 const UPLOADS = "/mnt/user-data/uploads";
 
@@ -96,7 +100,7 @@ describe("Uploads: config and declaration", () => {
 });
 
 describe("Uploads: the block", () => {
-  it("scenario 11: a.pdf on disk is listed with its size and path, uploaded_files is set and original_user_content keeps the user's text", async () => {
+  it("scenario M11: a.pdf on disk is listed with its size and path, uploaded_files is set and original_user_content keeps the user's text", async () => {
     const provider = createVirtualSandboxProvider();
     await seed(provider, { "a.pdf": "%PDF" });
     const files = [{ filename: "a.pdf", size: 2048 }];
@@ -111,7 +115,7 @@ describe("Uploads: the block", () => {
     expect(message.additional_kwargs).toEqual({ element: "task", files, original_user_content: "summarise this" });
   });
 
-  it("scenario 12: of 13 uploads, one missing on disk and one named ../x are skipped; 10 of the 11 valid are listed and one is summarised", async () => {
+  it("scenario M12: of 13 uploads, one missing on disk and one named ../x are skipped; 10 of the 11 valid are listed and one is summarised", async () => {
     const provider = createVirtualSandboxProvider();
     const valid = Array.from({ length: 11 }, (_, i) => `file_${String(i).padStart(2, "0")}.txt`);
     await seed(provider, Object.fromEntries(valid.map((name) => [name, `upload ${name}`])));
@@ -369,7 +373,7 @@ describe("Uploads: control flow", () => {
 });
 
 describe("Uploads: in the real engine", () => {
-  it("scenario 11: after ThreadData, the block reaches state and the model, and InputSanitization frames only the user's own text", async () => {
+  it("scenario M11: after ThreadData, the block reaches state and the model, and InputSanitization frames only the user's own text", async () => {
     const provider = createVirtualSandboxProvider();
     await seed(provider, { "a.pdf": "%PDF" });
     const model = fakeModel().respond(new AIMessage("read it"));

@@ -202,7 +202,7 @@ describe("ViewImage", () => {
   });
 
   describe("wrapModelCall", () => {
-    it("scenario 45: after a completed view_image call the next request ends with one hidden, marked, stamped base64 image message", async () => {
+    it("scenario M45: after a completed view_image call the next request ends with one hidden, marked, stamped base64 image message", async () => {
       const { sandbox, runtime } = await setup();
       await plant(sandbox, IMG, PNG);
       const messages = completedTurn();
@@ -281,7 +281,7 @@ describe("ViewImage", () => {
     });
   });
 
-  it("scenario 45 in the real engine: the request after view_image carries the image; no state or checkpoint ever holds the payload", async () => {
+  it("scenario M45 in the real engine: the request after view_image carries the image; no state or checkpoint ever holds the payload", async () => {
     const { sandbox, provider } = await setup();
     await plant(sandbox, IMG, PNG);
     const model = fakeModel()

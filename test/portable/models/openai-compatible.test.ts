@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import { ChatOpenAICompatible, ModelError, toOpenAIMessages, type FetchLike } from "../../../src/models/index.ts";
 
 const BASE = "https://llm.example.test/v1";
+const encoderForTests = new TextEncoder();
 
 function sseResponse(body: string | ReadableStream<Uint8Array>): Response {
   return new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } });
@@ -50,6 +51,46 @@ describe("stream parsing", () => {
     const full = await collect(new ChatOpenAICompatible({ model: "m", baseUrl: BASE, fetch }), [new HumanMessage("hi")]);
     expect(full.content).toBe("Hello");
     expect(full.response_metadata).toMatchObject({ finish_reason: "stop", model_name: "qwen2.5-7b-instruct" });
+  });
+
+  it("reads the same reply when every byte of the stream arrives on its own", async () => {
+    const wire = encoderForTests.encode(
+      `data:${chunk({ role: "assistant", content: "Grü" })}\r\n\r\n` +
+        `data: ${chunk({ content: "ße" })}\n\n` +
+        `data: ${chunk({}, "stop")}\n\n` +
+        "data: [DONE]\n\n",
+    );
+    let at = 0;
+    const bytewise = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (at < wire.length) controller.enqueue(wire.slice(at, ++at));
+        else controller.close();
+      },
+    });
+    const { fetch } = recordingFetch(() => sseResponse(bytewise));
+    const full = await collect(new ChatOpenAICompatible({ model: "m", baseUrl: BASE, fetch }), [new HumanMessage("hi")]);
+    expect(full.content).toBe("Grüße");
+    expect(full.response_metadata).toMatchObject({ finish_reason: "stop" });
+  });
+
+  it("stops at [DONE] and ignores whatever follows it", async () => {
+    const body = `data: ${chunk({ content: "done" })}\n\ndata: [DONE]\n\ndata: ${chunk({ content: " and more" })}\n\n`;
+    const { fetch } = recordingFetch(() => sseResponse(body));
+    const full = await collect(new ChatOpenAICompatible({ model: "m", baseUrl: BASE, fetch }), [new HumanMessage("hi")]);
+    expect(full.content).toBe("done");
+  });
+
+  it("reports a stream cut off inside an event as provider_bad_response", async () => {
+    const body = `data: ${chunk({ content: "Par" })}\n\ndata: ${chunk({ content: "tial" }).slice(0, 30)}`;
+    const { fetch } = recordingFetch(() => sseResponse(body));
+    const error = await collect(new ChatOpenAICompatible({ model: "m", baseUrl: BASE, fetch }), [new HumanMessage("hi")]).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(ModelError);
+    expect(error).toMatchObject({
+      code: "provider_bad_response",
+      message: `Model provider at ${BASE} sent a stream event that is not JSON; check that base_url points to an OpenAI-compatible API`,
+    });
   });
 
   it("handles a server that ignores stream: true and answers with JSON", async () => {

@@ -38,7 +38,6 @@ export class ScriptedModel extends BaseChatModel {
     return "scripted-runs";
   }
 
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   override bindTools(tools: any[], kwargs?: Record<string, unknown>): any {
     return this.withConfig({ tools, ...kwargs } as never);
   }

@@ -7,6 +7,7 @@ import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts
 import { RunManager } from "../../../src/runtime/runs/manager.ts";
 import { RunStore } from "../../../src/runtime/runs/run-store.ts";
 import type { StreamFrame } from "../../../src/runtime/runs/stream-bridge.ts";
+import { statusOfRunOperation } from "../../../src/gateway/errors.ts";
 import { RunOperationError, runRequest, type RunAgentFactory, type RunRecord, type RunRequest } from "../../../src/runtime/runs/types.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import type { KeyValue } from "../../../src/ports/key-value.ts";
@@ -161,13 +162,13 @@ describe("RunManager: one run", () => {
   });
 });
 
-describe("RunManager: multitask strategies (scenario 45)", () => {
-  it("scenario 45: reject answers 409 while a run is in flight and creates no run", async () => {
+describe("RunManager: multitask strategies (scenario G45)", () => {
+  it("scenario G45: reject answers 409 while a run is in flight and creates no run", async () => {
     const { manager, gates } = setup();
     const first = await manager.create("t1", say("tool:block"), ALICE);
     await running(manager, first);
     const error = await failure(manager.create("t1", say("again"), ALICE));
-    expect(error.status).toBe(409);
+    expect(statusOfRunOperation(error)).toBe(409);
     expect(error.message).toContain(first.run_id);
     expect((await manager.list("t1")).map((r) => r.run_id)).toEqual([first.run_id]);
     // Another thread is not affected.
@@ -177,7 +178,7 @@ describe("RunManager: multitask strategies (scenario 45)", () => {
     expect((await manager.join("t1", first.run_id)).status).toBe("success");
   });
 
-  it("scenario 45: interrupt ends the first run interrupted, and the second starts only after the first's cleanup (on_task_stop included)", async () => {
+  it("scenario G45: interrupt ends the first run interrupted, and the second starts only after the first's cleanup (on_task_stop included)", async () => {
     const log: string[] = [];
     const stopGate = deferred();
     const { manager } = setup({ extensions: lifecycle(log, { stopGate: stopGate.promise }) });
@@ -243,16 +244,16 @@ describe("RunManager: a thread held for its deletion", () => {
     const { manager, gates } = setup();
     const first = await manager.create("t1", say("tool:block"), ALICE);
     await running(manager, first);
-    expect((await failure(manager.reserveThread("t1"))).status).toBe(409);
+    expect(statusOfRunOperation(await failure(manager.reserveThread("t1")))).toBe(409);
     gates.block.resolve("released");
     await manager.join("t1", first.run_id);
 
     const release = await manager.reserveThread("t1");
     for (const multitaskStrategy of ["reject", "interrupt", "rollback", "enqueue"] as const) {
       const refused = await failure(manager.create("t1", say("late", { multitaskStrategy }), ALICE));
-      expect([refused.status, refused.code]).toEqual([409, "thread_busy"]);
+      expect([statusOfRunOperation(refused), refused.code]).toEqual([409, "thread_busy"]);
     }
-    expect((await failure(manager.reserveThread("t1"))).status).toBe(409);
+    expect(statusOfRunOperation(await failure(manager.reserveThread("t1")))).toBe(409);
     // Other threads go on meanwhile.
     const other = await manager.create("t2", say("hi"), ALICE);
     expect((await manager.join("t2", other.run_id)).status).toBe("success");
@@ -263,7 +264,7 @@ describe("RunManager: a thread held for its deletion", () => {
 });
 
 describe("RunManager: cancel", () => {
-  it("scenario 46: rollback with wait restores the pre-run state; cancelling a successful run is a 409", async () => {
+  it("scenario G46: rollback with wait restores the pre-run state; cancelling a successful run is a 409", async () => {
     const { manager, threads } = setup();
     const done = await manager.create("t1", say("hello"), ALICE);
     await manager.join("t1", done.run_id);
@@ -276,7 +277,7 @@ describe("RunManager: cancel", () => {
     expect(await manager.threadValues("t1")).toEqual(preRun);
     expect(threads.rows.get("t1")!.status).toBe("error");
     const refused = await failure(manager.cancel("t1", done.run_id));
-    expect(refused.status).toBe(409);
+    expect(statusOfRunOperation(refused)).toBe(409);
     expect(refused.message).toContain("success");
   });
 
@@ -286,8 +287,8 @@ describe("RunManager: cancel", () => {
     await running(manager, row);
     expect((await manager.cancel("t1", row.run_id, { wait: true })).status).toBe("interrupted");
     expect((await manager.cancel("t1", row.run_id)).status).toBe("interrupted");
-    expect((await failure(manager.cancel("t1", "nope"))).status).toBe(404);
-    expect((await failure(manager.cancel("t2", row.run_id))).status).toBe(404);
+    expect(statusOfRunOperation(await failure(manager.cancel("t1", "nope")))).toBe(404);
+    expect(statusOfRunOperation(await failure(manager.cancel("t2", row.run_id)))).toBe(404);
   });
 
   it("writes the fallback title of an interrupted first turn from the first user message", async () => {
@@ -301,7 +302,7 @@ describe("RunManager: cancel", () => {
     expect(threads.rows.get("t1")!.display_name).toBe(title);
   });
 
-  it("scenario 23: a run cancelled while still pending fires no hooks and still ends its stream", async () => {
+  it("scenario G23: a run cancelled while still pending fires no hooks and still ends its stream", async () => {
     const log: string[] = [];
     const { manager, gates } = setup({ extensions: lifecycle(log) });
     const first = await manager.create("t1", say("tool:block"), ALICE);
@@ -315,8 +316,8 @@ describe("RunManager: cancel", () => {
   });
 });
 
-describe("RunManager: lifecycle hooks (scenarios 22, 23)", () => {
-  it("scenario 22: on_task_start (kind lead, task_id = run_id) finishes before metadata; on_task_stop(completed) before end", async () => {
+describe("RunManager: lifecycle hooks (scenarios G22, G23)", () => {
+  it("scenario G22: on_task_start (kind lead, task_id = run_id) finishes before metadata; on_task_stop(completed) before end", async () => {
     const log: string[] = [];
     const { manager } = setup({ extensions: lifecycle(log) });
     const row = await manager.create("t1", say("hello"), ALICE);
@@ -327,7 +328,7 @@ describe("RunManager: lifecycle hooks (scenarios 22, 23)", () => {
     expect(log.slice(-3)).toEqual([`stop-begin:${row.run_id}`, `stop-done:${row.run_id}:completed`, "frame:end"]);
   });
 
-  it("scenario 23: an interrupt ends aborted, an exception failed", async () => {
+  it("scenario G23: an interrupt ends aborted, an exception failed", async () => {
     const log: string[] = [];
     const { manager } = setup({ extensions: lifecycle(log) });
     const blocked = await manager.create("t1", say("tool:block"), ALICE);
@@ -378,7 +379,7 @@ describe("RunManager: restart and shutdown", () => {
     await clock.advance(5000);
     expect(await shutdown).toEqual({ drained: 1, abandoned: 1 });
     expect(await manager.get("t1", stuck.run_id)).toMatchObject({ status: "interrupted", error: { name: "GatewayShutdown" } });
-    expect((await failure(manager.create("t1", say("late"), ALICE))).status).toBe(503);
+    expect(statusOfRunOperation(await failure(manager.create("t1", say("late"), ALICE)))).toBe(503);
   });
 });
 
@@ -394,7 +395,7 @@ describe("RunManager: admission checks", () => {
       modelNames: () => ["demo"],
     });
     const error = await failure(manager.create("t1", say("x", { context: { model_name: "gpt-9" } }), ALICE));
-    expect(error.status).toBe(400);
+    expect(statusOfRunOperation(error)).toBe(400);
     expect(error.message).toContain('"demo"');
     expect(await manager.list("t1")).toEqual([]);
   });

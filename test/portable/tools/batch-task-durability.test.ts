@@ -1,10 +1,11 @@
 import { ToolMessage } from "@langchain/core/messages";
 import { describe, expect, it } from "vitest";
-import { BatchStore, type BatchItemRecord } from "../../../src/agents/batch-store.ts";
+import { BatchStore, type BatchItemRecord } from "../../../src/tools/batch-store.ts";
 import { sha256HexSync } from "../../../src/extension-api/sha256-sync.ts";
-import { SUBAGENT_TOKEN_USAGE_KEY, normalizeTokenUsage } from "../../../src/middlewares/token-usage.ts";
+import { SUBAGENT_TOKEN_USAGE_KEY, normalizeTokenUsage } from "../../../src/middlewares/token-usage/token-usage.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
-import { BATCH_TASK_PROGRESS_EVENT, BATCH_TASK_RESULT_KEY, createBatchTaskTool } from "../../../src/tools/batch-task.ts";
+import { BATCH_TASK_PROGRESS_EVENT, BATCH_TASK_RESULT_KEY } from "../../../src/tools/batch-task.ts";
+import { createBatchTaskTool } from "../../../src/agents/delegation-tools.ts";
 import { GP, ITEM_USAGE, SubagentScript, invokeBatch, task, toolRuntime } from "./batch-task-helpers.ts";
 
 const OWNER = { userId: "default", threadId: "thread-1" };

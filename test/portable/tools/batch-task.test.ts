@@ -1,28 +1,32 @@
+import * as v from "valibot";
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { describe, expect, it, vi } from "vitest";
-import { BatchStore, type BatchRecord } from "../../../src/agents/batch-store.ts";
+import { BatchStore, type BatchRecord } from "../../../src/tools/batch-store.ts";
 import { systemClock } from "../../../src/core/clock.ts";
 import { createAgent } from "../../../src/engine/agent.ts";
 import type { ThreadState } from "../../../src/state/thread-state.ts";
 import { canonicalHashSync } from "../../../src/extension-api/sha256-sync.ts";
-import { createDurableContextMiddleware } from "../../../src/middlewares/durable-context.ts";
+import { createDurableContextMiddleware } from "../../../src/middlewares/durable-context/durable-context.ts";
 import { createSubagentLimitMiddleware } from "../../../src/middlewares/subagent-limit.ts";
-import { SUBAGENT_TOKEN_USAGE_KEY, createTokenUsageMiddleware, normalizeTokenUsage } from "../../../src/middlewares/token-usage.ts";
+import { SUBAGENT_TOKEN_USAGE_KEY, createTokenUsageMiddleware, normalizeTokenUsage } from "../../../src/middlewares/token-usage/token-usage.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import {
-  BATCH_TASK_DEFAULTS,
+  BatchTaskConfigSchema,
   BATCH_TASK_ERROR_CODE_KEY,
   BATCH_TASK_PROGRESS_EVENT,
   BATCH_TASK_RESULT_KEY,
   BATCH_TASK_TOOL_NAME,
   batchTaskReleasePolicyParameters,
-  createBatchTaskTool,
   defaultBatchId,
   parseBatchTaskConfig,
 } from "../../../src/tools/batch-task.ts";
-import { TASK_TOOL_NAME, createTaskTool } from "../../../src/tools/task.ts";
+import { TASK_TOOL_NAME } from "../../../src/tools/task.ts";
+import { createBatchTaskTool, createTaskTool } from "../../../src/agents/delegation-tools.ts";
 import { GP, ITEM_USAGE, SubagentScript, driveGated, invokeBatch, task, toolRuntime } from "./batch-task-helpers.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const BATCH_TASK_DEFAULTS = v.parse(BatchTaskConfigSchema, {});
 
 const OWNER = { userId: "default", threadId: "thread-1" };
 

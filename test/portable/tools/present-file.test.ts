@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { systemClock } from "../../../src/core/clock.ts";
 import { createAgent } from "../../../src/engine/agent.ts";
 import type { ToolOutput } from "../../../src/engine/types.ts";
-import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling.ts";
+import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling/tool-error-handling.ts";
 import type { SandboxProvider } from "../../../src/ports/sandbox.ts";
 import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { emptyThreadState, type ThreadState } from "../../../src/state/thread-state.ts";

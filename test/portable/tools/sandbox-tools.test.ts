@@ -6,22 +6,13 @@ import { afterEach, describe, expect, it } from "vitest";
 import { systemClock } from "../../../src/core/clock.ts";
 import { createAgent } from "../../../src/engine/agent.ts";
 import type { AgentRuntime, AgentTool, ToolContext, ToolOutput } from "../../../src/engine/types.ts";
-import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling.ts";
+import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling/tool-error-handling.ts";
 import { TOOL_META_KEY, type ToolResultMeta } from "../../../src/middlewares/tool-result-meta.ts";
 import { SandboxError, type SandboxProvider } from "../../../src/ports/sandbox.ts";
 import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { emptyThreadState, type ThreadState } from "../../../src/state/thread-state.ts";
-import {
-  SANDBOX_ACQUIRED_SCOPE_KEY,
-  SandboxAuthorizationError,
-  acquireRunSandbox,
-  acquiredSandboxId,
-  compileGrepPattern,
-  createSandboxTools,
-  globPathMatches,
-  isIgnoredSearchName,
-  type SandboxAuthorizer,
-} from "../../../src/tools/sandbox-tools.ts";
+import { compileGrepPattern, createSandboxTools, globPathMatches, isIgnoredSearchName } from "../../../src/tools/sandbox-tools.ts";
+import { SANDBOX_ACQUIRED_SCOPE_KEY, SandboxAuthorizationError, acquireRunSandbox, acquiredSandboxId, type SandboxAuthorizer } from "../../../src/sandbox/acquire.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
 
 const providers: SandboxProvider[] = [];

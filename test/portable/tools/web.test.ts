@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { AIMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
@@ -9,17 +10,19 @@ import { createAgent } from "../../../src/engine/agent.ts";
 import type { AgentTool, ToolContext } from "../../../src/engine/types.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
 import {
-  WEB_FETCH_DEFAULTS,
+  WebFetchConfigSchema,
   createTavilySearchProvider,
   createWebFetchTool,
   createWebSearchTool,
   createWebTools,
-  htmlToText,
-  isPrivateAddress,
-  isPrivateHost,
   type WebSearchProvider,
 } from "../../../src/tools/web.ts";
+import { isPrivateAddress, isPrivateHost } from "../../../src/tools/web-hosts.ts";
+import { htmlToText } from "../../../src/tools/web-html.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
+
+// The section as its schema fills it in when nothing is configured.
+const WEB_FETCH_DEFAULTS = v.parse(WebFetchConfigSchema, {});
 
 type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void;
 

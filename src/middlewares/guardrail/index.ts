@@ -1,0 +1,2 @@
+// The guardrail family: what the rest of the code base uses of it.
+export * from "./guardrail.ts";

@@ -1,0 +1,74 @@
+import { bytesToBase64 } from "../core/base64.ts";
+
+// The JSON records the checkpointer stores (checkpoint, channel blob, pending write), and the
+// guards that tell a stored value is one of ours before it is read.
+
+export type SerializedValue = { t: string; b: string } | { t: string; s: string };
+
+export interface CheckpointRecord {
+  v: 1;
+  thread_id: string;
+  checkpoint_ns: string;
+  checkpoint_id: string;
+  parent_checkpoint_id?: string;
+  checkpoint: SerializedValue;
+  metadata: SerializedValue;
+}
+
+export interface BlobRecord {
+  v: 1;
+  /** Absent when the channel was emptied at this version. */
+  value?: SerializedValue;
+}
+
+export interface WriteRecord {
+  v: 1;
+  task_id: string;
+  idx: number;
+  channel: string;
+  task_path: string;
+  value: SerializedValue;
+}
+
+// Serialized values as JSON-safe records (bytes as base64)
+
+export function toSerialized([type, data]: [string, Uint8Array | string]): SerializedValue {
+  return typeof data === "string" ? { t: type, s: data } : { t: type, b: bytesToBase64(data) };
+}
+
+export function isSerialized(value: unknown): value is SerializedValue {
+  if (typeof value !== "object" || value === null) return false;
+  const v = value as Record<string, unknown>;
+  return typeof v.t === "string" && (typeof v.b === "string" || typeof v.s === "string");
+}
+
+export function isCheckpointRecord(value: unknown): value is CheckpointRecord {
+  if (typeof value !== "object" || value === null) return false;
+  const r = value as Record<string, unknown>;
+  return (
+    r.v === 1 &&
+    typeof r.checkpoint_id === "string" &&
+    (r.parent_checkpoint_id === undefined || typeof r.parent_checkpoint_id === "string") &&
+    isSerialized(r.checkpoint) &&
+    isSerialized(r.metadata)
+  );
+}
+
+export function isBlobRecord(value: unknown): value is BlobRecord {
+  if (typeof value !== "object" || value === null) return false;
+  const r = value as Record<string, unknown>;
+  return r.v === 1 && (r.value === undefined || isSerialized(r.value));
+}
+
+export function isWriteRecord(value: unknown): value is WriteRecord {
+  if (typeof value !== "object" || value === null) return false;
+  const r = value as Record<string, unknown>;
+  return (
+    r.v === 1 &&
+    typeof r.task_id === "string" &&
+    typeof r.idx === "number" &&
+    typeof r.channel === "string" &&
+    typeof r.task_path === "string" &&
+    isSerialized(r.value)
+  );
+}
