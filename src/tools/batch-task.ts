@@ -42,6 +42,8 @@ import { isRecord } from "../core/guards.ts";
  * later can raise them. It is deliberately not an ordinary delegation: SubagentLimit counts only
  * `task` calls, and the result carries no `subagent_status`, so the delegation ledger, ToolErrorHandling's
  * task path and the citation ledger's "processing a subagent result" test all leave it alone.
+ * One cohesive thing: the tool, its config section and its durable batch loop, read top to bottom;
+ * the batch record store is batch-store.ts beside it.
  */
 
 export const BATCH_TASK_TOOL_NAME = "batch_task";
