@@ -8,10 +8,11 @@ import type { SandboxWorker, SandboxWorkerPort } from "../../src/ports/sandbox-w
 import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
 import { HOST_RECLAIM_AFTER_IDLE_MS, HOST_READY, serveVirtualSandboxHost, type HostReply } from "../../src/sandbox/virtual-host.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
-import { RUNAWAY_LOOP, runtime, runtimeSandboxWorkers } from "./sandbox-workers.ts";
+import { runtime, runtimeSandboxWorkers } from "./sandbox-workers.ts";
 
 /** First commands in a new worker load just-bash's modules, which takes a while under load. */
 const UNHURRIED = { timeoutMs: 60_000 };
+const SLEEPING_LOOP = "while true; do sleep 0.01; done";
 
 /** The runtime's workers, counted: how many are started and not terminated, and the most at once. */
 async function countedWorkers(): Promise<{ port: SandboxWorkerPort; live(): number; most(): number; started(): number }> {
@@ -87,8 +88,10 @@ describe(`the virtual sandbox's workers are bounded (${runtime})`, () => {
     const other = await provider.acquire({ userId: "bob", threadId: "thread-1" });
     const third = await provider.acquire({ userId: "carol", threadId: "thread-1" });
     await busy.exec("true", UNHURRIED);
-    // 600 ms: well before just-bash's command limit stops the loop itself (100000 commands, about 1.2 s on Bun).
-    const loop = busy.exec(RUNAWAY_LOOP, { timeoutMs: 600 });
+    // A loop that never ends by itself: each turn sleeps 10 ms, so just-bash's command limit
+    // (100000 commands) lies minutes away and only the 600 ms timeout can end it (exit 124). A busy
+    // loop would reach that limit in about 1.2 s on Bun, close enough to the timeout to race it under load.
+    const loop = busy.exec(SLEEPING_LOOP, { timeoutMs: 600 });
     let waitedDone = false;
     const waited = other.exec("echo after", UNHURRIED).finally(() => (waitedDone = true));
     const controller = new AbortController();
