@@ -4,10 +4,14 @@
 // as text bindings, nodejs_compat) and start `workerd serve`.
 import { execFile, spawn } from "node:child_process";
 import { writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+
+/** The platform binary the workerd package resolves (its default export). */
+const WORKERD_BINARY: string = (createRequire(import.meta.url)("workerd") as { default: string }).default;
 
 const exec = promisify(execFile);
 const repo = fileURLToPath(new URL("../../..", import.meta.url));
@@ -82,7 +86,9 @@ const config :Workerd.Config = (
 ${workers.join("\n")}
 `;
   await writeFile(join(dir, "config.capnp"), capnp);
-  const child = spawn(join(repo, "node_modules/.bin/workerd"), ["serve", join(dir, "config.capnp")], { cwd: dir, stdio: ["ignore", "pipe", "pipe"] });
+  // The workerd binary itself, not node_modules/.bin/workerd: that is a node script which starts the
+  // binary as its own child, so killing it left the binary running (about 235 MB each, one per test run).
+  const child = spawn(WORKERD_BINARY, ["serve", join(dir, "config.capnp")], { cwd: dir, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   child.stdout!.on("data", (chunk: Buffer) => (out += chunk.toString()));
   child.stderr!.on("data", (chunk: Buffer) => (out += chunk.toString()));
