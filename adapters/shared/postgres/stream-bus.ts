@@ -1,0 +1,448 @@
+import pg from "pg";
+import { frameDataJson, parseLastEventId, type StreamFrame, type StreamGap, type SubscribeOptions } from "../../../src/runtime/runs/stream-bridge.ts";
+import type { BusSignal, StreamBus } from "../../../src/runtime/runs/stream-bus.ts";
+
+/*
+ * The stream bus over PostgreSQL: frames are rows (deerflow_run_frames), so any worker reads a
+ * run's frames after any id; NOTIFY only makes readers fast. A frame small enough rides in the
+ * notification itself (the reader needs no query); a larger one is announced by (run, seq) and
+ * read from the table. Every subscriber reads the table after its cursor first and again whenever
+ * it may have missed something (a hole in the seqs, a reconnect of the LISTEN client, a quiet
+ * poll), so a lost notification delays a frame but never loses it.
+ */
+
+export interface PostgresStreamBusOptions {
+  readonly pool: pg.Pool;
+  /** For the one LISTEN connection of this bus (a pooled connection cannot keep LISTENing). */
+  readonly clientConfig: pg.ClientConfig;
+  /** Frames retained per run (the replay window). Default 256. */
+  readonly retain?: number;
+  /** How long a finished run's log stays readable after release. Default 60 s. */
+  readonly releaseAfterMs?: number;
+}
+
+const FRAMES_CHANNEL = "deerflow_frames";
+const SIGNALS_CHANNEL = "deerflow_signals";
+/** PostgreSQL refuses a NOTIFY payload of 8000 bytes or more; the rest is headroom. */
+const INLINE_LIMIT = 7900;
+/** Frames one table read fetches. */
+const READ_BATCH = 128;
+/** How often a waiting subscriber looks at the table anyway (the fallback for a notification that never came). */
+const POLL_MS = 1000;
+/** Trim a run's window every this many frames, not on every publish. */
+const TRIM_EVERY = 64;
+const RECONNECT_MIN_MS = 50;
+const RECONNECT_MAX_MS = 5000;
+
+interface Frame {
+  readonly seq: number;
+  readonly id: string;
+  readonly event: string;
+  readonly json: string;
+}
+
+interface Subscriber {
+  readonly runId: string;
+  /** The seq it yields next. */
+  next: number;
+  /** Live frames that arrived ahead of the reader. */
+  readonly buffer: Map<number, Frame>;
+  /** Something may be in the table that the buffer lacks. */
+  dirty: boolean;
+  wake: (() => void) | undefined;
+}
+
+interface StreamState {
+  readonly nextSeq: number;
+  readonly ended: boolean;
+}
+
+const FRAME_ID = /^(\d+)-(\d+)$/;
+
+function toFrame(row: { seq: number; id: string; event: string; data: string }): Frame {
+  return { seq: Number(row.seq), id: row.id, event: row.event, json: row.data };
+}
+
+function readable(frame: Frame): StreamFrame {
+  return { id: frame.id, event: frame.event, data: JSON.parse(frame.json) as unknown };
+}
+
+/** A notification on the frames channel: `[run_id, seq, id, event]` then, when it fit, a newline and the data. */
+function parseFrameNotice(payload: string): { runId: string; frame?: Frame; seq: number | null } | undefined {
+  const newline = payload.indexOf("\n");
+  try {
+    const header = JSON.parse(newline < 0 ? payload : payload.slice(0, newline)) as [string, number | null, string?, string?];
+    const [runId, seq, id, event] = header;
+    if (typeof runId !== "string") return undefined;
+    if (newline < 0 || typeof seq !== "number" || typeof id !== "string" || typeof event !== "string") return { runId, seq: typeof seq === "number" ? seq : null };
+    return { runId, seq, frame: { seq, id, event, json: payload.slice(newline + 1) } };
+  } catch {
+    return undefined;
+  }
+}
+
+export class PostgresStreamBus implements StreamBus {
+  readonly #pool: pg.Pool;
+  readonly #clientConfig: pg.ClientConfig;
+  readonly #retain: number;
+  readonly #releaseAfterMs: number;
+  readonly #subscribers = new Map<string, Set<Subscriber>>();
+  readonly #listeners = new Set<(signal: BusSignal) => void>();
+  /** Writes started by sync methods (release, trims), awaited by close and by readers of the same run. */
+  readonly #pending = new Map<string, Promise<unknown>>();
+  #client: pg.Client | undefined;
+  #starting: Promise<void> | undefined;
+  #reconnectDelay = RECONNECT_MIN_MS;
+  #reconnectTimer: ReturnType<typeof setTimeout> | undefined;
+  #cleanupTimer: ReturnType<typeof setInterval> | undefined;
+  #closed = false;
+  readonly #closing = new AbortController();
+
+  constructor(options: PostgresStreamBusOptions) {
+    this.#pool = options.pool;
+    this.#clientConfig = options.clientConfig;
+    this.#retain = Math.max(1, Math.floor(options.retain ?? 256));
+    this.#releaseAfterMs = options.releaseAfterMs ?? 60_000;
+  }
+
+  /** Opens the LISTEN connection and starts the periodic cleanup of released logs. */
+  start(): Promise<void> {
+    if (this.#closed) return Promise.reject(new Error("PostgresStreamBus is closed; open a new one."));
+    this.#starting ??= (async () => {
+      await this.#connect();
+      const every = Math.max(50, Math.min(1000, this.#releaseAfterMs / 2));
+      this.#cleanupTimer = setInterval(() => void this.#cleanup(), every);
+      this.#cleanupTimer.unref?.();
+    })();
+    return this.#starting;
+  }
+
+  async #connect(): Promise<void> {
+    const client = new pg.Client(this.#clientConfig);
+    const lost = () => this.#lost(client);
+    client.on("error", lost);
+    client.on("end", lost);
+    client.on("notification", (message) => this.#notified(message.channel, message.payload ?? ""));
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${FRAMES_CHANNEL}; LISTEN ${SIGNALS_CHANNEL}`);
+    } catch (error) {
+      client.removeAllListeners();
+      client.on("error", () => undefined);
+      await client.end().catch(() => undefined);
+      throw error;
+    }
+    if (this.#closed) {
+      await client.end().catch(() => undefined);
+      return;
+    }
+    this.#client = client;
+    this.#reconnectDelay = RECONNECT_MIN_MS;
+    // Whatever was published while no connection listened is in the table: every reader looks.
+    this.#markAllDirty();
+  }
+
+  #lost(client: pg.Client): void {
+    if (this.#client !== client) return;
+    this.#client = undefined;
+    client.removeAllListeners();
+    client.on("error", () => undefined);
+    void client.end().catch(() => undefined);
+    this.#scheduleReconnect();
+  }
+
+  #scheduleReconnect(): void {
+    if (this.#closed || this.#reconnectTimer) return;
+    const delay = this.#reconnectDelay;
+    this.#reconnectDelay = Math.min(RECONNECT_MAX_MS, delay * 2);
+    this.#reconnectTimer = setTimeout(() => {
+      this.#reconnectTimer = undefined;
+      this.#connect().catch(() => this.#scheduleReconnect());
+    }, delay);
+  }
+
+  #markAllDirty(): void {
+    for (const subs of this.#subscribers.values()) for (const sub of subs) wakeDirty(sub);
+  }
+
+  #notified(channel: string, payload: string): void {
+    if (channel === SIGNALS_CHANNEL) {
+      let signal: BusSignal;
+      try {
+        signal = JSON.parse(payload) as BusSignal;
+      } catch {
+        return;
+      }
+      for (const handler of [...this.#listeners]) {
+        try {
+          handler(signal);
+        } catch {
+          // One failing listener must not keep the signal from the others.
+        }
+      }
+      return;
+    }
+    const notice = parseFrameNotice(payload);
+    if (!notice) return;
+    const subs = this.#subscribers.get(notice.runId);
+    if (!subs) return;
+    for (const sub of subs) {
+      if (notice.frame && notice.frame.seq >= sub.next) {
+        sub.buffer.set(notice.frame.seq, notice.frame);
+        // A reader this far behind reads from the table, where the window decides what it gets.
+        if (sub.buffer.size > this.#retain) {
+          sub.buffer.clear();
+          sub.dirty = true;
+        }
+      } else if (!notice.frame) sub.dirty = true;
+      sub.wake?.();
+    }
+  }
+
+  async open(runId: string): Promise<void> {
+    await this.#pool.query(`INSERT INTO deerflow_run_streams (run_id) VALUES ($1) ON CONFLICT (run_id) DO UPDATE SET release_at = NULL`, [runId]);
+  }
+
+  async has(runId: string): Promise<boolean> {
+    await this.#pending.get(runId);
+    return (await this.#state(runId)) !== undefined;
+  }
+
+  publish(runId: string, event: string, data: unknown): Promise<void> {
+    return this.#append(runId, event, frameDataJson(data), false);
+  }
+
+  end(runId: string): Promise<void> {
+    return this.#append(runId, "end", "null", true);
+  }
+
+  /** One statement: takes the next seq (nothing after `end`), stores the frame, and notifies at commit. */
+  async #append(runId: string, event: string, json: string, ending: boolean): Promise<void> {
+    const { rows } = await this.#pool.query<{ seq: number }>(
+      `WITH s AS (
+         INSERT INTO deerflow_run_streams AS st (run_id, next_seq, ended) VALUES ($1, 1, $4)
+         ON CONFLICT (run_id) DO UPDATE SET next_seq = st.next_seq + 1, ended = $4 WHERE NOT st.ended
+         RETURNING st.next_seq - 1 AS seq
+       ), f AS (
+         INSERT INTO deerflow_run_frames (run_id, seq, id, event, data)
+         SELECT $1, s.seq, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint || '-' || s.seq, $2, $3 FROM s
+         RETURNING seq, id
+       ), n AS (
+         SELECT f.seq, json_build_array($1::text, f.seq, f.id, $2::text)::text AS header FROM f
+       )
+       SELECT seq, pg_notify('${FRAMES_CHANNEL}', CASE WHEN octet_length(header) + 1 + octet_length($3) < ${INLINE_LIMIT}
+         THEN header || E'\\n' || $3 ELSE header END) FROM n`,
+      [runId, event, json, ending],
+    );
+    const seq = rows[0]?.seq;
+    if (seq !== undefined && (seq + 1) % TRIM_EVERY === 0 && seq + 1 > this.#retain) {
+      this.#track(runId, this.#pool.query(`DELETE FROM deerflow_run_frames WHERE run_id = $1 AND seq < $2`, [runId, seq + 1 - this.#retain]));
+    }
+  }
+
+  release(runId: string, delayMs = this.#releaseAfterMs): void {
+    const write =
+      delayMs <= 0
+        ? this.#drop(runId)
+        : this.#pool.query(`UPDATE deerflow_run_streams SET release_at = now() + $2::double precision * interval '1 ms' WHERE run_id = $1`, [runId, delayMs]);
+    this.#track(runId, write);
+  }
+
+  async #drop(runId: string): Promise<void> {
+    await this.#pool.query(`DELETE FROM deerflow_run_streams WHERE run_id = $1`, [runId]);
+    await this.#pool.query(`DELETE FROM deerflow_run_frames WHERE run_id = $1`, [runId]);
+    // Readers of the run anywhere look at the table, find it gone and stop.
+    await this.#pool.query(`SELECT pg_notify('${FRAMES_CHANNEL}', json_build_array($1::text, null)::text)`, [runId]);
+  }
+
+  #track(runId: string, write: Promise<unknown>): void {
+    const settled = write.then(
+      () => undefined,
+      () => undefined,
+    );
+    const chained = Promise.all([this.#pending.get(runId), settled]);
+    this.#pending.set(runId, chained);
+    void chained.then(() => {
+      if (this.#pending.get(runId) === chained) this.#pending.delete(runId);
+    });
+  }
+
+  /** Drops every log whose release came due (any worker may do it; the DELETE makes it once). */
+  async #cleanup(): Promise<void> {
+    try {
+      const { rows } = await this.#pool.query<{ run_id: string }>(`DELETE FROM deerflow_run_streams WHERE release_at <= now() RETURNING run_id`);
+      if (rows.length === 0) return;
+      const ids = rows.map((r) => r.run_id);
+      await this.#pool.query(`DELETE FROM deerflow_run_frames WHERE run_id = ANY($1::text[])`, [ids]);
+      await this.#pool.query(`SELECT pg_notify('${FRAMES_CHANNEL}', json_build_array(id, null)::text) FROM unnest($1::text[]) AS id`, [ids]);
+    } catch {
+      // The database is away; the next round tries again.
+    }
+  }
+
+  /** The run's log, or undefined when it is not held (never opened, dropped, or its release came due). */
+  async #state(runId: string): Promise<StreamState | undefined> {
+    const { rows } = await this.#pool.query<{ next_seq: number; ended: boolean }>(
+      `SELECT next_seq, ended FROM deerflow_run_streams WHERE run_id = $1 AND (release_at IS NULL OR release_at > now())`,
+      [runId],
+    );
+    const row = rows[0];
+    return row ? { nextSeq: Number(row.next_seq), ended: row.ended } : undefined;
+  }
+
+  async *subscribe(runId: string, options: SubscribeOptions = {}): AsyncGenerator<StreamFrame> {
+    const { signal } = options;
+    const cursorSeq = cursorOf(options.lastEventId);
+    await this.start();
+    await this.#pending.get(runId);
+    // Registered before the first read: a frame committed after that read arrives as a notification.
+    const sub: Subscriber = { runId, next: 0, buffer: new Map(), dirty: true, wake: undefined };
+    let subs = this.#subscribers.get(runId);
+    if (!subs) this.#subscribers.set(runId, (subs = new Set()));
+    subs.add(sub);
+    try {
+      const state = await this.#state(runId);
+      if (!state) return;
+      let cursor: string | null = options.lastEventId ?? null;
+      const start = this.#windowStart(state);
+      if (cursorSeq === undefined) sub.next = start;
+      else if (cursorSeq >= state.nextSeq) sub.next = state.nextSeq;
+      else if (cursorSeq + 1 < start) sub.next = -1;
+      else sub.next = Math.max(start, cursorSeq + 1);
+      while (!signal?.aborted && !this.#closed) {
+        if (sub.next < 0) {
+          yield { event: "gap", data: await this.#gap(runId, cursor) };
+          return;
+        }
+        const frame = sub.buffer.get(sub.next);
+        if (frame) {
+          sub.buffer.delete(sub.next);
+          sub.next += 1;
+          cursor = frame.id;
+          yield readable(frame);
+          if (frame.event === "end") return;
+          continue;
+        }
+        if (sub.buffer.size > 0) sub.dirty = true;
+        if (sub.dirty) {
+          sub.dirty = false;
+          const read = await this.#read(runId, sub.next);
+          if (!read) return;
+          if (sub.next < this.#windowStart(read.state)) {
+            sub.next = -1;
+            continue;
+          }
+          for (const f of read.frames) if (f.seq >= sub.next) sub.buffer.set(f.seq, f);
+          for (const seq of sub.buffer.keys()) if (seq < sub.next) sub.buffer.delete(seq);
+          if (read.frames.length === READ_BATCH) sub.dirty = true;
+          // Ended, and nothing left to read (its `end` frame already went out, or was never written).
+          if (read.frames.length === 0 && read.state.ended && sub.next >= read.state.nextSeq) return;
+          if (read.frames.length > 0) continue;
+        }
+        await this.#wait(sub, signal);
+      }
+    } finally {
+      subs.delete(sub);
+      if (subs.size === 0 && this.#subscribers.get(runId) === subs) this.#subscribers.delete(runId);
+    }
+  }
+
+  #windowStart(state: StreamState): number {
+    return Math.max(0, state.nextSeq - this.#retain);
+  }
+
+  async #read(runId: string, from: number): Promise<{ state: StreamState; frames: Frame[] } | undefined> {
+    const { rows } = await this.#pool.query<{ next_seq: number; ended: boolean; seq: number | null; id: string; event: string; data: string }>(
+      `SELECT s.next_seq, s.ended, f.seq, f.id, f.event, f.data FROM deerflow_run_streams s
+       LEFT JOIN LATERAL (
+         SELECT seq, id, event, data FROM deerflow_run_frames WHERE run_id = s.run_id AND seq >= $2 ORDER BY seq LIMIT ${READ_BATCH}
+       ) f ON true
+       WHERE s.run_id = $1 AND (s.release_at IS NULL OR s.release_at > now())
+       ORDER BY f.seq`,
+      [runId, from],
+    );
+    const first = rows[0];
+    if (!first) return undefined;
+    return {
+      state: { nextSeq: Number(first.next_seq), ended: first.ended },
+      frames: rows.filter((r) => r.seq !== null).map((r) => toFrame(r as { seq: number; id: string; event: string; data: string })),
+    };
+  }
+
+  /** Shaped as MemoryStreamBridge's gap: the window's first and last ids as they are now. */
+  async #gap(runId: string, requested: string | null): Promise<StreamGap> {
+    const { rows } = await this.#pool.query<{ first_id: string; last_id: string }>(
+      `SELECT (SELECT id FROM deerflow_run_frames WHERE run_id = $1 AND seq = GREATEST(0, s.next_seq - $2)) AS first_id,
+              (SELECT id FROM deerflow_run_frames WHERE run_id = $1 AND seq = s.next_seq - 1) AS last_id
+       FROM deerflow_run_streams s WHERE s.run_id = $1`,
+      [runId, this.#retain],
+    );
+    return {
+      code: "stream_replay_gap",
+      run_id: runId,
+      requested_event_id: requested,
+      earliest_available_event_id: rows[0]?.first_id ?? "",
+      latest_available_event_id: rows[0]?.last_id ?? "",
+      recovery: "reload_durable_state",
+    };
+  }
+
+  #wait(sub: Subscriber, signal: AbortSignal | undefined): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        sub.dirty = true;
+        done();
+      }, POLL_MS);
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", done);
+        this.#closing.signal.removeEventListener("abort", done);
+        sub.wake = undefined;
+        resolve();
+      };
+      sub.wake = done;
+      signal?.addEventListener("abort", done, { once: true });
+      this.#closing.signal.addEventListener("abort", done, { once: true });
+    });
+  }
+
+  async signal(signal: BusSignal): Promise<void> {
+    await this.#pool.query(`SELECT pg_notify('${SIGNALS_CHANNEL}', $1)`, [JSON.stringify(signal)]);
+  }
+
+  listen(handler: (signal: BusSignal) => void): () => void {
+    this.#listeners.add(handler);
+    void this.start().catch(() => this.#scheduleReconnect());
+    return () => void this.#listeners.delete(handler);
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#closing.abort();
+    clearInterval(this.#cleanupTimer);
+    clearTimeout(this.#reconnectTimer);
+    await this.#starting?.catch(() => undefined);
+    await Promise.all(this.#pending.values());
+    const client = this.#client;
+    this.#client = undefined;
+    if (client) {
+      client.removeAllListeners();
+      client.on("error", () => undefined);
+      await client.end().catch(() => undefined);
+    }
+    this.#listeners.clear();
+  }
+}
+
+function wakeDirty(sub: Subscriber): void {
+  sub.dirty = true;
+  sub.wake?.();
+}
+
+/** The seq of a resume cursor; a malformed one throws as the memory bridge does (parseLastEventId). */
+function cursorOf(lastEventId: string | undefined): number | undefined {
+  if (lastEventId === undefined) return undefined;
+  const match = FRAME_ID.exec(parseLastEventId(lastEventId) ?? "");
+  return match ? Number(match[2]) : undefined;
+}
