@@ -95,6 +95,7 @@ export class PostgresStreamBus implements StreamBus {
   #reconnectDelay = RECONNECT_MIN_MS;
   #reconnectTimer: ReturnType<typeof setTimeout> | undefined;
   #cleanupTimer: ReturnType<typeof setInterval> | undefined;
+  #cleaning: Promise<void> | undefined;
   #closed = false;
   readonly #closing = new AbortController();
 
@@ -111,7 +112,10 @@ export class PostgresStreamBus implements StreamBus {
     this.#starting ??= (async () => {
       await this.#connect();
       const every = Math.max(50, Math.min(1000, this.#releaseAfterMs / 2));
-      this.#cleanupTimer = setInterval(() => void this.#cleanup(), every);
+      this.#cleanupTimer = setInterval(() => {
+        // One round at a time; close() waits for the one under way.
+        this.#cleaning ??= this.#cleanup().finally(() => (this.#cleaning = undefined));
+      }, every);
       this.#cleanupTimer.unref?.();
     })();
     return this.#starting;
@@ -423,7 +427,7 @@ export class PostgresStreamBus implements StreamBus {
     clearInterval(this.#cleanupTimer);
     clearTimeout(this.#reconnectTimer);
     await this.#starting?.catch(() => undefined);
-    await Promise.all(this.#pending.values());
+    await Promise.all([...this.#pending.values(), this.#cleaning]);
     const client = this.#client;
     this.#client = undefined;
     if (client) {

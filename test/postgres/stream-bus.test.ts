@@ -1,0 +1,213 @@
+import type pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PostgresStreamBus } from "../../adapters/shared/postgres/stream-bus.ts";
+import { MemoryStreamBridge, type StreamFrame } from "../../src/runtime/runs/stream-bridge.ts";
+import type { BusSignal } from "../../src/runtime/runs/stream-bus.ts";
+import { startRunsDatabase, type RunsDatabase } from "./runs-database.ts";
+
+let db: RunsDatabase;
+let poolA: pg.Pool;
+let poolB: pg.Pool;
+let busA: PostgresStreamBus;
+let busB: PostgresStreamBus;
+const extraBuses: PostgresStreamBus[] = [];
+
+beforeAll(async () => {
+  db = await startRunsDatabase();
+  poolA = db.pool();
+  poolB = db.pool();
+  busA = new PostgresStreamBus({ pool: poolA, clientConfig: { connectionString: db.url, application_name: "bus-a-listen" } });
+  busB = new PostgresStreamBus({ pool: poolB, clientConfig: { connectionString: db.url, application_name: "bus-b-listen" } });
+  await Promise.all([busA.start(), busB.start()]);
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all([busA, busB, ...extraBuses].map((bus) => bus?.close()));
+  await db?.close();
+});
+
+let counter = 0;
+const runId = () => `run-${++counter}-${Math.random().toString(36).slice(2, 8)}`;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function collect(frames: AsyncIterable<StreamFrame>): Promise<StreamFrame[]> {
+  const out: StreamFrame[] = [];
+  for await (const frame of frames) out.push(frame);
+  return out;
+}
+
+/** A frame id without its epoch part, to compare ids of two buses made at other moments. */
+const seqOf = (id: string | undefined) => (id === undefined ? undefined : id.split("-")[1]);
+const shape = (frames: StreamFrame[]) =>
+  frames.map((f) =>
+    f.event === "gap"
+      ? {
+          event: "gap",
+          data: {
+            ...(f.data as Record<string, unknown>),
+            run_id: "R",
+            requested_event_id: seqOf((f.data as { requested_event_id: string | undefined }).requested_event_id),
+            earliest_available_event_id: seqOf((f.data as { earliest_available_event_id: string }).earliest_available_event_id),
+            latest_available_event_id: seqOf((f.data as { latest_available_event_id: string }).latest_available_event_id),
+          },
+        }
+      : { seq: seqOf(f.id), event: f.event, data: f.data },
+  );
+
+async function until(check: () => boolean | Promise<boolean>, what: string): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await check()) return;
+    await sleep(20);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe("PostgresStreamBus", () => {
+  it("delivers frames published on one bus to a subscriber on another, live and in order, ending after end", async () => {
+    const id = runId();
+    await busA.open(id);
+    expect(await busB.has(id)).toBe(true);
+    const reading = collect(busB.subscribe(id));
+    for (let n = 0; n < 20; n++) await busA.publish(id, "values", { n });
+    await busA.end(id);
+    await busA.publish(id, "values", { after: "end" });
+    const frames = await reading;
+    expect(frames.map((f) => f.event)).toEqual([...Array.from({ length: 20 }, () => "values"), "end"]);
+    expect(frames.map((f) => seqOf(f.id))).toEqual(Array.from({ length: 21 }, (_, i) => String(i)));
+    expect(frames.slice(0, 20).map((f) => (f.data as { n: number }).n)).toEqual(Array.from({ length: 20 }, (_, i) => i));
+    expect(frames[20]!.data).toBeNull();
+    expect(frames[0]!.id).toMatch(/^\d+-0$/);
+  });
+
+  it("replays exactly the frames after Last-Event-ID, then end; a future cursor replays nothing", async () => {
+    const id = runId();
+    await busA.open(id);
+    for (let n = 0; n < 5; n++) await busA.publish(id, "values", { n });
+    const all = await collect(busB.subscribe(id, { signal: AbortSignal.timeout(300) }));
+    expect(all).toHaveLength(5);
+    await busA.end(id);
+    const after = await collect(busB.subscribe(id, { lastEventId: all[2]!.id! }));
+    expect(after.map((f) => [seqOf(f.id), f.event])).toEqual([
+      ["3", "values"],
+      ["4", "values"],
+      ["5", "end"],
+    ]);
+    const live = busB.subscribe(id, { lastEventId: "1-999", signal: AbortSignal.timeout(300) });
+    expect(await collect(live)).toEqual([]);
+    await expect(collect(busB.subscribe(id, { lastEventId: "nope" }))).rejects.toMatchObject({ code: "invalid_last_event_id" });
+  });
+
+  it("carries a frame too big for a notification through the table", async () => {
+    const id = runId();
+    await busA.open(id);
+    const reading = collect(busB.subscribe(id));
+    const big = "x".repeat(20_000);
+    await busA.publish(id, "values", { big });
+    await busA.publish(id, "values", { small: true });
+    await busA.end(id);
+    const frames = await reading;
+    expect(frames.map((f) => f.data)).toEqual([{ big }, { small: true }, null]);
+  });
+
+  it("keeps the newest 256 frames and answers an older cursor with one gap frame shaped as the memory bridge's", async () => {
+    const id = runId();
+    const memory = new MemoryStreamBridge({ retain: 256 });
+    await busA.open(id);
+    memory.open(id);
+    for (let n = 0; n < 300; n++) {
+      await busA.publish(id, "values", { n });
+      await memory.publish(id, "values", { n });
+    }
+    await busA.end(id);
+    await memory.end(id);
+    const { rows } = await poolA.query<{ count: string }>(`SELECT count(*) FROM deerflow_run_frames WHERE run_id = $1`, [id]);
+    // Trimmed in batches, so at most one batch beyond the window stays.
+    expect(Number(rows[0]!.count)).toBeLessThanOrEqual(256 + 64);
+    for (const lastEventId of [undefined, "1-3", "1-44", "1-45", "1-46", "1-200"]) {
+      const options = lastEventId ? { lastEventId } : {};
+      expect(shape(await collect(busB.subscribe(id, options)))).toEqual(shape(await collect(memory.subscribe(id, options))));
+    }
+    const gap = await collect(busB.subscribe(id, { lastEventId: "1-3" }));
+    expect(gap).toHaveLength(1);
+    expect(gap[0]).toMatchObject({ event: "gap", data: { code: "stream_replay_gap", run_id: id, requested_event_id: "1-3", recovery: "reload_durable_state" } });
+    await memory.close();
+  });
+
+  it("loses no frame when the LISTEN connection is killed mid-stream, and listens again after", async () => {
+    const id = runId();
+    await busA.open(id);
+    const frames: StreamFrame[] = [];
+    const reading = (async () => {
+      for await (const frame of busB.subscribe(id)) frames.push(frame);
+    })();
+    for (let n = 0; n < 30; n++) await busA.publish(id, "values", { n });
+    await until(() => frames.length === 30, "the first 30 frames");
+    const killed = await poolA.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'bus-b-listen'`);
+    expect(killed.rowCount).toBe(1);
+    for (let n = 30; n < 60; n++) await busA.publish(id, "values", { n });
+    await busA.end(id);
+    await reading;
+    expect(frames.map((f) => seqOf(f.id))).toEqual(Array.from({ length: 61 }, (_, i) => String(i)));
+    const seen: BusSignal[] = [];
+    const stop = busB.listen((signal) => seen.push(signal));
+    await until(async () => {
+      await busA.signal({ kind: "wake", thread_id: `t-${id}` });
+      return seen.length > 0;
+    }, "a signal through the new LISTEN connection");
+    stop();
+    const listening = await poolA.query(`SELECT 1 FROM pg_stat_activity WHERE application_name = 'bus-b-listen'`);
+    expect(listening.rowCount).toBe(1);
+  });
+
+  it("delivers a signal to every listener of every bus, the sender's own included", async () => {
+    const onA: BusSignal[] = [];
+    const onB: BusSignal[] = [];
+    const stopA = busA.listen((s) => onA.push(s));
+    const stopB = busB.listen((s) => onB.push(s));
+    const signal: BusSignal = { kind: "cancel", run_id: runId(), thread_id: "t-1", action: "rollback" };
+    await busA.signal(signal);
+    await until(() => onA.length > 0 && onB.length > 0, "the signal on both buses");
+    expect(onA).toEqual([signal]);
+    expect(onB).toEqual([signal]);
+    stopA();
+    stopB();
+  });
+
+  it("keeps a released log readable for its delay, then drops it everywhere; release 0 drops at once", async () => {
+    const bus = new PostgresStreamBus({ pool: poolA, clientConfig: { connectionString: db.url }, releaseAfterMs: 300 });
+    extraBuses.push(bus);
+    await bus.start();
+    const id = runId();
+    await bus.open(id);
+    await bus.publish(id, "values", { n: 1 });
+    await bus.end(id);
+    bus.release(id);
+    expect(await bus.has(id)).toBe(true);
+    expect((await collect(busB.subscribe(id))).map((f) => f.event)).toEqual(["values", "end"]);
+    await until(async () => !(await busB.has(id)), "the release to come due");
+    expect(await collect(busB.subscribe(id))).toEqual([]);
+    await until(async () => (await poolA.query(`SELECT 1 FROM deerflow_run_frames WHERE run_id = $1`, [id])).rowCount === 0, "the cleanup");
+
+    const now = runId();
+    await busA.open(now);
+    await busA.publish(now, "values", { n: 1 });
+    const waiting = collect(busB.subscribe(now));
+    await sleep(50);
+    busA.release(now, 0);
+    expect(await busA.has(now)).toBe(false);
+    // A reader of a log that went without its end stops instead of waiting forever.
+    expect((await waiting).map((f) => f.event)).toEqual(["values"]);
+  });
+
+  it("ends its readers when it closes", async () => {
+    const bus = new PostgresStreamBus({ pool: poolB, clientConfig: { connectionString: db.url } });
+    await bus.start();
+    const id = runId();
+    await busA.open(id);
+    const reading = collect(bus.subscribe(id));
+    await busA.publish(id, "values", { n: 1 });
+    await sleep(50);
+    await bus.close();
+    expect((await reading).length).toBeLessThanOrEqual(1);
+  });
+});
