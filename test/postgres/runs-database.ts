@@ -39,7 +39,22 @@ export async function startRunsDatabase(): Promise<RunsDatabase> {
     },
     async close() {
       await Promise.all(pools.map((pool) => pool.end().catch(() => undefined)));
-      await server.stop();
+      // pool.end() resolves once it asked its clients to end, not once they are gone: a server
+      // stopped before then terminates them, and each such client throws an uncaught 57P01.
+      const probe = new pg.Client({ connectionString: server.url });
+      try {
+        await probe.connect();
+        for (let i = 0; i < 100; i++) {
+          const { rows } = await probe.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`,
+          );
+          if (rows[0]!.n === 0) break;
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      } finally {
+        await probe.end().catch(() => undefined);
+        await server.stop();
+      }
     },
   };
 }
