@@ -110,7 +110,13 @@ export class PostgresStreamBus implements StreamBus {
   start(): Promise<void> {
     if (this.#closed) return Promise.reject(new Error("PostgresStreamBus is closed; open a new one."));
     this.#starting ??= (async () => {
-      await this.#connect();
+      try {
+        await this.#connect();
+      } catch (error) {
+        // Not started: the next call tries again (the database may be back by then).
+        this.#starting = undefined;
+        throw error;
+      }
       const every = Math.max(50, Math.min(1000, this.#releaseAfterMs / 2));
       this.#cleanupTimer = setInterval(() => {
         // One round at a time; close() waits for the one under way.
