@@ -162,9 +162,11 @@ describe("PostgresStreamBus", () => {
   it("delivers a signal to every listener of every bus, the sender's own included", async () => {
     const onA: BusSignal[] = [];
     const onB: BusSignal[] = [];
-    const stopA = busA.listen((s) => onA.push(s));
-    const stopB = busB.listen((s) => onB.push(s));
     const signal: BusSignal = { kind: "cancel", run_id: runId(), thread_id: "t-1", action: "rollback" };
+    // Only this test's signal: wake-ups an earlier test sent may still be on their way.
+    const mine = (s: BusSignal) => s.kind === "cancel" && s.run_id === signal.run_id;
+    const stopA = busA.listen((s) => void (mine(s) && onA.push(s)));
+    const stopB = busB.listen((s) => void (mine(s) && onB.push(s)));
     await busA.signal(signal);
     await until(() => onA.length > 0 && onB.length > 0, "the signal on both buses");
     expect(onA).toEqual([signal]);

@@ -90,6 +90,8 @@ export class PostgresStreamBus implements StreamBus {
   readonly #listeners = new Set<(signal: BusSignal) => void>();
   /** Writes started by sync methods (release, trims), awaited by close and by readers of the same run. */
   readonly #pending = new Map<string, Promise<unknown>>();
+  /** Subscriptions of this process still taking their starting position, per run. */
+  readonly #starts = new Map<string, Set<Promise<unknown>>>();
   #client: pg.Client | undefined;
   #starting: Promise<void> | undefined;
   #reconnectDelay = RECONNECT_MIN_MS;
@@ -228,6 +230,8 @@ export class PostgresStreamBus implements StreamBus {
 
   /** One statement: takes the next seq (nothing after `end`), stores the frame, and notifies at commit. */
   async #append(runId: string, event: string, json: string, ending: boolean): Promise<void> {
+    const starts = this.#starts.get(runId);
+    if (starts) await Promise.allSettled([...starts]);
     const { rows } = await this.#pool.query<{ seq: number }>(
       `WITH s AS (
          INSERT INTO deerflow_run_streams AS st (run_id, next_seq, ended) VALUES ($1, 1, $4)
@@ -303,22 +307,23 @@ export class PostgresStreamBus implements StreamBus {
   async *subscribe(runId: string, options: SubscribeOptions = {}): AsyncGenerator<StreamFrame> {
     const { signal } = options;
     const cursorSeq = cursorOf(options.lastEventId);
-    await this.start();
-    await this.#pending.get(runId);
-    // Registered before the first read: a frame committed after that read arrives as a notification.
     const sub: Subscriber = { runId, next: 0, buffer: new Map(), dirty: true, wake: undefined };
-    let subs = this.#subscribers.get(runId);
-    if (!subs) this.#subscribers.set(runId, (subs = new Set()));
-    subs.add(sub);
+    // Taken before any await: a publish this process makes after the subscription began waits for
+    // its starting position, so a reader told "from now on" (a cursor past the newest) sees it.
+    const position = this.#position(runId, cursorSeq, sub);
+    let starts = this.#starts.get(runId);
+    if (!starts) this.#starts.set(runId, (starts = new Set()));
+    starts.add(position);
+    let state: StreamState | undefined;
     try {
-      const state = await this.#state(runId);
+      state = await position;
+    } finally {
+      starts.delete(position);
+      if (starts.size === 0 && this.#starts.get(runId) === starts) this.#starts.delete(runId);
+    }
+    try {
       if (!state) return;
       let cursor: string | null = options.lastEventId ?? null;
-      const start = this.#windowStart(state);
-      if (cursorSeq === undefined) sub.next = start;
-      else if (cursorSeq >= state.nextSeq) sub.next = state.nextSeq;
-      else if (cursorSeq + 1 < start) sub.next = -1;
-      else sub.next = Math.max(start, cursorSeq + 1);
       while (!signal?.aborted && !this.#closed) {
         if (sub.next < 0) {
           yield { event: "gap", data: await this.#gap(runId, cursor) };
@@ -352,9 +357,41 @@ export class PostgresStreamBus implements StreamBus {
         await this.#wait(sub, signal);
       }
     } finally {
-      subs.delete(sub);
-      if (subs.size === 0 && this.#subscribers.get(runId) === subs) this.#subscribers.delete(runId);
+      this.#unsubscribe(sub);
     }
+  }
+
+  /** Registers `sub` and sets where it starts reading; undefined when the run's log is not held. */
+  async #position(runId: string, cursorSeq: number | undefined, sub: Subscriber): Promise<StreamState | undefined> {
+    await this.start();
+    await this.#pending.get(runId);
+    // Registered before the first read: a frame committed after that read arrives as a notification.
+    let subs = this.#subscribers.get(runId);
+    if (!subs) this.#subscribers.set(runId, (subs = new Set()));
+    subs.add(sub);
+    try {
+      const state = await this.#state(runId);
+      if (!state) {
+        this.#unsubscribe(sub);
+        return undefined;
+      }
+      const start = this.#windowStart(state);
+      if (cursorSeq === undefined) sub.next = start;
+      else if (cursorSeq >= state.nextSeq) sub.next = state.nextSeq;
+      else if (cursorSeq + 1 < start) sub.next = -1;
+      else sub.next = Math.max(start, cursorSeq + 1);
+      return state;
+    } catch (error) {
+      this.#unsubscribe(sub);
+      throw error;
+    }
+  }
+
+  #unsubscribe(sub: Subscriber): void {
+    const subs = this.#subscribers.get(sub.runId);
+    if (!subs) return;
+    subs.delete(sub);
+    if (subs.size === 0) this.#subscribers.delete(sub.runId);
   }
 
   #windowStart(state: StreamState): number {
