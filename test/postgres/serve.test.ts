@@ -3,11 +3,10 @@
 // process serves again once the database is back; an unreachable database or an unset url_env
 // variable stops the start in one sentence, and nothing listens.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cliCommand, cliWorkspace, runToExit, type CliServer, type CliWorkspace } from "../portable/gateway/cli-server.ts";
-import { sseFrames, type SseFrame } from "../portable/gateway/runs-harness.ts";
+import { cliCommand, cliWorkspace, runToExit, type CliWorkspace } from "../portable/gateway/cli-server.ts";
+import { newThread, streamedRun } from "../portable/gateway/cli-runs.ts";
 import { freeLoopbackPort, startTestPostgres, type TestPostgres } from "../support/embedded-postgres.ts";
 
-const JSON_HEADERS = { "content-type": "application/json" };
 const POSTGRES = { storage: { driver: "postgres", url_env: "DATABASE_URL", pool_max: 4 } };
 
 let server: TestPostgres;
@@ -22,24 +21,6 @@ afterAll(async () => {
   await workspace?.dispose();
   await server?.stop();
 });
-
-async function newThread(cli: CliServer): Promise<string> {
-  const created = await fetch(`${cli.url}/api/threads`, { method: "POST", headers: JSON_HEADERS, body: "{}" });
-  expect(created.status, cli.output()).toBe(200);
-  return ((await created.json()) as { thread_id: string }).thread_id;
-}
-
-async function streamedRun(cli: CliServer, threadId: string, content: string): Promise<SseFrame[]> {
-  const response = await fetch(`${cli.url}/api/threads/${threadId}/runs/stream`, {
-    method: "POST",
-    headers: { ...JSON_HEADERS, accept: "text/event-stream" },
-    body: JSON.stringify({ input: { messages: [{ type: "human", content }] }, stream_mode: ["values"] }),
-  });
-  expect(response.status, cli.output()).toBe(200);
-  const frames: SseFrame[] = [];
-  for await (const frame of sseFrames(response.body!)) if (frame.comment === undefined) frames.push(frame);
-  return frames;
-}
 
 type Message = { type: string; content: unknown };
 
