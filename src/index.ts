@@ -24,6 +24,7 @@ export { ExtensionRegistrationError } from "./extensions/registry.ts";
 export { ExtensionOrderingError } from "./extensions/stack.ts";
 export { ExtensionManagerError } from "./extensions/manager/errors.ts";
 export { ManagerLockBusyError } from "./ports/extension-manager.ts";
+export { StorageUnavailableError } from "./ports/key-value.ts";
 export { systemClock, ManualClock } from "./core/clock.ts";
 export { mapEnv } from "./core/env.ts";
 export { parseConfigText, validateConfig, ConfigError, type AppConfig } from "./config/index.ts";

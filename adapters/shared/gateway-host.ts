@@ -10,6 +10,8 @@ import { createLocalSandboxProvider } from "./local-sandbox.ts";
 import { createFsDriver } from "./fs-key-value.ts";
 import { createModuleLoader } from "./module-loader.ts";
 import { createKeyValue, type RuntimeKeyValues } from "./storage.ts";
+import { PostgresStorageError } from "./postgres/errors.ts";
+import { DEFAULT_LEASE_GRACE_MS, DEFAULT_LEASE_MS, DEFAULT_POOL_MAX } from "../../src/config/schema.ts";
 
 /** What the gateway needs from a runtime: no terminal input, no server, no signals. */
 export interface GatewayBits {
@@ -49,6 +51,29 @@ export function createGatewayHost(bits: GatewayBits): GatewayHost {
       );
       if (options?.skillsDir) storage.mount("skills", createFsDriver(resolve(options.skillsDir), { readOnly: true }));
       return storage;
+    },
+    async openSharedStorage(config, options) {
+      const name = config.url_env ?? "DATABASE_URL";
+      const url = bits.env.get(name);
+      if (!url) {
+        throw new PostgresStorageError("database_url_missing", `storage.driver "postgres" reads its connection URL from ${name}, which is not set; set it to postgres://user:password@host:5432/database.`);
+      }
+      // Loaded only for this driver, so an entry that never names postgres never loads pg.
+      const { openPostgresStorage } = await import("./postgres/open.ts");
+      const opened = await openPostgresStorage({
+        url,
+        leaseMs: config.lease_ms ?? DEFAULT_LEASE_MS,
+        poolMax: config.pool_max ?? DEFAULT_POOL_MAX,
+        onIdleError: (error) => bits.stderr.write(`warning: a PostgreSQL connection closed (${error.message}); the pool opens a new one when needed.\n`),
+      });
+      if (options?.skillsDir) opened.storage.mount("skills", createFsDriver(resolve(options.skillsDir), { readOnly: true }));
+      return {
+        storage: opened.storage,
+        versioned: opened.versioned,
+        checkpointer: opened.checkpointer,
+        coordination: { coordinator: opened.coordinator, bus: opened.bus, workerId: opened.workerId, leaseGraceMs: config.lease_grace_ms ?? DEFAULT_LEASE_GRACE_MS },
+        close: () => opened.close(),
+      };
     },
     createSandboxProvider(config, storage) {
       const defaultTimeoutMs = config.sandbox.command_timeout_ms;

@@ -3,7 +3,11 @@ import type { KeyValue } from "../../src/ports/key-value.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import { createFsKeyValue } from "./fs-key-value.ts";
 
-export type KeyValueConfig = { driver: "memory" } | { driver: "fs"; base: string } | { driver: "deno-kv"; path?: string | undefined };
+export type KeyValueConfig =
+  | { driver: "memory" }
+  | { driver: "fs"; base: string }
+  | { driver: "deno-kv"; path?: string | undefined }
+  | { driver: "postgres"; url_env?: string | undefined };
 
 /** The drivers only some runtimes have: Deno's adapter passes its Deno KV store. */
 export interface RuntimeKeyValues {
@@ -15,7 +19,10 @@ export interface RuntimeKeyValues {
 /** The one sentence `storage.driver: deno-kv` gets where there is no Deno. */
 export const DENO_KV_NEEDS_DENO = `storage.driver "deno-kv" needs Deno (deno run --unstable-kv adapters/deno/cli.ts ...); on Node and Bun use "fs" or "memory".`;
 
-/** The KeyValue a config names. */
+/** The one sentence a synchronous open of `storage.driver: postgres` gets: it needs a pool, a migration and a LISTEN connection first. */
+export const POSTGRES_NEEDS_OPEN = `storage.driver "postgres" is opened with openPostgresStorage() (adapters/shared/postgres/open.ts), which connects and migrates first; deerflow-edge serve does that for you.`;
+
+/** The KeyValue a config names (postgres aside: see POSTGRES_NEEDS_OPEN). */
 export function createKeyValue(config: KeyValueConfig, runtime: RuntimeKeyValues = {}): KeyValue {
   switch (config.driver) {
     case "memory":
@@ -29,9 +36,11 @@ export function createKeyValue(config: KeyValueConfig, runtime: RuntimeKeyValues
     case "deno-kv":
       if (!runtime.denoKv) throw new StorageConfigError(DENO_KV_NEEDS_DENO);
       return runtime.denoKv({ path: config.path });
+    case "postgres":
+      throw new StorageConfigError(POSTGRES_NEEDS_OPEN);
     default: {
       const driver = (config as { driver?: unknown }).driver;
-      throw new StorageConfigError(`Unknown storage driver ${JSON.stringify(driver)}. Use "memory", "fs" or (on Deno) "deno-kv".`);
+      throw new StorageConfigError(`Unknown storage driver ${JSON.stringify(driver)}. Use "memory", "fs", "postgres" or (on Deno) "deno-kv".`);
     }
   }
 }

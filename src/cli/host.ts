@@ -1,3 +1,4 @@
+import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import type { AppConfig } from "../config/index.ts";
 import type { ManagerHost } from "../ports/extension-manager.ts";
 import type { KeyValue } from "../ports/key-value.ts";
@@ -6,6 +7,19 @@ import type { McpStdioTransportFactory } from "../ports/mcp-transport.ts";
 import type { Clock, Env, ReclaimMemory } from "../ports/runtime-ports.ts";
 import type { SandboxProvider } from "../ports/sandbox.ts";
 import type { ServeFetch } from "../ports/http-server.ts";
+import type { VersionedKeyValue } from "../ports/versioned-key-value.ts";
+import type { RunCoordinator } from "../runtime/runs/coordinator.ts";
+import type { StreamBus } from "../runtime/runs/stream-bus.ts";
+
+/** One worker's share of a store several gateway processes use at once (storage.driver "postgres"). */
+export interface SharedStorage {
+  readonly storage: KeyValue;
+  readonly versioned: VersionedKeyValue;
+  readonly checkpointer: BaseCheckpointSaver;
+  readonly coordination: { readonly coordinator: RunCoordinator; readonly bus: StreamBus; readonly workerId: string; readonly leaseGraceMs?: number };
+  /** After the gateway's shutdown: the bus's connection, then the pool. */
+  close(): Promise<void>;
+}
 
 export interface CliOutput {
   write(text: string): void;
@@ -23,6 +37,11 @@ export interface CliHost {
   readFile(path: string): Promise<string | undefined>;
   /** The configured storage; a skills folder, when given, is mounted read-only under `skills`. */
   createStorage(config: AppConfig["storage"], options?: { skillsDir?: string | undefined }): KeyValue;
+  /**
+   * storage.driver "postgres": connects, migrates and opens every store of this worker (async, so
+   * apart from createStorage); absent where this entry has no PostgreSQL client.
+   */
+  openSharedStorage?(config: AppConfig["storage"], options?: { skillsDir?: string | undefined }): Promise<SharedStorage>;
   createSandboxProvider(config: AppConfig, storage: KeyValue): SandboxProvider;
   /** Loads extension modules; relative specifiers resolve against `baseDir` (the config file's folder). */
   createModuleLoader(baseDir: string): ModuleLoader;

@@ -8,7 +8,7 @@ import { createGateway, type Gateway } from "../gateway/app.ts";
 import { parseGatewayConfig } from "../config/gateway.ts";
 import type { HttpServerHandle } from "../ports/http-server.ts";
 import type { McpToolset } from "../mcp/index.ts";
-import type { CliHost } from "./host.ts";
+import type { CliHost, SharedStorage } from "./host.ts";
 import { loadMcpServers } from "./run.ts";
 
 export interface ServeCommandOptions {
@@ -24,7 +24,7 @@ export interface ServeCommandOptions {
 }
 
 /** What assembling the gateway needs from the host: no terminal input, no server, no signals. */
-export type GatewayHost = Pick<CliHost, "env" | "clock" | "stderr" | "readFile" | "mcpStdio" | "createModuleLoader" | "createStorage" | "createSandboxProvider" | "reclaimMemory">;
+export type GatewayHost = Pick<CliHost, "env" | "clock" | "stderr" | "readFile" | "mcpStdio" | "createModuleLoader" | "createStorage" | "openSharedStorage" | "createSandboxProvider" | "reclaimMemory">;
 
 export interface OpenGatewayOptions {
   readonly config: LeadConfig;
@@ -49,6 +49,7 @@ export async function openGateway(host: GatewayHost, options: OpenGatewayOptions
   const { config } = options;
   const reportDiagnostic = (d: ExtensionDiagnostic) => host.stderr.write(`${d.level}: extension ${d.source}: ${d.message}\n`);
   let mcp: McpToolset | undefined;
+  let shared: SharedStorage | undefined;
   try {
     // A model that cannot authenticate would fail every request that uses it: refuse before
     // anything loads or any port opens.
@@ -57,10 +58,18 @@ export async function openGateway(host: GatewayHost, options: OpenGatewayOptions
     const configuredMiddlewares = await loadConfiguredMiddlewares(config.extensions.middlewares, moduleLoader);
     mcp = await loadMcpServers(host, options.configDir);
     const loaded = await loadExtensions(config.plugins, moduleLoader, { onDiagnostic: reportDiagnostic });
-    const storage = host.createStorage(config.storage, { skillsDir: config.skills?.path });
+    const storageOptions = { skillsDir: config.skills?.path };
+    if (config.storage.driver === "postgres") {
+      if (!host.openSharedStorage) throw new DeerflowError("storage_config_invalid", 'storage.driver "postgres" needs a PostgreSQL client, which this entry does not have; use "fs", "memory" or "deno-kv" here.');
+      shared = await host.openSharedStorage(config.storage, storageOptions);
+    }
+    const storage = shared?.storage ?? host.createStorage(config.storage, storageOptions);
+    // versioned and coordination: the gateway options the compare-and-set and run-coordination work adds.
+    const distributed = shared ? { checkpointer: shared.checkpointer, versioned: shared.versioned, coordination: shared.coordination } : {};
     const gateway = await createGateway({
       config,
       storage,
+      ...distributed,
       env: host.env,
       clock: host.clock,
       sandbox: host.createSandboxProvider(config, storage),
@@ -77,14 +86,17 @@ export async function openGateway(host: GatewayHost, options: OpenGatewayOptions
       },
     });
     const opened = mcp;
+    const store = shared;
     return {
       gateway,
       async close() {
         await gateway.shutdown().catch(() => {});
+        await store?.close().catch(() => {});
         await opened?.close().catch(() => {});
       },
     };
   } catch (error) {
+    await shared?.close().catch(() => {});
     await mcp?.close().catch(() => {});
     throw error;
   }

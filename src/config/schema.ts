@@ -137,18 +137,45 @@ export const SandboxConfigSchema = mapping({
   ),
 });
 
+/** How long a worker owns a run without renewing (postgres); past it plus the grace the run is swept `interrupted`. */
+export const DEFAULT_LEASE_MS = 30_000;
+export const DEFAULT_LEASE_GRACE_MS = 10_000;
+/** Connections one worker opens to PostgreSQL at most (its LISTEN connection comes on top). */
+export const DEFAULT_POOL_MAX = 10;
+const MAX_POOL_CONNECTIONS = 1000;
+
+const postgresOnly = 'only read by driver "postgres"; remove it, or set driver: postgres';
+
 export const StorageConfigSchema = v.pipe(
   mapping({
-    /** fs: files under base (default). memory: gone at exit. deno-kv: Deno KV (Deno only). */
-    driver: v.optional(v.picklist(["memory", "fs", "deno-kv"]), "fs"),
+    /** fs: files under base (default). memory: gone at exit. deno-kv: Deno KV (Deno only). postgres: PostgreSQL 14+, shared by several workers. */
+    driver: v.optional(v.picklist(["memory", "fs", "deno-kv", "postgres"]), "fs"),
     base: v.optional(nonEmptyString, DEFAULT_STORAGE_BASE),
     /** deno-kv only: a local Deno KV file, ":memory:" or a KV Connect URL (what the runtime's KV open call takes); the runtime's default database when absent. */
     path: v.optional(nonEmptyString),
+    /** postgres only: the environment variable that holds the connection URL (it carries a password, so never the file). */
+    url_env: v.optional(
+      v.pipe(
+        v.string(),
+        v.regex(ENV_NAME_PATTERN, (issue) => `expected an environment variable name such as DATABASE_URL, got ${issue.received}`),
+      ),
+    ),
+    lease_ms: v.optional(v.pipe(positiveInteger, v.maxValue(MAX_TIMER_MS, (issue) => `expected a number <= ${MAX_TIMER_MS}, got ${issue.received}`))),
+    lease_grace_ms: v.optional(v.pipe(positiveInteger, v.maxValue(MAX_TIMER_MS, (issue) => `expected a number <= ${MAX_TIMER_MS}, got ${issue.received}`))),
+    pool_max: v.optional(v.pipe(positiveInteger, v.maxValue(MAX_POOL_CONNECTIONS, (issue) => `expected a number <= ${MAX_POOL_CONNECTIONS}, got ${issue.received}`))),
   }),
   v.forward(
     v.check((storage) => storage.path === undefined || storage.driver === "deno-kv", 'only read by driver "deno-kv"; remove it, or set driver: deno-kv'),
     ["path"],
   ),
+  v.forward(
+    v.check((storage) => storage.url_env !== undefined || storage.driver !== "postgres", 'driver "postgres" needs url_env, the environment variable that holds the connection URL, for example url_env: DATABASE_URL'),
+    ["url_env"],
+  ),
+  v.forward(v.check((storage) => storage.url_env === undefined || storage.driver === "postgres", postgresOnly), ["url_env"]),
+  v.forward(v.check((storage) => storage.lease_ms === undefined || storage.driver === "postgres", postgresOnly), ["lease_ms"]),
+  v.forward(v.check((storage) => storage.lease_grace_ms === undefined || storage.driver === "postgres", postgresOnly), ["lease_grace_ms"]),
+  v.forward(v.check((storage) => storage.pool_max === undefined || storage.driver === "postgres", postgresOnly), ["pool_max"]),
 );
 
 export const AgentConfigSchema = mapping({
@@ -218,9 +245,13 @@ export interface SandboxConfig {
 }
 type _SandboxConfigMatches = Assert<SameType<SandboxConfig, v.InferOutput<typeof SandboxConfigSchema>>>;
 export interface StorageConfig {
-  driver: "deno-kv" | "fs" | "memory";
+  driver: "deno-kv" | "fs" | "memory" | "postgres";
   base: string;
   path?: string;
+  url_env?: string;
+  lease_ms?: number;
+  lease_grace_ms?: number;
+  pool_max?: number;
 }
 type _StorageConfigMatches = Assert<SameType<StorageConfig, v.InferOutput<typeof StorageConfigSchema>>>;
 export interface AgentConfig {

@@ -7,6 +7,7 @@ import { DeerflowError, errorMessage } from "../core/errors.ts";
 import { ExtensionApiError } from "../extension-api/errors.ts";
 import { ModelError } from "../models/errors.ts";
 import { ModuleLoaderError } from "../ports/module-loader.ts";
+import { StorageUnavailableError } from "../ports/key-value.ts";
 import { SandboxError } from "../ports/sandbox.ts";
 import { StateConflictError, StateUpdateError } from "../state/errors.ts";
 import { CheckpointerError } from "../runtime/kv-checkpointer.ts";
@@ -82,6 +83,8 @@ const STATUS_BY_CODE = {
   thread_not_found: 404,
   not_authenticated: 401,
   permission_denied: 403,
+  // The store (PostgreSQL) cannot be reached now; the same request may succeed once it is back.
+  storage_unavailable: 503,
 } as const satisfies Readonly<Record<string, ContentfulStatusCode>>;
 
 function statusOfCode(code: string): ContentfulStatusCode | undefined {
@@ -157,6 +160,11 @@ export function errorResponse(error: unknown, context: ErrorResponseContext): Re
     });
   }
   const status = statusOfError(error);
+  if (error instanceof StorageUnavailableError) {
+    // Its message names the store and never a credential: the client learns to retry, not why it failed inside.
+    context.logger.warn(`storage unavailable: ${errorMessage(error)}`, fields);
+    return Response.json({ detail: error.message, code: error.code }, { status: 503, headers: { "retry-after": "1" } });
+  }
   if (status >= 500) {
     context.logger.error(`unhandled error: ${errorMessage(error)}`, {
       ...fields,

@@ -106,6 +106,7 @@ const SAMPLES: Readonly<Record<string, () => Error>> = {
   SkillRegistryError: () => new lib.SkillRegistryError("invalid_skill_path", "no skill at x"),
   StateConflictError: () => new lib.StateConflictError("sb-1", "sb-2"),
   StateUpdateError: () => new lib.StateUpdateError("unknown_channel", "no channel x"),
+  StorageUnavailableError: () => new lib.StorageUnavailableError("PostgreSQL at 127.0.0.1:5432 (database deerflow) cannot be reached"),
   SummarizationError: () => new lib.SummarizationError("summarization_model_missing", "no model"),
   ThreadDataError: () => new lib.ThreadDataError("thread_id_required", "no thread id"),
   ThreadStateError: () => new lib.ThreadStateError("checkpoint_not_found", "no checkpoint c"),

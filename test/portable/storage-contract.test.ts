@@ -5,6 +5,7 @@ import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { storageContract } from "../support/storage-contract.ts";
 import { createDenoKvKeyValue } from "../../adapters/deno/kv-key-value.ts";
 import { createFsKeyValue } from "../../adapters/shared/fs-key-value.ts";
 import { createKeyValue, StorageConfigError } from "../../adapters/shared/storage.ts";
@@ -13,55 +14,6 @@ import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 
 const g = globalThis as { Deno?: unknown; Bun?: unknown };
 const runtime = g.Deno ? "deno" : g.Bun ? "bun" : "node";
-
-function storageContract(name: string, make: (dir: string) => KeyValue) {
-  describe(`KeyValue contract: ${name} (${runtime})`, () => {
-    let dir: string;
-    let kv: KeyValue;
-    beforeEach(async () => {
-      dir = await mkdtemp(join(tmpdir(), "deerflow-kv-"));
-      kv = make(dir);
-    });
-    afterEach(async () => {
-      await kv.dispose();
-      await rm(dir, { recursive: true, force: true });
-    });
-
-    it("sets, gets and removes items of every JSON shape", async () => {
-      expect(await kv.getItem("missing")).toBeNull();
-      expect(await kv.hasItem("missing")).toBe(false);
-      await kv.setItem("s", "text ✓");
-      await kv.setItem("n", 42);
-      await kv.setItem("b", false);
-      await kv.setItem("o", { list: [1, "two", null], nested: { ok: true } });
-      expect(await kv.getItem("s")).toBe("text ✓");
-      expect(await kv.getItem("n")).toBe(42);
-      expect(await kv.getItem("b")).toBe(false);
-      expect(await kv.getItem("o")).toEqual({ list: [1, "two", null], nested: { ok: true } });
-      expect(await kv.hasItem("o")).toBe(true);
-      await kv.removeItem("o");
-      expect(await kv.getItem("o")).toBeNull();
-      expect(await kv.hasItem("o")).toBe(false);
-    });
-
-    it("lists keys, all or under a base", async () => {
-      await kv.setItem("threads:t1:meta", { a: 1 });
-      await kv.setItem("threads:t2:meta", { a: 2 });
-      await kv.setItem("runs:r1", "x");
-      expect((await kv.getKeys()).sort()).toEqual(["runs:r1", "threads:t1:meta", "threads:t2:meta"]);
-      expect((await kv.getKeys("threads")).sort()).toEqual(["threads:t1:meta", "threads:t2:meta"]);
-      await kv.removeItem("threads:t1:meta");
-      expect(await kv.getKeys("threads")).toEqual(["threads:t2:meta"]);
-    });
-
-    it("overwrites an existing key", async () => {
-      await kv.setItem("k", { v: 1 });
-      await kv.setItem("k", { v: 2 });
-      expect(await kv.getItem("k")).toEqual({ v: 2 });
-      expect(await kv.getKeys()).toEqual(["k"]);
-    });
-  });
-}
 
 storageContract("memory", () => createMemoryKeyValue());
 storageContract("fs", (dir) => createFsKeyValue(dir));
@@ -148,6 +100,8 @@ describe(`fs KeyValue on disk (${runtime})`, () => {
   it("createKeyValue explains a bad config", () => {
     expect(() => createKeyValue({ driver: "fs", base: "" })).toThrow(StorageConfigError);
     expect(() => createKeyValue({ driver: "redis" } as never)).toThrow(/Unknown storage driver "redis"/);
+    // PostgreSQL connects and migrates before it serves: only the async open does that.
+    expect(() => createKeyValue({ driver: "postgres", url_env: "DATABASE_URL" })).toThrow(/openPostgresStorage/);
     try {
       createKeyValue({ driver: "redis" } as never);
     } catch (error) {

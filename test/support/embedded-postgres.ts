@@ -14,6 +14,9 @@ export interface TestPostgres {
   readonly password: string;
   /** A fresh database on the same server; returns its URL. */
   createDatabase(name: string): Promise<string>;
+  /** Stops the server but keeps its data: `resume()` starts it again on the same port (a database outage). */
+  halt(): Promise<void>;
+  resume(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -42,7 +45,8 @@ export async function startTestPostgres(options: { database?: string } = {}): Pr
     port,
     user: "deerflow",
     password,
-    persistent: false,
+    // The data outlives a halt(); stop() removes the whole folder itself.
+    persistent: true,
     createPostgresUser: true,
     // The socket beside the data, not in /var/run/postgresql (absent without the Debian package).
     postgresFlags: ["-c", `unix_socket_directories=${dataDir}`, "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "fsync=off"],
@@ -67,6 +71,12 @@ export async function startTestPostgres(options: { database?: string } = {}): Pr
     async createDatabase(name) {
       await server.createDatabase(name);
       return urlOf(name);
+    },
+    async halt() {
+      await server.stop();
+    },
+    async resume() {
+      await server.start();
     },
     async stop() {
       if (stopped) return;

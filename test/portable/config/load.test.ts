@@ -167,7 +167,10 @@ describe("wrong values", () => {
       [yaml("models:", "  - { name: a, use: demo, timeout_ms: 0 }"), "models[0].timeout_ms: expected a number >= 1, got 0"],
       [yaml("models:", "  - { name: a, use: demo, max_tokens: 1.5 }"), "models[0].max_tokens: expected a whole number, got 1.5"],
       [yaml("models:", '  - { name: a, use: openai-compatible, model: "" }'), 'models[0].model: expected a non-empty string, got ""'],
-      ["storage: { driver: s3 }\n", 'storage.driver: expected "memory" | "fs" | "deno-kv", got "s3"'],
+      ["storage: { driver: s3 }\n", 'storage.driver: expected "memory" | "fs" | "deno-kv" | "postgres", got "s3"'],
+      ["storage: { driver: postgres, url_env: database-url }\n", 'storage.url_env: expected an environment variable name such as DATABASE_URL, got "database-url"'],
+      ["storage: { driver: postgres, url_env: DATABASE_URL, pool_max: 0 }\n", "storage.pool_max: expected a number >= 1, got 0"],
+      ["storage: { driver: postgres, url_env: DATABASE_URL, lease_ms: 1.5 }\n", "storage.lease_ms: expected a whole number, got 1.5"],
       ["sandbox: { use: docker }\n", 'sandbox.use: expected "virtual" | "local", got "docker"'],
       ["sandbox: { command_timeout_ms: 0 }\n", "sandbox.command_timeout_ms: expected a number >= 1, got 0"],
       ["sandbox: { command_timeout_ms: 2.5 }\n", "sandbox.command_timeout_ms: expected a whole number, got 2.5"],
@@ -205,7 +208,7 @@ describe("unknown keys", () => {
 
   it("fails inside a section", () => {
     expect(failure("storage: { driver: fs, dir: /tmp }\n").message).toBe(
-      "config.yaml: storage.dir: unknown key; expected one of: driver, base, path",
+      "config.yaml: storage.dir: unknown key; expected one of: driver, base, path, url_env, lease_ms, lease_grace_ms, pool_max",
     );
     expect(failure("storage: { driver: fs, path: /tmp/deerflow.kv }\n").message).toBe(
       'config.yaml: storage.path: only read by driver "deno-kv"; remove it, or set driver: deno-kv',
@@ -241,6 +244,18 @@ describe("unknown keys", () => {
 });
 
 describe("rules across keys", () => {
+  it("storage.driver postgres: url_env required, the postgres keys refused for other drivers, each with its path", () => {
+    expect(failure("storage: { driver: postgres }\n").message).toBe(
+      'config.yaml: storage.url_env: driver "postgres" needs url_env, the environment variable that holds the connection URL, for example url_env: DATABASE_URL',
+    );
+    for (const key of ["url_env: DATABASE_URL", "lease_ms: 1000", "lease_grace_ms: 1000", "pool_max: 4"]) {
+      const name = key.split(":")[0];
+      expect(failure(`storage: { driver: fs, ${key} }\n`).message).toBe(`config.yaml: storage.${name}: only read by driver "postgres"; remove it, or set driver: postgres`);
+    }
+    const config = parseConfigText("storage: { driver: postgres, url_env: PG_URL, lease_ms: 5000, lease_grace_ms: 2000, pool_max: 4 }\n", FILE);
+    expect(config.storage).toEqual({ driver: "postgres", base: ".deer-flow", url_env: "PG_URL", lease_ms: 5000, lease_grace_ms: 2000, pool_max: 4 });
+  });
+
   it("names duplicate model names and where they were first used", () => {
     const error = failure(
       yaml("models:", "  - { name: fast, use: demo }", "  - { name: slow, use: demo }", "  - { name: fast, use: demo }"),

@@ -11,37 +11,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cliCommand, cliWorkspace, currentRuntime, DENO_DEPLOY_FLAGS, runToExit, type CliServer, type CliWorkspace } from "./cli-server.ts";
-import { sseFrames, type SseFrame } from "./runs-harness.ts";
+import { newThread, post, streamedRun } from "./cli-runs.ts";
+import type { SseFrame } from "./runs-harness.ts";
 
 const runtime = currentRuntime();
-const JSON_HEADERS = { "content-type": "application/json" };
 
 async function sha256(bytes: Uint8Array): Promise<string> {
   const digest = await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>);
   return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-async function post(server: CliServer, path: string, body: unknown): Promise<Response> {
-  return fetch(`${server.url}/api${path}`, { method: "POST", headers: JSON_HEADERS, body: JSON.stringify(body) });
-}
-
-async function newThread(server: CliServer): Promise<string> {
-  const created = await post(server, "/threads", {});
-  expect(created.status, server.output()).toBe(200);
-  return ((await created.json()) as { thread_id: string }).thread_id;
-}
-
-/** One streamed run of the built-in demo model (it writes a file and runs bash): its frames. */
-async function streamedRun(server: CliServer, threadId: string, content: string): Promise<SseFrame[]> {
-  const response = await fetch(`${server.url}/api/threads/${threadId}/runs/stream`, {
-    method: "POST",
-    headers: { ...JSON_HEADERS, accept: "text/event-stream" },
-    body: JSON.stringify({ input: { messages: [{ type: "human", content }] }, stream_mode: ["values"] }),
-  });
-  expect(response.status, server.output()).toBe(200);
-  const frames: SseFrame[] = [];
-  for await (const frame of sseFrames(response.body!)) if (frame.comment === undefined) frames.push(frame);
-  return frames;
 }
 
 type Message = { type: string; content: unknown; tool_calls?: unknown[] };

@@ -1,0 +1,70 @@
+import pg from "pg";
+import { describeServer, passwordOf, toStorageError } from "./errors.ts";
+
+export interface PoolOptions {
+  readonly url: string;
+  /** Connections this process opens at most (default 10). */
+  readonly max?: number;
+  /** Told when an idle connection dies (the server restarted, say); default: nothing. */
+  readonly onIdleError?: (error: Error) => void;
+}
+
+/**
+ * A pg.Pool whose failures to reach the server reject with StorageUnavailableError, on
+ * `pool.query`, `pool.connect` and the queries of the clients it hands out: so every store on it
+ * (KeyValue, compare-and-set, the checkpointer, the run coordinator) answers a lost database the
+ * same way, and the gateway turns it into 503. pg's pool drops a dead connection and opens a new
+ * one on the next checkout, so the same process serves again once the server is back.
+ */
+export class StoragePool extends pg.Pool {
+  /** host:port (database name), for messages. */
+  readonly server: string;
+  readonly #secret: string | undefined;
+  readonly #map = (error: unknown): never => {
+    throw toStorageError(error, this.server, this.#secret);
+  };
+
+  constructor(options: PoolOptions) {
+    super({ connectionString: options.url, max: options.max ?? 10, connectionTimeoutMillis: 10_000 });
+    this.server = describeServer(options.url);
+    this.#secret = passwordOf(options.url);
+    // Without a listener an idle client's error (57P01 when the server shuts down) is thrown at the
+    // process and ends it; the pool already discards that client.
+    this.on("error", (error) => options.onIdleError?.(error));
+    // An own property over pg-pool's overloaded query(): the promise forms map their failure, the
+    // callback forms stay as they are.
+    const query = super.query;
+    this.query = ((...args: unknown[]) => {
+      const result = (query as (...a: unknown[]) => unknown).apply(this, args);
+      return typeof args[args.length - 1] === "function" || !isThenable(result) ? result : result.then(undefined, this.#map);
+    }) as typeof this.query;
+  }
+
+
+  override connect(): Promise<pg.PoolClient>;
+  override connect(callback: (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void): void;
+  override connect(callback?: (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void): Promise<pg.PoolClient> | void {
+    // pg-pool's own query() checks out with a callback: that path stays as it is.
+    if (callback) return super.connect(callback);
+    return super.connect().then((client) => this.#wrapClient(client), this.#map);
+  }
+
+  #wrapClient(client: pg.PoolClient): pg.PoolClient {
+    const marked = client as pg.PoolClient & { [WRAPPED]?: true };
+    if (marked[WRAPPED]) return client;
+    const query = client.query;
+    const map = this.#map;
+    client.query = function (this: pg.PoolClient, ...args: unknown[]) {
+      const result = (query as (...a: unknown[]) => unknown).apply(this, args);
+      return isThenable(result) ? result.then(undefined, map) : result;
+    } as typeof client.query;
+    marked[WRAPPED] = true;
+    return client;
+  }
+}
+
+const WRAPPED = Symbol("deerflow.storageErrors");
+
+function isThenable(value: unknown): value is Promise<unknown> {
+  return typeof (value as { then?: unknown } | null)?.then === "function";
+}
