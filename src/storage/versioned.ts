@@ -69,6 +69,19 @@ export function versionedOver(storage: KeyValue): VersionedKeyValue {
   return versioned;
 }
 
+/**
+ * A versioned value's text as the JSON it holds (null: nothing there). Text that is not JSON comes
+ * back as the text itself, so the caller's shape check reports it like any other wrong shape.
+ */
+export function parseStoredJson(text: string | null): unknown {
+  if (text === null) return null;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
+
 /** Why a read-modify-write gave up: the record kept changing under it. */
 export const CAS_MAX_ATTEMPTS = 64;
 
