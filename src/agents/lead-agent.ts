@@ -349,6 +349,7 @@ async function resolveAssemblyBasis(options: LeadAgentOptions): Promise<Assembly
     (memoryEnabled
       ? createMemoryStore(storage, options.services.clock, {
           config: config.memory ?? {},
+          ...(options.services.versioned ? { versioned: options.services.versioned } : {}),
           ...(config.memory?.model_name ? { model: namedModel(config.memory.model_name)! } : {}),
           ...(observeSystemCall ? { observeSystemCall } : {}),
         })

@@ -17,6 +17,8 @@ import { KeyValueCheckpointSaver } from "../runtime/kv-checkpointer.ts";
 import type { RunManager } from "../runtime/runs/manager.ts";
 import { allCheckpointWritesSettled, trackCheckpointWrites } from "../runtime/runs/settle.ts";
 import { KeyValueThreadStore } from "../runtime/thread-store.ts";
+import type { VersionedKeyValue } from "../ports/versioned-key-value.ts";
+import { versionedOver } from "../storage/versioned.ts";
 import { createVirtualSandboxProvider } from "../sandbox/virtual.ts";
 import { hostPolicy } from "../agents/lead-agent.ts";
 import type { AgentMiddleware, AgentTool } from "../engine/types.ts";
@@ -81,6 +83,12 @@ export interface GatewayOptions {
   readonly logger?: GatewayLogger;
   /** Default: a KeyValueCheckpointSaver over `storage`. */
   readonly checkpointer?: BaseCheckpointSaver;
+  /**
+   * Compare-and-set over `storage`'s keys, shared by every worker of a deployment (PostgreSQL, Deno
+   * KV): thread rows, memory records, the JWT secret, login counters and sandbox snapshots are
+   * written through it. Default: the in-process one over `storage` (one process).
+   */
+  readonly versioned?: VersionedKeyValue;
   /** Default: a KeyValueThreadStore over `storage`. */
   readonly threads?: ThreadStore;
   /** Default: the lead agent per caller, cached by the whole principal. */
@@ -183,17 +191,18 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
 
   // One tracked saver for the agents and the runs: a cancelled run's cleanup waits for its saves.
   const checkpointer = trackCheckpointWrites(options.checkpointer ?? new KeyValueCheckpointSaver({ storage }));
-  const threads = options.threads ?? new KeyValueThreadStore({ storage, clock });
+  const versioned = options.versioned ?? versionedOver(storage);
+  const threads = options.threads ?? new KeyValueThreadStore({ storage, clock, versioned });
   const guard = createRouteGuard(threads);
   const ownSandbox = options.sandbox === undefined;
-  const sandbox = options.sandbox ?? createVirtualSandboxProvider({ storage, defaultTimeoutMs: config.sandbox.command_timeout_ms });
+  const sandbox = options.sandbox ?? createVirtualSandboxProvider({ storage, versioned, defaultTimeoutMs: config.sandbox.command_timeout_ms });
   const defaultFactory: LeadAgentFactory | undefined = options.agentFactory
     ? undefined
     : createLeadAgentFactory({
         config,
         env,
         checkpointer,
-        services: { clock, storage, sandbox, env, baseDir: config.storage.base },
+        services: { clock, storage, versioned, sandbox, env, baseDir: config.storage.base },
         onDiagnostic: reportDiagnostic,
         ...leadAgentExtras({ ...options, extensions }),
       });
@@ -225,6 +234,9 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
       env,
       clock,
       storage,
+      ...(options.versioned === undefined ? {} : { versioned: options.versioned }),
+      // Workers coordinated over a shared store (the coordination option) but no shared versioned store.
+      severalProcesses: (options as { readonly coordination?: unknown }).coordination !== undefined,
       ...(options.authorizationProvider ? { authorizationProvider: options.authorizationProvider } : {}),
       ...(options.listening ? { listening: options.listening } : {}),
     });

@@ -85,6 +85,8 @@ const STATUS_BY_CODE = {
   permission_denied: 403,
   // The store (PostgreSQL) cannot be reached now; the same request may succeed once it is back.
   storage_unavailable: 503,
+  // A record that kept changing under a compare-and-set update (several workers writing it).
+  storage_write_conflict: 409,
 } as const satisfies Readonly<Record<string, ContentfulStatusCode>>;
 
 function statusOfCode(code: string): ContentfulStatusCode | undefined {

@@ -16,6 +16,8 @@ import type { Clock, Env } from "../ports/runtime-ports.ts";
 import type { SandboxProvider } from "../ports/sandbox.ts";
 import { createVirtualSandboxProvider } from "../sandbox/virtual.ts";
 import { createMemoryKeyValue } from "../storage/key-value.ts";
+import { versionedOver } from "../storage/versioned.ts";
+import type { VersionedKeyValue } from "../ports/versioned-key-value.ts";
 import { createLeadAgentFactory, leadAgentExtras, type LeadAgentFactory } from "./agent-factory.ts";
 import {
   buildRunRequest,
@@ -70,6 +72,11 @@ export interface DeerFlowClientOptions {
   readonly config?: LeadConfig | Readonly<Record<string, unknown>>;
   /** Where threads, checkpoints and runs live. Default: memory (gone at exit). A passed store stays the caller's to close. */
   readonly storage?: KeyValue;
+  /**
+   * Compare-and-set over `storage`'s keys, shared with other processes over the same store (threads,
+   * memory, sandbox snapshots). Default: the in-process one over `storage`.
+   */
+  readonly versioned?: VersionedKeyValue;
   /** Default: the virtual sandbox over `storage` (closed by close()). */
   readonly sandbox?: SandboxProvider;
   readonly env?: Env;
@@ -98,6 +105,7 @@ const object = v.custom<object>((value) => typeof value === "object" && value !=
 const ClientOptionsSchema = v.strictObject({
   config: v.optional(v.record(v.string(), v.unknown())),
   storage: v.optional(object),
+  versioned: v.optional(object),
   sandbox: v.optional(object),
   env: v.optional(object),
   clock: v.optional(object),
@@ -180,10 +188,11 @@ export async function createDeerFlowClient(options: DeerFlowClientOptions = {}):
   const env = options.env ?? mapEnv({});
   const ownStorage = options.storage === undefined;
   const storage = options.storage ?? createMemoryKeyValue();
+  const versioned = options.versioned ?? versionedOver(storage);
   const ownSandbox = options.sandbox === undefined;
-  const sandbox = options.sandbox ?? createVirtualSandboxProvider({ storage, defaultTimeoutMs: config.sandbox.command_timeout_ms });
+  const sandbox = options.sandbox ?? createVirtualSandboxProvider({ storage, versioned, defaultTimeoutMs: config.sandbox.command_timeout_ms });
   const checkpointer = trackCheckpointWrites(options.checkpointer ?? new KeyValueCheckpointSaver({ storage }));
-  const threads = options.threads ?? new KeyValueThreadStore({ storage, clock });
+  const threads = options.threads ?? new KeyValueThreadStore({ storage, clock, versioned });
   const report = (diagnostic: RunDiagnostic) => options.onDiagnostic?.(diagnostic);
   const leadFactory: LeadAgentFactory | undefined = options.agentFactory
     ? undefined
@@ -191,7 +200,7 @@ export async function createDeerFlowClient(options: DeerFlowClientOptions = {}):
         config,
         env,
         checkpointer,
-        services: { clock, storage, sandbox, env, baseDir: config.storage.base },
+        services: { clock, storage, versioned, sandbox, env, baseDir: config.storage.base },
         onDiagnostic: report,
         ...leadAgentExtras(options),
       });

@@ -1,8 +1,9 @@
 import { systemClock } from "../core/clock.ts";
 import { DeerflowError } from "../core/errors.ts";
 import { NAMED_ID_MAX, NAMED_ID_PATTERN, idFormatHint, isNamedId } from "../core/ids.ts";
-import { KeyedMutex } from "../core/keyed-mutex.ts";
 import type { KeyValue } from "../ports/key-value.ts";
+import type { VersionedKeyValue } from "../ports/versioned-key-value.ts";
+import { parseStoredJson, updateVersioned, versionedOver } from "../storage/versioned.ts";
 import type { Clock } from "../ports/runtime-ports.ts";
 import type { ThreadRecord, ThreadSearchQuery, ThreadStatus, ThreadStore } from "./thread-types.ts";
 import { isRecord } from "../core/guards.ts";
@@ -138,6 +139,11 @@ export interface KeyValueThreadStoreOptions {
   readonly clock?: Clock;
   /** Key prefix; default `gateway:threads`. */
   readonly prefix?: string;
+  /**
+   * Compare-and-set over the same keys as `storage`; what makes writes of several processes to one
+   * thread safe. Default: the in-process one over `storage` (one process).
+   */
+  readonly versioned?: VersionedKeyValue;
 }
 
 /**
@@ -145,19 +151,21 @@ export interface KeyValueThreadStoreOptions {
  * row of the prefix and filters in memory: fine for the embedded store's thousands of threads; a
  * deployment past that plugs a ThreadStore over a database instead.
  *
- * Writes to one thread are serialized in this process (unstorage has no compare-and-swap), so two
- * concurrent metadata patches both land. Several processes over one store are not coordinated.
+ * Every write is a compare-and-set on the thread's row (retried from a fresh read when another
+ * writer got there first), so two concurrent metadata patches both land, from one process or from
+ * several over a shared versioned store.
  */
 export class KeyValueThreadStore implements ThreadStore {
   readonly #storage: KeyValue;
   readonly #clock: Clock;
   readonly #prefix: string;
-  readonly #locks = new KeyedMutex();
+  readonly #versioned: VersionedKeyValue;
 
   constructor(options: KeyValueThreadStoreOptions) {
     this.#storage = options.storage;
     this.#clock = options.clock ?? systemClock;
     this.#prefix = (options.prefix ?? "gateway:threads").replace(/:+$/, "");
+    this.#versioned = options.versioned ?? versionedOver(options.storage);
   }
 
   #key(threadId: string): string {
@@ -168,13 +176,11 @@ export class KeyValueThreadStore implements ThreadStore {
     return new Date(this.#clock.now()).toISOString();
   }
 
-  /** Runs `fn` after every earlier write to the same thread has settled. */
-  #exclusive<T>(threadId: string, fn: () => Promise<T>): Promise<T> {
-    return this.#locks.run(threadId, fn);
+  async #read(threadId: string): Promise<StoredThread | undefined> {
+    return this.#parse(threadId, await this.#storage.getItem<unknown>(this.#key(threadId)));
   }
 
-  async #read(threadId: string): Promise<StoredThread | undefined> {
-    const value = await this.#storage.getItem<unknown>(this.#key(threadId));
+  #parse(threadId: string, value: unknown): StoredThread | undefined {
     if (value === null || value === undefined) return undefined;
     if (!isStoredThread(value)) {
       throw new ThreadStoreError(
@@ -191,8 +197,9 @@ export class KeyValueThreadStore implements ThreadStore {
     ownerId: string | null;
   }): Promise<{ thread: ThreadRecord; created: boolean }> {
     const threadId = input.threadId === undefined ? crypto.randomUUID() : assertThreadId(input.threadId);
-    return this.#exclusive(threadId, async () => {
-      const existing = await this.#read(threadId);
+    const key = this.#key(threadId);
+    for (;;) {
+      const existing = await this.#versionedRead(threadId);
       if (existing) return { thread: toRecord(existing), created: false };
       const now = this.#now();
       const stored: StoredThread = {
@@ -205,9 +212,14 @@ export class KeyValueThreadStore implements ThreadStore {
         owner_id: input.ownerId,
         display_name: null,
       };
-      await this.#storage.setItem(this.#key(threadId), stored);
-      return { thread: toRecord(stored), created: true };
-    });
+      // Create-if-absent: a thread another writer created meanwhile is read and returned above.
+      if (await this.#versioned.write(key, JSON.stringify(stored), null)) return { thread: toRecord(stored), created: true };
+    }
+  }
+
+  async #versionedRead(threadId: string): Promise<StoredThread | undefined> {
+    const { value } = await this.#versioned.read(this.#key(threadId));
+    return this.#parse(threadId, parseStoredJson(value));
   }
 
   async get(threadId: string): Promise<ThreadRecord | undefined> {
@@ -248,8 +260,8 @@ export class KeyValueThreadStore implements ThreadStore {
     if (patch.status !== undefined && !THREAD_STATUSES.includes(patch.status)) {
       throw new ThreadStoreError("invalid_thread_update", `status must be one of ${THREAD_STATUSES.join(", ")}, got ${String(patch.status)}.`);
     }
-    return this.#exclusive(threadId, async () => {
-      const existing = await this.#read(threadId);
+    return updateVersioned(this.#versioned, this.#key(threadId), (current) => {
+      const existing = this.#parse(threadId, parseStoredJson(current));
       if (!existing) return undefined;
       const stored: StoredThread = {
         ...existing,
@@ -258,17 +270,15 @@ export class KeyValueThreadStore implements ThreadStore {
         display_name: patch.display_name === undefined ? (existing.display_name ?? null) : patch.display_name,
         updated_at: this.#now(),
       };
-      await this.#storage.setItem(this.#key(threadId), stored);
-      return toRecord(stored);
+      return { value: JSON.stringify(stored), result: toRecord(stored) };
     });
   }
 
   async delete(threadId: string): Promise<boolean> {
     if (!isValidThreadId(threadId)) return false;
-    return this.#exclusive(threadId, async () => {
-      if (!(await this.#storage.hasItem(this.#key(threadId)))) return false;
-      await this.#storage.removeItem(this.#key(threadId));
-      return true;
-    });
+    const deleted = await updateVersioned(this.#versioned, this.#key(threadId), (current) =>
+      current === null ? undefined : { value: null, result: true },
+    );
+    return deleted === true;
   }
 }

@@ -1,5 +1,7 @@
 import { KeyedMutex } from "../core/keyed-mutex.ts";
 import type { KeyValue } from "../ports/key-value.ts";
+import type { VersionedKeyValue } from "../ports/versioned-key-value.ts";
+import { parseStoredJson, updateVersioned, versionedOver } from "../storage/versioned.ts";
 import type { SandboxScope, UploadFileSink } from "../ports/sandbox.ts";
 import { scopeKey } from "./scope.ts";
 
@@ -10,10 +12,29 @@ import { scopeKey } from "./scope.ts";
  * written last, in one write: a reader never sees half a file, a request's files appear together,
  * and a request that fails (or a crash mid-upload) leaves only records no index names, which the
  * next commit of that thread sweeps away.
+ *
+ * Several workers may change one thread's uploads (an upload through one while a run's sandbox on
+ * another saves): the index is written by compare-and-set, each change applied by name onto the
+ * index as it is then, so no worker's file is dropped by another's write. A record no index names
+ * may be another worker's upload still on its way, so the sweep leaves any younger than
+ * ORPHAN_GRACE_MS (file ids are UUIDv7: their age is in the id).
  */
 
 export const RECORD_BYTES = 256 * 1024;
 const SEQ_WIDTH = 6;
+/** An unindexed record younger than this may be another worker's upload in flight. */
+export const ORPHAN_GRACE_MS = 15 * 60_000;
+
+/** A UUIDv7 without dashes: 48 bits of milliseconds, then random bits. */
+function newFileId(now: number): string {
+  const random = crypto.randomUUID().replaceAll("-", "");
+  return `${now.toString(16).padStart(12, "0").slice(-12)}7${random.slice(13)}`;
+}
+
+/** When a UUIDv7 file id was made; undefined for the UUIDv4 ids of earlier versions. */
+function fileIdTime(id: string): number | undefined {
+  return id[12] === "7" ? Number.parseInt(id.slice(0, 12), 16) : undefined;
+}
 
 export interface StoredUpload {
   readonly id: string;
@@ -36,6 +57,15 @@ function isStoredUpload(value: unknown): value is StoredUpload {
   return !!v && typeof v.id === "string" && /^[0-9a-f]{32}$/.test(v.id) && Number.isSafeInteger(v.size) && Number.isSafeInteger(v.records);
 }
 
+/** The usable entries of a stored index (anything else reads as no uploads). */
+function filesOf(value: unknown): Record<string, StoredUpload> {
+  const index = value as Partial<UploadIndex> | null;
+  if (!index || index.format !== "deerflow-edge.uploads" || typeof index.files !== "object" || index.files === null) return {};
+  const files: Record<string, StoredUpload> = {};
+  for (const [name, entry] of Object.entries(index.files)) if (isStoredUpload(entry)) files[name] = entry;
+  return files;
+}
+
 function toBytes(value: unknown): Uint8Array | undefined {
   if (value instanceof Uint8Array) return value;
   if (value instanceof ArrayBuffer) return new Uint8Array(value);
@@ -44,14 +74,22 @@ function toBytes(value: unknown): Uint8Array | undefined {
 
 export class UploadStore {
   readonly #storage: KeyValue;
+  readonly #versioned: VersionedKeyValue;
   readonly #prefix: string;
+  readonly #now: () => number;
   readonly #locks = new KeyedMutex();
   /** File ids being written by a request still in flight: never swept. */
   readonly #inFlight = new Set<string>();
 
-  constructor(storage: KeyValue, prefix = "sandbox:uploads") {
+  constructor(storage: KeyValue, options: { prefix?: string; versioned?: VersionedKeyValue; now?: () => number } = {}) {
     this.#storage = storage;
-    this.#prefix = prefix;
+    this.#versioned = options.versioned ?? versionedOver(storage);
+    this.#prefix = options.prefix ?? "sandbox:uploads";
+    this.#now = options.now ?? (() => Date.now());
+  }
+
+  #indexKey(scope: SandboxScope): string {
+    return `${this.#base(scope)}:index`;
   }
 
   #base(scope: SandboxScope): string {
@@ -62,18 +100,25 @@ export class UploadStore {
     return `${this.#base(scope)}:data:${id}:${String(seq).padStart(SEQ_WIDTH, "0")}`;
   }
 
-  /** Runs `fn` alone among this thread's index changes. */
+  /** Runs `fn` alone among this process's changes of the thread's uploads (another worker's are merged by compare-and-set). */
   exclusive<T>(scope: SandboxScope, fn: () => Promise<T>): Promise<T> {
     return this.#locks.run(scopeKey(scope), fn);
   }
 
   /** The thread's stored uploads by name. */
   async index(scope: SandboxScope): Promise<Record<string, StoredUpload>> {
-    const value = (await this.#storage.getItem<UploadIndex>(`${this.#base(scope)}:index`)) as UploadIndex | null;
-    if (!value || value.format !== "deerflow-edge.uploads" || typeof value.files !== "object" || value.files === null) return {};
-    const files: Record<string, StoredUpload> = {};
-    for (const [name, entry] of Object.entries(value.files)) if (isStoredUpload(entry)) files[name] = entry;
-    return files;
+    return filesOf(await this.#storage.getItem<UploadIndex>(this.#indexKey(scope)));
+  }
+
+  /** Applies `change` to the index as it is now, retried on another writer's change; `change` returns what to report, or undefined to write nothing. */
+  async #changeIndex<T>(scope: SandboxScope, change: (files: Record<string, StoredUpload>) => T | undefined): Promise<T | undefined> {
+    return updateVersioned(this.#versioned, this.#indexKey(scope), (text) => {
+      const files = filesOf(parseStoredJson(text));
+      const result = change(files);
+      if (result === undefined) return undefined;
+      const index: UploadIndex = { format: "deerflow-edge.uploads", version: 1, files };
+      return { value: JSON.stringify(index), result };
+    });
   }
 
   /**
@@ -81,7 +126,7 @@ export class UploadStore {
    * receives what was stored; `discard` removes the records.
    */
   stage(scope: SandboxScope, name: string): UploadFileSink & { staged(): StagedUpload; discard(): Promise<void> } {
-    const id = crypto.randomUUID().replaceAll("-", "");
+    const id = newFileId(this.#now());
     this.#inFlight.add(id);
     let pending = new Uint8Array(RECORD_BYTES);
     let filled = 0;
@@ -129,25 +174,27 @@ export class UploadStore {
    * replaced and any record a failed or crashed request left. Call inside `exclusive`.
    */
   async commitLocked(scope: SandboxScope, staged: readonly StagedUpload[]): Promise<void> {
-    const files = await this.index(scope);
-    const replaced: StoredUpload[] = [];
-    for (const file of staged) {
-      const before = files[file.name];
-      if (before) replaced.push(before);
-      files[file.name] = { id: file.id, size: file.size, records: file.records };
-    }
-    await this.#writeIndex(scope, files);
+    const written = (await this.#changeIndex(scope, (files) => {
+      const replaced: StoredUpload[] = [];
+      for (const file of staged) {
+        const before = files[file.name];
+        if (before) replaced.push(before);
+        files[file.name] = { id: file.id, size: file.size, records: file.records };
+      }
+      return { files, replaced };
+    }))!;
     for (const file of staged) this.#inFlight.delete(file.id);
-    await this.#sweep(scope, files, replaced);
+    await this.#sweep(scope, written.files, written.replaced);
   }
 
   /** Drops a name from the index, then its records; false when no upload has that name. Call inside `exclusive`. */
   async removeLocked(scope: SandboxScope, name: string): Promise<boolean> {
-    const files = await this.index(scope);
-    const entry = files[name];
+    const entry = await this.#changeIndex(scope, (files) => {
+      const found = files[name];
+      if (found) delete files[name];
+      return found;
+    });
     if (!entry) return false;
-    delete files[name];
-    await this.#writeIndex(scope, files);
     await this.#removeRecords(scope, entry.id, entry.records);
     return true;
   }
@@ -188,11 +235,6 @@ export class UploadStore {
     });
   }
 
-  async #writeIndex(scope: SandboxScope, files: Record<string, StoredUpload>): Promise<void> {
-    const index: UploadIndex = { format: "deerflow-edge.uploads", version: 1, files };
-    await this.#storage.setItem(`${this.#base(scope)}:index`, index as never);
-  }
-
   async #removeRecords(scope: SandboxScope, id: string, records: number): Promise<void> {
     const keys = Array.from({ length: records }, (_, seq) => this.#recordKey(scope, id, seq));
     await Promise.all(keys.map((key) => this.#storage.removeItem(key)));
@@ -204,7 +246,9 @@ export class UploadStore {
     const prefix = `${this.#base(scope)}:data:`;
     const orphans = (await this.#storage.getKeys(`${this.#base(scope)}:data`)).filter((key) => {
       const id = key.startsWith(prefix) ? key.slice(prefix.length).split(":")[0]! : "";
-      return !live.has(id) && !this.#inFlight.has(id);
+      if (live.has(id) || this.#inFlight.has(id)) return false;
+      const made = fileIdTime(id);
+      return made === undefined || this.#now() - made > ORPHAN_GRACE_MS;
     });
     await Promise.all(orphans.map((key) => this.#storage.removeItem(key)));
   }

@@ -1,6 +1,8 @@
 import type { Bash, InMemoryFs } from "just-bash";
 import { normalizePosixPath } from "../core/path.ts";
 import type { KeyValue } from "../ports/key-value.ts";
+import type { VersionedKeyValue } from "../ports/versioned-key-value.ts";
+import { parseStoredJson, versionedOver } from "../storage/versioned.ts";
 import { SandboxError } from "../ports/sandbox.ts";
 import type { ExecOptions, ExecResult, SandboxProvider, SandboxScope, SandboxUploads, UploadBatch } from "../ports/sandbox.ts";
 import type { SandboxWorkerPort } from "../ports/sandbox-worker.ts";
@@ -18,7 +20,9 @@ import {
   UPLOADS,
   uploadNameOf,
   type JustBash,
+  type VirtualSnapshot,
 } from "./memory-fs.ts";
+import { EMPTY_SNAPSHOT, mergeSnapshots, type SnapshotMerge } from "./snapshot-merge.ts";
 import { assertValidScope, SandboxRegistry, scopeKey } from "./scope.ts";
 import { UploadStore } from "./upload-store.ts";
 import type { StagedUpload } from "./upload-store.ts";
@@ -31,6 +35,14 @@ export interface VirtualSandboxProviderOptions {
    * release but not the process.
    */
   storage?: KeyValue;
+  /**
+   * Compare-and-set over `storage`'s keys, shared by the workers of a deployment: a save whose
+   * stored base changed meanwhile is merged by file (see snapshot-merge.ts), and the upload index
+   * by name, never overwritten. Default: the in-process one over `storage`.
+   */
+  versioned?: VersionedKeyValue;
+  /** Told of every file two saves changed differently (both versions are kept). */
+  onConflict?: (scope: SandboxScope, conflicts: SnapshotMerge["conflicts"]) => void;
   /**
    * just-bash's defense-in-depth box (a second layer that blocks eval, Function and friends while a
    * command runs). Default: on where the runtime supports it, off otherwise (Bun 1.4 cannot patch
@@ -146,6 +158,15 @@ async function restoreTracked(value: unknown, key: string): Promise<TrackedFs> {
   return restoreSnapshot(value, key, { into: new (await trackedFsClass)() });
 }
 
+/** What the stored snapshot was when this sandbox last read or wrote it: the base of its next save. */
+interface SnapshotBase {
+  version: string | null;
+  snapshot: VirtualSnapshot;
+}
+
+/** Never a real version: a save from it is always checked against what is stored now. */
+const UNKNOWN_VERSION = "deerflow-edge:unknown-version";
+
 /** Where a sandbox's commands run: just-bash on the caller's thread, or a worker. */
 type Interpreter = { kind: "here"; bash: Bash } | { kind: "worker"; shell: WorkerShell };
 
@@ -161,6 +182,7 @@ class VirtualSandbox extends FileBackedSandbox {
     interpreter: Interpreter,
     private readonly defaultTimeoutMs: number,
     private readonly save: (sandbox: VirtualSandbox) => Promise<void>,
+    public base: SnapshotBase,
   ) {
     super(id, scope, memoryBackend(fs));
     this.#interpreter = interpreter;
@@ -200,7 +222,8 @@ class VirtualSandbox extends FileBackedSandbox {
  */
 export function createVirtualSandboxProvider(options: VirtualSandboxProviderOptions = {}): SandboxProvider {
   const storage = options.storage ?? createMemoryKeyValue();
-  const uploadStore = new UploadStore(storage);
+  const versioned = options.versioned ?? versionedOver(storage);
+  const uploadStore = new UploadStore(storage, { versioned });
   const defaultTimeoutMs = options.defaultTimeoutMs ?? VIRTUAL_DEFAULT_TIMEOUT_MS;
   const persisting = new Map<string, Promise<void>>();
   /** Acquired sandboxes by scope, set before open resolves, so an upload commit always finds one. */
@@ -240,7 +263,9 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
     // Asked here in worker mode too: a runtime without the box refuses at acquire, not at the first command.
     const defense = await resolveDefenseInDepth(options.defenseInDepth);
     return uploadStore.exclusive(scope, async () => {
-      const fs = await restoreTracked(await storage.getItem(key), key);
+      const stored = await versioned.read(key);
+      const value = parseStoredJson(stored.value);
+      const fs = await restoreTracked(value, key);
       const interpreter: Interpreter = workers
         ? { kind: "worker", shell: new WorkerShell(workers, fs, options.defenseInDepth) }
         : { kind: "here", bash: await createShell(fs, defense) };
@@ -252,6 +277,7 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
         interpreter,
         defaultTimeoutMs,
         save,
+        { version: stored.version, snapshot: isSnapshot(value) ? value : EMPTY_SNAPSHOT },
       );
       for (const [name, entry] of Object.entries(await uploadStore.index(scope))) {
         const st = await fs.lstat(`${UPLOADS}/${name}`).catch(() => undefined);
@@ -291,6 +317,42 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
     });
   }
 
+  /**
+   * Writes the snapshot if the stored one is still this sandbox's base; else merges it by file
+   * with what another worker saved meanwhile, writes that, and brings this sandbox's files to it.
+   */
+  async function writeSnapshot(sandbox: VirtualSandbox, key: string, ours: VirtualSnapshot): Promise<void> {
+    let next = ours;
+    let expected = sandbox.base.version;
+    for (;;) {
+      const text = JSON.stringify(next);
+      if (await versioned.write(key, text, expected)) {
+        const after = await versioned.read(key);
+        sandbox.base = { version: after.value === text ? after.version : UNKNOWN_VERSION, snapshot: next };
+        if (next !== ours) await bringUpTo(sandbox, ours, next);
+        return;
+      }
+      const current = await versioned.read(key);
+      const theirs = parseStoredJson(current.value);
+      const { merged, conflicts } = mergeSnapshots(sandbox.base.snapshot, ours, isSnapshot(theirs) ? theirs : EMPTY_SNAPSHOT);
+      if (conflicts.length > 0) options.onConflict?.(sandbox.scope, conflicts);
+      next = merged;
+      expected = current.version;
+    }
+  }
+
+  /** Applies to a sandbox's files what a merge took from another worker's save. */
+  async function bringUpTo(sandbox: VirtualSandbox, ours: VirtualSnapshot, merged: VirtualSnapshot): Promise<void> {
+    const mine = new Map(ours.entries.map((entry) => [entry.path, JSON.stringify(entry)]));
+    const wanted = new Set(merged.entries.map((entry) => entry.path));
+    for (const entry of ours.entries) if (!wanted.has(entry.path)) await sandbox.fs.rm(entry.path, { recursive: true, force: true }).catch(() => undefined);
+    const changed = merged.entries.filter((entry) => mine.get(entry.path) !== JSON.stringify(entry));
+    const dirty = sandbox.fs.changed;
+    await restoreSnapshot({ ...merged, entries: changed }, "merged", { into: sandbox.fs });
+    // What these writes made is what is stored: only a change made while saving is left to save.
+    sandbox.fs.changed = dirty;
+  }
+
   /** Drops a released sandbox from the live set and saves its files. */
   async function persist(sandbox: VirtualSandbox): Promise<void> {
     if (live.get(scopeKey(sandbox.scope)) === sandbox) live.delete(scopeKey(sandbox.scope));
@@ -313,7 +375,7 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
         const snapshot = await takeSnapshot(sandbox.fs);
         await previous;
         await syncUploads(sandbox);
-        await storage.setItem(key, snapshot);
+        await writeSnapshot(sandbox, key, snapshot);
       } catch (error) {
         sandbox.fs.changed = true;
         throw error;

@@ -1,4 +1,6 @@
 import { SignJWT, errors as joseErrors, jwtVerify } from "jose";
+import type { VersionedKeyValue } from "../../ports/versioned-key-value.ts";
+import { CAS_MAX_ATTEMPTS, parseStoredJson, VersionedConflictError } from "../../storage/versioned.ts";
 import { randomToken } from "./crypto.ts";
 
 /*
@@ -52,4 +54,27 @@ export async function verifySessionToken(secret: Uint8Array, token: string, nowM
   } catch (error) {
     return error instanceof joseErrors.JWTExpired ? "token_expired" : "token_invalid";
   }
+}
+
+/** A stored secret's text: JSON-quoted as KeyValue.setItem kept it before, or as it is. */
+function storedSecretText(value: string): string {
+  const parsed = parseStoredJson(value);
+  return typeof parsed === "string" ? parsed : value;
+}
+
+/**
+ * The deployment's one secret under `key`: the stored one, or `generate()`'s written by a
+ * create-if-absent write. Of workers starting together exactly one write lands; the others read
+ * the winner's, so a token signed by any worker verifies on every other.
+ */
+export async function sharedSecret(versioned: VersionedKeyValue, key: string, minLength: number, generate: () => string): Promise<string> {
+  for (let attempt = 0; attempt < CAS_MAX_ATTEMPTS; attempt++) {
+    const { value, version } = await versioned.read(key);
+    const stored = value === null ? undefined : storedSecretText(value);
+    if (stored !== undefined && stored.length >= minLength) return stored;
+    // Absent, or too short to trust (hand-edited): replaced, unless another worker replaced it first.
+    const generated = generate();
+    if (await versioned.write(key, generated, version)) return generated;
+  }
+  throw new VersionedConflictError(key);
 }

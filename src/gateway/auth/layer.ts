@@ -8,6 +8,8 @@ import { bytesToHex, sha256Bytes } from "../../core/hex.ts";
 import { SCOPE_ID_MAX, toIdAlphabet } from "../../core/ids.ts";
 import { DEFAULT_USER_ID } from "../../engine/run-identity.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
+import type { VersionedKeyValue } from "../../ports/versioned-key-value.ts";
+import { versionedOver } from "../../storage/versioned.ts";
 import type { Clock, Env } from "../../ports/runtime-ports.ts";
 import { registerAuthRoutes } from "../routes/auth.ts";
 import { USER_ID_PATTERN, type AuthMode, type GatewayConfig, type GatewayUserConfig } from "../../config/gateway.ts";
@@ -27,6 +29,7 @@ import { clientAddress, normalizeIpAddresses } from "./client-address.ts";
 import { authErrorResponse, forbiddenResponse, type AuthFailure } from "./errors.ts";
 import { signSessionToken, verifySessionToken } from "./jwt.ts";
 import { createLoginThrottle } from "./login-throttle.ts";
+import { sharedSecret } from "./jwt.ts";
 import type { SessionService } from "./session-service.ts";
 import { createSessionRevocations } from "./revocations.ts";
 import { DEFAULT_PASSWORD_ITERATIONS, isUsablePasswordHash, verifyPassword } from "./password.ts";
@@ -67,6 +70,17 @@ export interface AuthLayerOptions {
    * they live as long as the process.
    */
   readonly storage?: KeyValue;
+  /**
+   * Compare-and-set over `storage`'s keys, shared by every worker of a deployment: the generated
+   * JWT secret is written once by a create-if-absent write and read by all, and the login counters
+   * count every worker's failures. Default: the in-process one over `storage`.
+   */
+  readonly versioned?: VersionedKeyValue;
+  /**
+   * Several gateway processes serve this deployment and no shared `versioned` store was given: a
+   * generated secret would differ per process, so one from `jwt_secret_env` is required.
+   */
+  readonly severalProcesses?: boolean;
   /** Where the server will listen; given, an unsafe combination (auth disabled off loopback) throws here. */
   readonly listening?: { readonly host: string };
 }
@@ -125,7 +139,11 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
   const corsOrigins = normalizeOrigins(config.cors_origins);
   const trustedProxies = normalizeIpAddresses(config.trusted_proxies);
   const revocations = createSessionRevocations({ clock, ...(options.storage === undefined ? {} : { storage: options.storage }) });
-  const throttle = createLoginThrottle({ clock, ...(options.storage === undefined ? {} : { storage: options.storage }) });
+  const throttle = createLoginThrottle({
+    clock,
+    ...(options.storage === undefined ? {} : { storage: options.storage }),
+    ...(options.versioned === undefined ? {} : { versioned: options.versioned }),
+  });
   const authorizer = createGatewayAuthorizer({
     config: options.authorization ?? null,
     ...(options.authorizationProvider === undefined ? {} : { provider: options.authorizationProvider }),
@@ -168,16 +186,21 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
       `The JWT secret in ${auth.jwt_secret_env} has ${envSecret.length} characters; use at least ${MIN_SECRET_LENGTH} random characters, or unset it to let the gateway generate one.`,
     );
   }
+  const hasEnvSecret = envSecret !== undefined && envSecret !== "";
+  if (auth.mode === "session" && !hasEnvSecret && options.severalProcesses === true && options.versioned === undefined) {
+    throw new DeerflowError(
+      "auth_jwt_secret_not_shared",
+      `Several gateway processes serve this deployment, but their store cannot compare-and-set, so each would generate its own JWT secret and a session from one would fail on the others. ` +
+        `Set ${auth.jwt_secret_env} to one secret of at least ${MIN_SECRET_LENGTH} random characters for every worker, or use a storage driver that coordinates workers (postgres).`,
+    );
+  }
+  const versioned = options.versioned ?? (options.storage === undefined ? undefined : versionedOver(options.storage));
   let jwtSecret: Promise<Uint8Array> | undefined;
   const secret = (): Promise<Uint8Array> => {
     jwtSecret ??= (async () => {
-      if (envSecret !== undefined && envSecret !== "") return new TextEncoder().encode(envSecret);
-      if (options.storage === undefined) return new TextEncoder().encode(randomToken(48));
-      const stored = await options.storage.getItem<string>(JWT_SECRET_STORAGE_KEY);
-      if (typeof stored === "string" && stored.length >= MIN_SECRET_LENGTH) return new TextEncoder().encode(stored);
-      const generated = randomToken(48);
-      await options.storage.setItem(JWT_SECRET_STORAGE_KEY, generated);
-      return new TextEncoder().encode(generated);
+      if (hasEnvSecret) return new TextEncoder().encode(envSecret);
+      if (versioned === undefined) return new TextEncoder().encode(randomToken(48));
+      return new TextEncoder().encode(await sharedSecret(versioned, JWT_SECRET_STORAGE_KEY, MIN_SECRET_LENGTH, () => randomToken(48)));
     })();
     // A failed storage read must not poison every later login.
     jwtSecret.catch(() => {

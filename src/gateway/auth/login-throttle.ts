@@ -1,4 +1,7 @@
 import type { KeyValue } from "../../ports/key-value.ts";
+import type { VersionedKeyValue } from "../../ports/versioned-key-value.ts";
+import { createMemoryKeyValue } from "../../storage/key-value.ts";
+import { CAS_MAX_ATTEMPTS, parseStoredJson, updateVersioned, VersionedConflictError, versionedOver } from "../../storage/versioned.ts";
 import type { Clock } from "../../ports/runtime-ports.ts";
 import { addressBucket } from "./client-address.ts";
 import { bytesToHex, sha256Bytes } from "../../core/hex.ts";
@@ -24,8 +27,9 @@ import { bytesToHex, sha256Bytes } from "../../core/hex.ts";
  * pair. Unknown usernames are counted like real ones, so the limiter does not reveal which exist.
  *
  * The counters live in the KeyValue (`gateway:auth:throttle:*`, subjects hashed), so a restart
- * does not reset them, with the live values in memory (bounded by MAX_CACHED, reloadable).
- * Forgotten entries are dropped when read and by a sweep at most once per SWEEP_MS.
+ * does not reset them, and are read there on every try and changed by compare-and-set, so workers
+ * sharing a versioned store count together (5 failures spread over two workers are 5, not 2 and 3).
+ * Forgotten entries are ignored when read and dropped by a sweep at most once per SWEEP_MS.
  */
 
 export const LOGIN_THROTTLE_PREFIX = "gateway:auth:throttle";
@@ -42,7 +46,6 @@ export const ACCOUNT_LIMIT: Limit = Object.freeze({ free: 10, capMs: 30_000 });
 const FIRST_DELAY_MS = 1000;
 export const FORGET_MS = 24 * 3600_000;
 const SWEEP_MS = 3600_000;
-const MAX_CACHED = 20_000;
 
 interface Counter {
   readonly failures: number;
@@ -83,97 +86,45 @@ function asCounter(value: unknown): Counter | null {
   return { failures: Math.floor(failures), last };
 }
 
-export function createLoginThrottle(options: { readonly storage?: KeyValue; readonly clock: Clock }): LoginThrottle {
-  const { storage, clock } = options;
-  // Key -> counter (null: known to be empty); what storage holds, plus this process's newer changes.
-  const cache = new Map<string, Counter | null>();
-  const loading = new Map<string, Promise<void>>();
-  const writes = new Map<string, Promise<void>>();
+function parseCounter(text: string | null): Counter | null {
+  return asCounter(parseStoredJson(text));
+}
+
+export function createLoginThrottle(options: {
+  readonly storage?: KeyValue;
+  /** Compare-and-set over `storage`'s keys; shared by every worker, it makes the counts theirs together. Default: in-process. */
+  readonly versioned?: VersionedKeyValue;
+  readonly clock: Clock;
+}): LoginThrottle {
+  const { clock } = options;
+  const storage = options.storage ?? createMemoryKeyValue();
+  const versioned = options.versioned ?? versionedOver(storage);
   let lastSweep = clock.now();
 
   const forgotten = (counter: Counter, now: number) => now - counter.last > FORGET_MS;
+  const live = (counter: Counter | null, now: number): Counter | null => (counter !== null && !forgotten(counter, now) ? counter : null);
+  const encode = (failures: number, last: number): string | null => (failures <= 0 ? null : JSON.stringify({ failures, last }));
 
-  const load = async (key: string): Promise<void> => {
-    if (cache.has(key)) return;
-    let pending = loading.get(key);
-    if (pending === undefined) {
-      pending = (async () => {
-        const stored = storage === undefined ? null : asCounter(await storage.getItem(key));
-        if (!cache.has(key)) cache.set(key, stored);
-      })().finally(() => loading.delete(key));
-      loading.set(key, pending);
-    }
-    await pending;
-  };
+  /** Adds `by` to a counter by compare-and-set, so a count of another worker in between is kept. */
+  const adjust = (key: string, by: 1 | -1, now: number): Promise<void | undefined> =>
+    updateVersioned(versioned, key, (text) => {
+      const counter = live(parseCounter(text), now);
+      return { value: encode((counter?.failures ?? 0) + by, by > 0 ? now : (counter?.last ?? now)), result: undefined };
+    });
 
-  /** Loads every key; again if a trim evicted one while another was loading. */
-  const loadAll = async (keys: readonly string[]): Promise<void> => {
-    while (!keys.every((key) => cache.has(key))) await Promise.all(keys.map(load));
-  };
-
-  /** Writes the key's current value; writes of one key are chained, so the last one written is the newest. */
-  const persist = (key: string): Promise<void> => {
-    if (storage === undefined) return Promise.resolve();
-    const next = (writes.get(key) ?? Promise.resolve())
-      .catch(() => undefined)
-      .then(async () => {
-        const counter = cache.get(key);
-        if (counter === undefined) return;
-        if (counter === null) await storage.removeItem(key);
-        else await storage.setItem(key, counter);
-      });
-    writes.set(key, next);
-    void next.finally(() => {
-      if (writes.get(key) === next) writes.delete(key);
-    }).catch(() => undefined);
-    return next;
-  };
-
-  const current = (key: string, now: number): Counter | null => {
-    const counter = cache.get(key) ?? null;
-    return counter !== null && forgotten(counter, now) ? null : counter;
-  };
-
-  const adjust = (key: string, by: 1 | -1, now: number): void => {
-    const counter = current(key, now);
-    const failures = (counter?.failures ?? 0) + by;
-    cache.set(key, failures <= 0 ? null : { failures, last: by > 0 ? now : (counter?.last ?? now) });
-  };
-
-  /**
-   * Keeps memory bounded: drops forgotten and empty entries, then the oldest ones (they are in
-   * storage and load again; without storage they are forgotten, rather than memory growing without bound).
-   */
-  const trimCache = (now: number): void => {
-    if (cache.size <= MAX_CACHED) return;
-    for (const [key, counter] of cache) {
-      if (writes.has(key)) continue;
-      if (counter === null || forgotten(counter, now)) cache.delete(key);
-    }
-    for (const key of cache.keys()) {
-      if (cache.size <= MAX_CACHED / 2) break;
-      if (!writes.has(key)) cache.delete(key);
-    }
-  };
+  const clear = (key: string): Promise<void | undefined> => updateVersioned(versioned, key, () => ({ value: null, result: undefined }));
 
   /** Drops forgotten counters from storage, at most once per SWEEP_MS, off the login's path. */
   const sweep = (now: number): void => {
-    if (storage === undefined || now - lastSweep < SWEEP_MS) return;
+    if (now - lastSweep < SWEEP_MS) return;
     lastSweep = now;
     void (async () => {
       for (const key of await storage.getKeys(LOGIN_THROTTLE_PREFIX)) {
-        if (writes.has(key) || loading.has(key)) continue;
-        let counter = cache.get(key);
-        if (counter === undefined) {
-          counter = asCounter(await storage.getItem(key));
-          // A try that touched the key meanwhile owns it now.
-          if (cache.has(key) || loading.has(key) || writes.has(key)) continue;
-        }
-        if (counter !== null && !forgotten(counter, clock.now())) continue;
-        // Removed through the key's write chain, so a try counted meanwhile is written after it.
-        cache.set(key, null);
-        await persist(key);
-        if (cache.get(key) === null) cache.delete(key);
+        // By compare-and-set: a try counted meanwhile (here or on another worker) keeps its counter.
+        await updateVersioned(versioned, key, (text) => {
+          const counter = parseCounter(text);
+          return counter !== null && !forgotten(counter, clock.now()) ? undefined : { value: null, result: undefined };
+        });
       }
     })().catch(() => undefined);
   };
@@ -188,38 +139,38 @@ export function createLoginThrottle(options: { readonly storage?: KeyValue; read
         keyOf("pair", `${username}\n${bucket}`),
         keyOf("account", username),
       ]);
-      await loadAll([addressKey, pairKey, accountKey]);
-      // From here to the counting nothing awaits, so two tries cannot both read the same count.
-      const now = clock.now();
-      const byAddress = current(addressKey, now);
-      const byPair = current(pairKey, now);
-      const byAccount = current(accountKey, now);
-      const addressWait = byAddress === null ? 0 : byAddress.last + delayAfter(byAddress.failures, ADDRESS_LIMIT) - now;
-      const pairDelay = byPair === null ? 0 : Math.max(delayAfter(byPair.failures, PAIR_LIMIT), byAccount === null ? 0 : delayAfter(byAccount.failures, ACCOUNT_LIMIT));
-      const pairWait = byPair === null ? 0 : byPair.last + pairDelay - now;
-      if (addressWait > 0 || pairWait > 0) {
-        const wait = Math.max(addressWait, pairWait);
-        return { allowed: false, retryAfterMs: wait, retryAtMs: now + wait, scope: addressWait >= pairWait ? "address" : "account" };
-      }
-      for (const key of [addressKey, pairKey, accountKey]) adjust(key, 1, now);
-      // Counted in storage before the password is checked, so a crash mid-check does not refund it.
-      const written = Promise.all([persist(addressKey), persist(pairKey), persist(accountKey)]);
-      trimCache(now);
-      sweep(now);
-      await written;
-      return {
-        allowed: true,
-        attempt: {
-          async succeeded() {
-            await loadAll([addressKey, pairKey, accountKey]);
-            const at = clock.now();
-            adjust(addressKey, -1, at);
-            adjust(accountKey, -1, at);
-            cache.set(pairKey, null);
-            await Promise.all([persist(addressKey), persist(pairKey), persist(accountKey)]);
+      for (let attempt = 0; attempt < CAS_MAX_ATTEMPTS; attempt++) {
+        const [byAddressRead, byPairRead, byAccountRead] = await Promise.all([addressKey, pairKey, accountKey].map((key) => versioned.read(key)));
+        const now = clock.now();
+        const byAddress = live(parseCounter(byAddressRead!.value), now);
+        const byPair = live(parseCounter(byPairRead!.value), now);
+        const byAccount = live(parseCounter(byAccountRead!.value), now);
+        const addressWait = byAddress === null ? 0 : byAddress.last + delayAfter(byAddress.failures, ADDRESS_LIMIT) - now;
+        const pairDelay = byPair === null ? 0 : Math.max(delayAfter(byPair.failures, PAIR_LIMIT), byAccount === null ? 0 : delayAfter(byAccount.failures, ACCOUNT_LIMIT));
+        const pairWait = byPair === null ? 0 : byPair.last + pairDelay - now;
+        if (addressWait > 0 || pairWait > 0) {
+          const wait = Math.max(addressWait, pairWait);
+          return { allowed: false, retryAfterMs: wait, retryAtMs: now + wait, scope: addressWait >= pairWait ? "address" : "account" };
+        }
+        // The address counter is the guard of the decision: every try from this address (any
+        // account, any worker) changes it, so two tries cannot both pass on the same counts; the
+        // loser decides again on the new ones. Counted before the password is checked, so a crash
+        // mid-check does not refund it.
+        const counted = await versioned.write(addressKey, encode((byAddress?.failures ?? 0) + 1, now), byAddressRead!.version);
+        if (!counted) continue;
+        await Promise.all([adjust(pairKey, 1, now), adjust(accountKey, 1, now)]);
+        sweep(now);
+        return {
+          allowed: true,
+          attempt: {
+            async succeeded() {
+              const at = clock.now();
+              await Promise.all([adjust(addressKey, -1, at), adjust(accountKey, -1, at), clear(pairKey)]);
+            },
           },
-        },
-      };
+        };
+      }
+      throw new VersionedConflictError(addressKey);
     },
   };
 }

@@ -130,6 +130,7 @@ export function createMemoryMiddleware(config?: MemoryConfigInput, deps: MemoryM
       store = createMemoryStore(storage, runtime.services.clock, {
         config: settings,
         extractor,
+        ...(runtime.services.versioned ? { versioned: runtime.services.versioned } : {}),
         ...(deps.onError ? { onError: deps.onError } : {}),
       });
       owned.set(storage, store);

@@ -5,6 +5,8 @@ import { newId } from "../../core/ids.ts";
 import { estimateTokens as approximateTokens } from "../../core/tokens.ts";
 import { isOneOf } from "../../extension-api/one-of.ts";
 import type { KeyValue } from "../../ports/key-value.ts";
+import type { VersionedKeyValue } from "../../ports/versioned-key-value.ts";
+import { parseStoredJson, updateVersioned, versionedOver } from "../../storage/versioned.ts";
 import type { Clock } from "../../ports/runtime-ports.ts";
 import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { MemoryConfigSchema, type MemoryConfig, type MemoryConfigInput } from "./config.ts";
@@ -86,7 +88,10 @@ const RecordSchema = v.object({
 });
 
 async function readRecord(storage: KeyValue, userId: string): Promise<{ record: MemoryRecord; malformed: boolean }> {
-  const raw = await storage.getItem(memoryKey(userId));
+  return parseRecord(await storage.getItem(memoryKey(userId)));
+}
+
+function parseRecord(raw: unknown): { record: MemoryRecord; malformed: boolean } {
   if (raw === null || raw === undefined) return { record: { version: 1, facts: [], watermarks: {} }, malformed: false };
   const parsed = v.safeParse(RecordSchema, raw);
   if (!parsed.success) return { record: { version: 1, facts: [], watermarks: {} }, malformed: true };
@@ -224,6 +229,12 @@ export interface MemoryStoreOptions {
    * observers see them. Not applied to a given `extractor`, which makes its own calls.
    */
   readonly observeSystemCall?: SystemModelCallHook;
+  /**
+   * Compare-and-set over the same keys as `storage`: an update merges onto the record as it is
+   * when written, retried on conflict, so two workers extracting for one user both keep their
+   * facts. Default: the in-process one over `storage` (one process).
+   */
+  readonly versioned?: VersionedKeyValue;
   /** Called for every failed update; the update is retried with the thread's next turn. */
   readonly onError?: (error: unknown, update: { userId: string; threadId: string }) => void;
 }
@@ -291,12 +302,14 @@ interface Pending {
 /**
  * A memory store over KeyValue. Timers run on `clock`, so a ManualClock drives the debounce in
  * tests. Updates for one thread coalesce (the latest conversation wins, since it contains the
- * earlier one); updates for one user run one at a time, since each rewrites the user's record.
+ * earlier one); updates for one user run one at a time here, and the record is written by
+ * compare-and-set, so an update of another worker in between is merged onto, never overwritten.
  */
 export function createMemoryStore(storage: KeyValue, clock: Clock, options: MemoryStoreOptions = {}): MemoryStore {
   const settings = parseMiddlewareConfig(MemoryConfigSchema, options.config, "memory");
   requireNamedModel(settings, options);
   const extractor = selectMemoryExtractor(options, settings);
+  const versioned = options.versioned ?? versionedOver(storage);
   const debounceMs = settings.debounce_seconds * 1000;
   const pending = new Map<string, Pending>();
   const running = new Set<Promise<void>>();
@@ -330,40 +343,56 @@ export function createMemoryStore(storage: KeyValue, clock: Clock, options: Memo
 
   const keyOf = (update: { userId: string; threadId: string }) => JSON.stringify([update.userId, update.threadId]);
 
+  const malformedError = (userId: string) =>
+    new MemoryStoreError(
+      "memory_record_malformed",
+      `The memory record at "${memoryKey(userId)}" is not a deerflow-edge memory record, so it was left untouched; ` +
+        "fix or delete it, and new memories are saved again.",
+    );
+
   async function apply(update: MemoryUpdate): Promise<void> {
-    const { record, malformed } = await readRecord(storage, update.userId);
-    if (malformed) {
-      throw new MemoryStoreError(
-        "memory_record_malformed",
-        `The memory record at "${memoryKey(update.userId)}" is not a deerflow-edge memory record, so it was left untouched; ` +
-          "fix or delete it, and new memories are saved again.",
-      );
-    }
+    const key = memoryKey(update.userId);
+    const read = async () => {
+      const { value } = await versioned.read(key);
+      return parseRecord(parseStoredJson(value));
+    };
+    const { record, malformed } = await read();
+    if (malformed) throw malformedError(update.userId);
     const mark = record.watermarks[update.threadId];
     const start = mark === undefined ? 0 : update.messages.findIndex((message) => message.id === mark) + 1;
     const fresh = update.messages.slice(start);
     if (fresh.length === 0) return;
     const now = new Date(clock.now()).toISOString();
-    let facts = record.facts;
-    if (fresh.some((message) => message.role === "user")) {
-      const candidates = await extractor({ userId: update.userId, threadId: update.threadId, messages: fresh, existing: facts });
-      facts = mergeFacts(facts, Array.isArray(candidates) ? candidates : [], {
-        maxFacts: settings.max_facts,
-        confidenceThreshold: settings.fact_confidence_threshold,
-        now,
-        threadId: update.threadId,
-      });
+    // Extracted once, against the facts read here; merged below onto the record as it is when written.
+    let candidates: readonly MemoryFact[] = [];
+    const fromUser = fresh.some((message) => message.role === "user");
+    if (fromUser) {
+      const extracted = await extractor({ userId: update.userId, threadId: update.threadId, messages: fresh, existing: record.facts });
+      candidates = Array.isArray(extracted) ? extracted : [];
     }
-    const watermarks = { ...record.watermarks };
     const lastId = fresh.at(-1)?.id;
-    if (lastId !== undefined) {
-      // Re-inserting moves the thread to the newest end, so the oldest thread is forgotten first.
-      delete watermarks[update.threadId];
-      watermarks[update.threadId] = lastId;
-      const threads = Object.keys(watermarks);
-      for (const thread of threads.slice(0, Math.max(0, threads.length - MAX_THREAD_WATERMARKS))) delete watermarks[thread];
-    }
-    await storage.setItem(memoryKey(update.userId), { version: 1, facts, watermarks, updatedAt: now });
+    await updateVersioned(versioned, key, (text) => {
+      const current = parseRecord(parseStoredJson(text));
+      if (current.malformed) throw malformedError(update.userId);
+      const facts =
+        !fromUser
+          ? current.record.facts
+          : mergeFacts(current.record.facts, candidates, {
+              maxFacts: settings.max_facts,
+              confidenceThreshold: settings.fact_confidence_threshold,
+              now,
+              threadId: update.threadId,
+            });
+      const watermarks = { ...current.record.watermarks };
+      if (lastId !== undefined) {
+        // Re-inserting moves the thread to the newest end, so the oldest thread is forgotten first.
+        delete watermarks[update.threadId];
+        watermarks[update.threadId] = lastId;
+        const threads = Object.keys(watermarks);
+        for (const thread of threads.slice(0, Math.max(0, threads.length - MAX_THREAD_WATERMARKS))) delete watermarks[thread];
+      }
+      return { value: JSON.stringify({ version: 1, facts, watermarks, updatedAt: now }), result: undefined };
+    });
   }
 
   function start(key: string): void {
