@@ -78,6 +78,7 @@ export { createSandboxTools } from "./tools/sandbox-tools.ts";
 export { SandboxAuthorizationError } from "./sandbox/acquire.ts";
 export { createVirtualSandboxProvider } from "./sandbox/virtual.ts";
 export { createMemoryKeyValue } from "./storage/key-value.ts";
+export { KeyValueVersioned, versionedOver, updateVersioned, VersionedConflictError } from "./storage/versioned.ts";
 export { KeyValueCheckpointSaver } from "./runtime/kv-checkpointer.ts";
 export { assembleLeadAgent, buildLeadMiddlewares, LEAD_AGENT_NAME, type LeadAgentAssembly } from "./agents/lead-agent.ts";
 export { describeAgent, describeMiddleware } from "./agents/assembly-descriptor.ts";

@@ -82,6 +82,8 @@ const STATUS_BY_CODE = {
   thread_not_found: 404,
   not_authenticated: 401,
   permission_denied: 403,
+  // A record that kept changing under a compare-and-set update (several workers writing it).
+  storage_write_conflict: 409,
 } as const satisfies Readonly<Record<string, ContentfulStatusCode>>;
 
 function statusOfCode(code: string): ContentfulStatusCode | undefined {

@@ -110,6 +110,7 @@ const SAMPLES: Readonly<Record<string, () => Error>> = {
   ThreadDataError: () => new lib.ThreadDataError("thread_id_required", "no thread id"),
   ThreadStateError: () => new lib.ThreadStateError("checkpoint_not_found", "no checkpoint c"),
   ThreadStoreError: () => new lib.ThreadStoreError("invalid_thread_id", "bad id"),
+  VersionedConflictError: () => new lib.VersionedConflictError("threads:t1"),
 };
 
 /** Exported from their modules for their own family only, and caught where they are raised. */
