@@ -23,6 +23,8 @@ export interface ScriptedModel {
   calls(): number;
   /** Calls whose client went away before the answer (a run cancelled or a worker killed mid-call). */
   abandoned(): number;
+  /** The system messages of the calls whose first user message contains `text` (what a run was told: injected memory, say). */
+  systemPromptsFor(text: string): string[];
   setDelay(ms: number): void;
   close(): Promise<void>;
 }
@@ -104,6 +106,7 @@ export async function startScriptedModel(options: ScriptedModelOptions = {}): Pr
   let delayMs = options.delayMs ?? 0;
   let calls = 0;
   let abandoned = 0;
+  const seen: Array<{ firstUser: string; system: string }> = [];
   const answer = async (req: IncomingMessage, res: ServerResponse) => {
     if (req.method !== "POST" || !req.url?.endsWith("/chat/completions")) {
       res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: `no route ${req.method} ${req.url}`, type: "test_error" } }));
@@ -113,6 +116,8 @@ export async function startScriptedModel(options: ScriptedModelOptions = {}): Pr
     const messages = (Array.isArray(body.messages) ? body.messages : []) as ChatMessage[];
     const reply = replyTo(messages, Array.isArray(body.tools) && body.tools.length > 0);
     const wait = scriptOf(messages).delayMs ?? delayMs;
+    const text = (m: ChatMessage | undefined) => (typeof m?.content === "string" ? m.content : JSON.stringify(m?.content ?? ""));
+    seen.push({ firstUser: text(messages.find((m) => m.role === "user")), system: messages.filter((m) => m.role === "system").map(text).join("\n") });
     let gone = false;
     res.on("close", () => {
       if (!res.writableFinished) gone = true;
@@ -142,6 +147,7 @@ export async function startScriptedModel(options: ScriptedModelOptions = {}): Pr
     baseUrl: `${listening.url}/v1`,
     calls: () => calls,
     abandoned: () => abandoned,
+    systemPromptsFor: (text) => seen.filter((call) => call.firstUser.includes(text)).map((call) => call.system),
     setDelay: (ms) => void (delayMs = ms),
     close: listening.close,
   };
