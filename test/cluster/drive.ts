@@ -51,8 +51,8 @@ export async function startRun(cluster: Cluster, threadId: string, options: Para
   return row;
 }
 
-export async function getRun(cluster: Cluster, threadId: string, runId: string, worker?: number): Promise<RunRow> {
-  const response = await api(cluster, `/threads/${threadId}/runs/${runId}`, worker === undefined ? {} : { worker });
+export async function getRun(cluster: Cluster, threadId: string, runId: string, worker?: number, headers: Record<string, string> = {}): Promise<RunRow> {
+  const response = await api(cluster, `/threads/${threadId}/runs/${runId}`, { headers, ...(worker === undefined ? {} : { worker }) });
   if (response.status !== 200) throw new Error(`GET run ${runId} answered ${response.status}: ${await response.text()}`);
   return (await response.json()) as RunRow;
 }
@@ -64,13 +64,15 @@ export async function waitForRun(
   runId: string,
   done: (row: RunRow) => boolean,
   limitMs = 60_000,
+  /** Credentials, where auth is on. */
+  headers: Record<string, string> = {},
 ): Promise<RunRow> {
   const start = performance.now();
-  let row = await getRun(cluster, threadId, runId);
+  let row = await getRun(cluster, threadId, runId, undefined, headers);
   while (!done(row)) {
     if (performance.now() - start > limitMs) throw new Error(`run ${runId} is still ${row.status} after ${limitMs} ms\n${cluster.output().slice(-4000)}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
-    row = await getRun(cluster, threadId, runId);
+    row = await getRun(cluster, threadId, runId, undefined, headers);
   }
   return row;
 }

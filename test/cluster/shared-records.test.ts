@@ -82,7 +82,7 @@ describe("records shared by the workers (session sign-in on)", () => {
       }),
     );
     for (const run of runs) {
-      const row = await waitForRun(cluster, run.thread_id, run.run_id, isTerminal);
+      const row = await waitForRun(cluster, run.thread_id, run.run_id, isTerminal, 60_000, session!.headers);
       expect(row.status).toBe("success");
     }
     // Past every debounce (1 s) and its write.
@@ -99,8 +99,8 @@ describe("records shared by the workers (session sign-in on)", () => {
       });
       expect(response.status, await response.clone().text()).toBe(200);
       await response.text();
-      const system = cluster.model.systemPromptsFor(marker).join("\n");
-      const missing = facts.filter((fact) => !system.includes(fact));
+      const prompt = cluster.model.promptsFor(marker).join("\n");
+      const missing = facts.filter((fact) => !prompt.includes(fact));
       expect(missing, `facts injected on worker ${worker}`).toEqual([]);
     }
   });
