@@ -2,7 +2,7 @@
 // One JWT secret for the deployment (a session signed in on one worker is valid on the others);
 // failed sign-ins counted across workers, not per worker; memory extractions of one user on
 // several workers at once keep every fact. The official checkpoint conformance suite on the
-// PostgreSQL saver runs in the checkpoint pass (test/checkpoint/postgres.test.ts).
+// PostgreSQL saver is the postgres driver's own, in the checkpoint pass (vitest.checkpoint.config.ts).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashPassword } from "../../src/gateway/auth/password.ts";
 import { startCluster, stopCluster, type Cluster } from "./harness.ts";
