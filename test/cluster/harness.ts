@@ -155,10 +155,11 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       const index = slots.length;
       const label = `${index}-${runtime}`;
       const configPath = join(dir, `worker-${index}.yaml`);
-      // JSON is YAML.
-      await writeFile(configPath, JSON.stringify(workerConfig(label, model, counter, options)));
+      // Taken before the first await: slots are added side by side.
       const slot: WorkerSlot = { index, runtime, label, server: undefined, up: false, configPath, past: "" };
       slots.push(slot);
+      // JSON is YAML.
+      await writeFile(configPath, JSON.stringify(workerConfig(label, model, counter, options)));
       return slot;
     };
     const view = (slot: WorkerSlot): ClusterWorker => ({
