@@ -21,7 +21,8 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     // The checkpoint conformance suite needs vitest globals: vitest.checkpoint.config.ts runs it.
-    exclude: [...configDefaults.exclude, "test/checkpoint/**"],
+    // The cluster suite starts PostgreSQL and gateway processes: vitest.cluster.config.ts runs it.
+    exclude: [...configDefaults.exclude, "test/checkpoint/**", "test/cluster/**"],
     pool,
     setupFiles,
     testTimeout: 20_000,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # npm test: type-check, the whole vitest suite on Node (plus the official LangGraph checkpoint
 # conformance suite against our KeyValue checkpointer over memory and fs, and inside Deno over Deno
-# KV), then test/portable/ inside Deno and Bun.
+# KV, and the cluster suite: PostgreSQL and gateway workers on Node, Deno and Bun behind a proxy),
+# then test/portable/ inside Deno and Bun.
 # Prints "<runtime>: N passed, N failed" per runtime and a closing "N passed, N failed" line summed
 # over the runtimes; exits non-zero if the type check or any runtime failed.
 set -u
@@ -54,6 +55,7 @@ DENO_SPAWNS=(test/portable/process-runner.test.ts test/portable/sandbox-contract
 
 run node vitest run
 run checkpoint vitest run -c vitest.checkpoint.config.ts
+run cluster vitest run -c vitest.cluster.config.ts
 run checkpoint-deno "${deno_run[@]}" --allow-write="$deno_tmp,$PWD/.reports" node_modules/vitest/vitest.mjs run --configLoader native -c vitest.checkpoint.config.ts
 run checkpoint-deno-kv env CHECKPOINT_STORE=deno-kv "${deno_run[@]}" --allow-write="$deno_tmp,$PWD/.reports" node_modules/vitest/vitest.mjs run --configLoader native -c vitest.checkpoint.config.ts
 run checkpoint-bun bun --bun vitest run -c vitest.checkpoint.config.ts
@@ -62,7 +64,7 @@ run deno-spawn "${deno_run[@]}" --allow-write --allow-run node_modules/vitest/vi
 run bun bun --bun vitest run test/portable
 
 tp=0; tf=0
-for rt in node checkpoint checkpoint-deno checkpoint-deno-kv checkpoint-bun deno deno-spawn bun; do
+for rt in node checkpoint cluster checkpoint-deno checkpoint-deno-kv checkpoint-bun deno deno-spawn bun; do
   line=$(node -e '
     const fs = require("fs");
     try {
