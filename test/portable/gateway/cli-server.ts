@@ -26,18 +26,30 @@ export interface CliOptions {
   readonly denoFlags?: readonly string[];
 }
 
-/** The command that runs `<runtime>'s CLI <command>`, with the executable of the runtime running now. */
-export function cliCommand(runtime: CliRuntime, options: CliOptions = {}, command = "serve"): { command: string; args: string[] } {
+/** The bun binary the project installs (node_modules/.bin/bun), whatever runtime runs the test. */
+export const BUN_BINARY = join(root, "node_modules/.bin/bun");
+
+/**
+ * The executable of `runtime`: the one running now when it is that runtime, else the one the
+ * project installs (deno, bun) or `node` on PATH, so one test process can start all three.
+ */
+function executableOf(runtime: CliRuntime): string {
   const g = globalThis as { Deno?: { execPath(): string } };
+  if (runtime === currentRuntime()) return g.Deno ? g.Deno.execPath() : process.execPath;
+  return runtime === "deno" ? DENO_BINARY : runtime === "bun" ? BUN_BINARY : "node";
+}
+
+/** The command that runs `<runtime>'s CLI <command>` (see executableOf for which executable). */
+export function cliCommand(runtime: CliRuntime, options: CliOptions = {}, command = "serve"): { command: string; args: string[] } {
   if (runtime === "deno") {
     const flags = options.denoFlags ?? DENO_CLI_FLAGS;
-    return { command: g.Deno!.execPath(), args: ["run", "--config", join(root, "deno.json"), ...flags, join(root, "adapters/deno/cli.ts"), command] };
+    return { command: executableOf("deno"), args: ["run", "--config", join(root, "deno.json"), ...flags, join(root, "adapters/deno/cli.ts"), command] };
   }
-  if (runtime === "bun") return { command: process.execPath, args: [join(root, "adapters/bun/cli.ts"), command] };
+  if (runtime === "bun") return { command: executableOf("bun"), args: [join(root, "adapters/bun/cli.ts"), command] };
   // tsx's loader in this process rather than the tsx command, which would run the server in a
   // grandchild: a SIGKILL must reach the server itself, and its RSS be the server's.
   const loader = pathToFileURL(join(root, "node_modules/tsx/dist/loader.mjs")).href;
-  return { command: process.execPath, args: ["--import", loader, join(root, "adapters/node/cli.ts"), command] };
+  return { command: executableOf("node"), args: ["--import", loader, join(root, "adapters/node/cli.ts"), command] };
 }
 
 export interface CliServer {
@@ -45,6 +57,8 @@ export interface CliServer {
   readonly child: ChildProcess;
   /** SIGKILL, and wait for the process to be gone. */
   kill(): Promise<void>;
+  /** Settles once the process has exited (however it ended). */
+  readonly exited: Promise<void>;
   /** What the server wrote so far (for failure messages). */
   output(): string;
 }
@@ -81,7 +95,8 @@ export async function cliWorkspace(config: Record<string, unknown> = {}, env: Re
 /** What the CLI's serve prints once it listens; the URL is the first group. */
 const CLI_URL = /deerflow-edge gateway · (http:\/\/[^\s]+)/;
 
-async function startCli(runtime: CliRuntime, configPath: string, env: Record<string, string>, options: CliOptions): Promise<CliServer> {
+/** `<runtime>'s CLI serve --config <configPath>` on a free loopback port, once it listens. */
+export async function startCli(runtime: CliRuntime, configPath: string, env: Record<string, string>, options: CliOptions = {}): Promise<CliServer> {
   const { command, args } = cliCommand(runtime, options);
   return spawnServer(`${runtime} CLI`, command, [...args, "--port", "0", "--host", "127.0.0.1", "--config", configPath], {
     cwd: dirname(configPath),
@@ -164,6 +179,7 @@ async function spawnServer(
   return {
     url,
     child,
+    exited,
     output: () => out,
     async kill() {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
