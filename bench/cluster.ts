@@ -21,8 +21,9 @@
  * end over raw fetch (bench/gateway-sse.ts), checked: an `end` frame, no `error` frame, the final
  * state the model's script ends in. Through the proxy by default (thread and run usually land on
  * different workers, as behind a load balancer); BENCH_CLUSTER_ROUTE=direct pins each client to
- * one worker instead. First BENCH_CLUSTER_WARMUP_SECONDS unmeasured, then BENCH_CLUSTER_SECONDS
- * measured; a client starts no run after the deadline, runs in flight finish and count.
+ * one worker instead. The loop never pauses: a warm-up (at least BENCH_CLUSTER_WARMUP_SECONDS and
+ * one run per client), then a window of at least BENCH_CLUSTER_SECONDS and two runs per client
+ * on average (at most 4 × BENCH_CLUSTER_SECONDS); a run counts when it completes in the window.
  *
  * Remote reader: with two workers up, BENCH_CLUSTER_FRAME_RUNS runs are started on worker 0
  * (scripted, 4 tool steps at 20 ms, so frames keep coming after the readers joined) and joined
@@ -108,6 +109,8 @@ interface Point {
   runs: number;
   errors: number;
   first_error?: string;
+  /** Failed runs in warm-up or drain (they fail the bench as well). */
+  errors_outside_window?: number;
   elapsed_s: number;
   runs_per_s: number;
   run_ms: { p50: number; p99: number };
@@ -136,52 +139,70 @@ function targetFor(cluster: Cluster, client: number, workers: number): Target {
   return { apiUrl: `${worker.url}/api`, assistantId: ASSISTANT };
 }
 
+/**
+ * The clients loop without a break from warm-up to the end; a run counts when it completes inside
+ * the measured window, so no ramp-up or drain lands in the figure. Warm-up lasts until every client
+ * finished a run (and at least BENCH_CLUSTER_WARMUP_SECONDS); the window until every client
+ * finished two more on average (and at least BENCH_CLUSTER_SECONDS, at most four times that), so a
+ * loaded machine with runs of seconds still gives a window of several runs per client.
+ */
 async function closedLoop(cluster: Cluster, workers: number, model: ModelCase, storage: Storage): Promise<Point> {
   const clients = clientsPerWorker * workers;
-  const phase = async (phaseSeconds: number) => {
-    const runMs: number[] = [];
-    const loopMs: number[] = [];
-    const errors: string[] = [];
-    const started = performance.now();
-    const deadline = started + phaseSeconds * 1000;
-    await Promise.all(
-      Array.from({ length: clients }, async (_, client) => {
-        const target = targetFor(cluster, client, workers);
-        while (performance.now() < deadline) {
-          const loopStart = performance.now();
-          try {
-            const threadId = await createThread(target);
-            const outcome = await streamRun(target, threadId, model.body);
-            if (outcome.errorFrame !== undefined) throw new LoadError(`error frame ${outcome.errorFrame.slice(0, 300)}`);
-            if (!outcome.ended) throw new LoadError("the stream ended without an end frame");
-            const problem = model.check(outcome.lastValues);
-            if (problem !== null) throw new LoadError(problem);
-            runMs.push(outcome.totalMs);
-            loopMs.push(performance.now() - loopStart);
-          } catch (error) {
-            errors.push(error instanceof Error ? error.message : String(error));
-            // A cluster that refuses at once would otherwise spin this loop.
-            await new Promise((resolve) => setTimeout(resolve, 50));
-          }
-        }
-      }),
-    );
-    return { runMs, loopMs, errors, elapsedS: (performance.now() - started) / 1000 };
+  const done: Array<{ at: number; runMs: number; loopMs: number }> = [];
+  const failed: Array<{ at: number; message: string }> = [];
+  const finishedOne = new Set<number>();
+  let stop = false;
+  const loops = Array.from({ length: clients }, async (_, client) => {
+    const target = targetFor(cluster, client, workers);
+    while (!stop) {
+      const loopStart = performance.now();
+      try {
+        const threadId = await createThread(target);
+        const outcome = await streamRun(target, threadId, model.body);
+        if (outcome.errorFrame !== undefined) throw new LoadError(`error frame ${outcome.errorFrame.slice(0, 300)}`);
+        if (!outcome.ended) throw new LoadError("the stream ended without an end frame");
+        const problem = model.check(outcome.lastValues);
+        if (problem !== null) throw new LoadError(problem);
+        done.push({ at: performance.now(), runMs: outcome.totalMs, loopMs: performance.now() - loopStart });
+        finishedOne.add(client);
+      } catch (error) {
+        failed.push({ at: performance.now(), message: error instanceof Error ? error.message : String(error) });
+        // A cluster that refuses at once would otherwise spin this loop.
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }
+  });
+  const until = async (condition: () => boolean) => {
+    while (!condition()) await new Promise((resolve) => setTimeout(resolve, 20));
   };
-  await phase(warmupSeconds);
-  const { runMs, loopMs, errors, elapsedS } = await phase(seconds);
+  const started = performance.now();
+  const warmupCap = started + Math.max(60_000, warmupSeconds * 4000);
+  await until(() => performance.now() >= warmupCap || (performance.now() - started >= warmupSeconds * 1000 && finishedOne.size === clients));
+  const from = performance.now();
+  const counted = () => done.filter((r) => r.at >= from).length;
+  await until(() => {
+    const elapsed = performance.now() - from;
+    return elapsed >= seconds * 4000 || (elapsed >= seconds * 1000 && counted() >= 2 * clients);
+  });
+  const to = performance.now();
+  stop = true;
+  await Promise.all(loops);
+  const measured = done.filter((r) => r.at >= from && r.at <= to);
+  const errors = failed.filter((f) => f.at >= from && f.at <= to);
+  const elapsedS = (to - from) / 1000;
   return {
     model: model.name,
     storage,
     workers,
     clients,
-    runs: runMs.length,
+    runs: measured.length,
     errors: errors.length,
-    ...(errors.length > 0 ? { first_error: errors[0]!.slice(0, 400) } : {}),
+    ...(errors.length > 0 ? { first_error: errors[0]!.message.slice(0, 400) } : {}),
+    ...(failed.length > errors.length ? { errors_outside_window: failed.length - errors.length } : {}),
     elapsed_s: round3(elapsedS),
-    runs_per_s: round3(runMs.length / elapsedS),
-    run_ms: pct(runMs),
-    loop_ms: pct(loopMs),
+    runs_per_s: round3(measured.length / elapsedS),
+    run_ms: pct(measured.map((r) => r.runMs)),
+    loop_ms: pct(measured.map((r) => r.loopMs)),
   };
 }
 
@@ -219,7 +240,7 @@ async function remoteReader(cluster: Cluster): Promise<Record<string, unknown>> 
     const text = await created.text();
     if (!created.ok) throw new LoadError(`POST /threads/{id}/runs on worker 0 answered ${created.status}: ${text.slice(0, 300)}`);
     const runId = (JSON.parse(text) as { run_id: string }).run_id;
-    let connectedAt = [0, 0];
+    const connectedAt = [0, 0];
     const liveFrom = () => Math.ceil(Math.max(...connectedAt));
     const [far, near] = await Promise.all([
       joinDelays(remote, threadId, runId, () => (connectedAt[0] = performance.timeOrigin + performance.now()), liveFrom),
@@ -229,7 +250,6 @@ async function remoteReader(cluster: Cluster): Promise<Record<string, unknown>> 
     if (i === 0) continue;
     remoteDelays.push(...far.delays);
     localDelays.push(...near.delays);
-    connectedAt = [0, 0];
   }
   const remoteP = pct(remoteDelays);
   const localP = pct(localDelays);
@@ -304,7 +324,7 @@ async function main(): Promise<void> {
     const mem = at(name, "memory", 1)!;
     pgCost[name] = { runs_per_s: round3(mem.runs_per_s / one.runs_per_s), run_p50: round3(one.run_ms.p50 / mem.run_ms.p50) };
   }
-  const errors = points.reduce((sum, p) => sum + p.errors, 0);
+  const errors = points.reduce((sum, p) => sum + p.errors + (p.errors_outside_window ?? 0), 0);
   const remoteP99 = (remote?.["remote_delay_ms"] as { p99: number } | undefined)?.p99;
   emit({
     bench: BENCH,
