@@ -301,7 +301,12 @@ async function main(): Promise<void> {
       for (const model of workers % 2 === 0 ? [...MODELS].reverse() : MODELS) record(await closedLoop(cluster, workers, model, "postgres"));
       if (workers === 2 && frameRuns > 0) {
         log("remote reader delay");
-        remote = await remoteReader(cluster);
+        // A failure here fails the bench too, after the remaining points were measured.
+        remote = await remoteReader(cluster).catch((error: unknown) => ({
+          bench: BENCH,
+          case: "remote_reader",
+          error: (error instanceof Error ? error.message : String(error)).slice(0, 400),
+        }));
         emit(remote);
       }
     }
@@ -353,7 +358,10 @@ async function main(): Promise<void> {
       remote_delay_ms: "receive time on a reader joined through another worker − the frame id's <epoch_ms> publish stamp",
     },
   });
-  if (errors > 0 || twice > 0) throw new Error(`${errors} runs failed and ${twice} runs executed twice; see the point lines`);
+  const remoteError = remote?.["error"];
+  if (errors > 0 || twice > 0 || remoteError !== undefined) {
+    throw new Error(`${errors} runs failed, ${twice} runs executed twice${remoteError === undefined ? "" : `, the remote reader failed (${String(remoteError)})`}; see the JSON lines`);
+  }
 }
 
 runBench(BENCH, main);
