@@ -82,9 +82,16 @@ export async function streamRun(target: Target, threadId: string, body: Record<s
     else if (event === "error") errorFrame = data;
   };
 
+  await readFrames(response.body, onFrame);
+
+  return { frames, framesByEvent, firstFrameMs, firstDataFrameMs, totalMs: performance.now() - started, ended, lastValues, errorFrame };
+}
+
+/** Reads an SSE body to its end, handing each frame to `onFrame` as soon as its bytes arrived. */
+export async function readFrames(body: ReadableStream<Uint8Array>, onFrame: (event: string, data: string, id: string | undefined) => void): Promise<void> {
   const decoder = new TextDecoder();
   let buffer = "";
-  const reader = response.body.getReader();
+  const reader = body.getReader();
   for (;;) {
     const { value, done } = await reader.read();
     if (done) break;
@@ -93,12 +100,10 @@ export async function streamRun(target: Target, threadId: string, body: Record<s
   }
   buffer += decoder.decode();
   parseFrames(`${buffer}\n\n`, onFrame);
-
-  return { frames, framesByEvent, firstFrameMs, firstDataFrameMs, totalMs: performance.now() - started, ended, lastValues, errorFrame };
 }
 
-/** Hands every complete frame in `buffer` to `onFrame`; returns the incomplete rest. */
-export function parseFrames(buffer: string, onFrame: (event: string, data: string) => void): string {
+/** Hands every complete frame in `buffer` to `onFrame` (with its `id` line, if any); returns the incomplete rest. */
+export function parseFrames(buffer: string, onFrame: (event: string, data: string, id: string | undefined) => void): string {
   const text = buffer.includes("\r") ? buffer.replace(/\r\n?/g, "\n") : buffer;
   let start = 0;
   for (;;) {
@@ -109,6 +114,7 @@ export function parseFrames(buffer: string, onFrame: (event: string, data: strin
     let event = "";
     const data: string[] = [];
     let fields = 0;
+    let id: string | undefined;
     for (const line of block.split("\n")) {
       if (line === "" || line.startsWith(":")) continue;
       const colon = line.indexOf(":");
@@ -116,9 +122,10 @@ export function parseFrames(buffer: string, onFrame: (event: string, data: strin
       const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
       if (name === "event") (event = value), fields++;
       else if (name === "data") data.push(value), fields++;
-      else if (name === "id" || name === "retry") fields++;
+      else if (name === "id") (id = value), fields++;
+      else if (name === "retry") fields++;
     }
-    if (fields > 0 && (event !== "" || data.length > 0)) onFrame(event || "message", data.join("\n"));
+    if (fields > 0 && (event !== "" || data.length > 0)) onFrame(event || "message", data.join("\n"), id);
   }
   return text.slice(start);
 }

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # npm run bench: runs every bench (bench/chain-overhead.ts, bench/tool-side.ts, bench/delegation.ts,
 # bench/extensions.ts, bench/gateway.ts, bench/uploads.ts, bench/crash-journal.ts, bench/gateway-limits.ts,
-# bench/sandbox-runaway.ts, bench/cli-start.ts, bench/worker-bundle.ts) under Node (tsx),
-# Deno and Bun, one after the other. Every JSON line is echoed and appended to
+# bench/sandbox-runaway.ts, bench/cli-start.ts, bench/worker-bundle.ts, bench/cluster.ts) under Node (tsx),
+# Deno and Bun, one after the other; bench/cluster.ts (gateway workers over one PostgreSQL, which it
+# starts and drives from Node) only under Node. Every JSON line is echoed and appended to
 # bench/results/<bench>-<UTC date>.jsonl (git-ignored).
 # A run that fails (non-zero exit, or no summary line) makes the script exit non-zero, but the
 # other runs still happen. Progress of each run goes to stderr.
 # Knobs (environment): BENCH_SAMPLES, BENCH_BLOCK_MS, BENCH_WARMUP_MS, BENCH_RUNTIMES="node deno bun",
-# BENCH_NAMES="chain-overhead tool-side extensions delegation gateway uploads crash-journal gateway-limits sandbox-runaway cli-start worker-bundle" (which benches); each bench documents its own extra knobs.
+# BENCH_NAMES="chain-overhead tool-side extensions delegation gateway uploads crash-journal gateway-limits sandbox-runaway cli-start worker-bundle cluster" (which benches); each bench documents its own extra knobs.
 # bench/soak.ts (memory over 10 bursts of 200 streamed runs, about 10-20 min per runtime) runs only when named:
 # BENCH_NAMES=soak; under each runtime it soaks that runtime's serve CLI.
 # bench/gateway.ts installs its baseline server's separate npm folder on first use
@@ -32,7 +33,7 @@ run_bun() { bun "$1"; }
 status=0
 failed=()
 outs=()
-for name in ${BENCH_NAMES:-chain-overhead tool-side extensions delegation gateway uploads crash-journal gateway-limits sandbox-runaway cli-start worker-bundle}; do
+for name in ${BENCH_NAMES:-chain-overhead tool-side extensions delegation gateway uploads crash-journal gateway-limits sandbox-runaway cli-start worker-bundle cluster}; do
   bench="bench/$name.ts"
   out="bench/results/$name-$date_tag.jsonl"
   outs+=("$out")
@@ -43,6 +44,11 @@ for name in ${BENCH_NAMES:-chain-overhead tool-side extensions delegation gatewa
     continue
   fi
   for rt in ${BENCH_RUNTIMES:-node deno bun}; do
+    # Its workers are separate processes (Node through the real CLI); the driver itself is Node-only.
+    if [ "$name" = cluster ] && [ "$rt" != node ]; then
+      echo "=== $name runs under node only; skipped on $rt" >&2
+      continue
+    fi
     echo "=== $name on $rt" >&2
     tmp=$(mktemp)
     "run_$rt" "$bench" >"$tmp"
