@@ -2,7 +2,7 @@
 // unreachable server or a wrong password named in one sentence without the password (Node only).
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openPostgresStorage } from "../../adapters/shared/postgres/open.ts";
+import { assertSupportedServer, openPostgresStorage } from "../../adapters/shared/postgres/open.ts";
 import { StoragePool } from "../../adapters/shared/postgres/pool.ts";
 import { migrate, SCHEMA_VERSION } from "../../adapters/shared/postgres/schema.ts";
 import { createGatewayHost } from "../../adapters/shared/gateway-host.ts";
@@ -90,6 +90,17 @@ describe("opening PostgreSQL at start", () => {
     expect(error.message).toContain("ECONNREFUSED");
     expect(error.message).not.toContain("s3cret-pw");
     expect(error.message.split("\n")).toHaveLength(1);
+  });
+
+  it("refuses a server older than 14 by its server_version_num, and accepts 14.0 and this test's server", async () => {
+    expect(() => assertSupportedServer(130011, "13.11", "db.internal:5432 (database app)")).toThrow(
+      "PostgreSQL at db.internal:5432 (database app) is version 13.11; deerflow-edge needs PostgreSQL 14 or newer.",
+    );
+    expect(() => assertSupportedServer(Number.NaN, "unknown", "x")).toThrow(/needs PostgreSQL 14 or newer/);
+    expect(() => assertSupportedServer(140000, "14.0", "x")).not.toThrow();
+    const url = await server.createDatabase("version_check");
+    const opened = await openPostgresStorage({ url });
+    await opened.close();
   });
 
   it("a wrong password: named as such, the password never in the message", async () => {

@@ -76,18 +76,11 @@ export async function openPostgresStorage(options: OpenPostgresOptions): Promise
 }
 
 async function checkServer(pool: StoragePool, url: string): Promise<void> {
-  let versionNum: number;
   try {
     const result = await pool.query<{ version_num: string; version: string }>(
       "SELECT current_setting('server_version_num') AS version_num, current_setting('server_version') AS version",
     );
-    versionNum = Number(result.rows[0]?.version_num);
-    if (versionNum < MIN_SERVER_VERSION_NUM) {
-      throw new PostgresStorageError(
-        "postgres_version_unsupported",
-        `PostgreSQL at ${pool.server} is version ${result.rows[0]?.version}; deerflow-edge needs PostgreSQL 14 or newer.`,
-      );
-    }
+    assertSupportedServer(Number(result.rows[0]?.version_num), String(result.rows[0]?.version), pool.server);
   } catch (error) {
     if (error instanceof PostgresStorageError) throw error;
     const cause = (error as { cause?: unknown }).cause ?? error;
@@ -97,4 +90,10 @@ async function checkServer(pool: StoragePool, url: string): Promise<void> {
       { cause },
     );
   }
+}
+
+/** Refuses a server older than PostgreSQL 14 (by its server_version_num), in one sentence. */
+export function assertSupportedServer(versionNum: number, version: string, server: string): void {
+  if (Number.isFinite(versionNum) && versionNum >= MIN_SERVER_VERSION_NUM) return;
+  throw new PostgresStorageError("postgres_version_unsupported", `PostgreSQL at ${server} is version ${version}; deerflow-edge needs PostgreSQL 14 or newer.`);
 }
