@@ -2,6 +2,7 @@ import { createStorage, type Driver, type StorageValue } from "unstorage";
 import { DeerflowError } from "../../src/core/errors.ts";
 import { DENO_KV_NEEDS_DENO, StorageConfigError } from "../shared/storage.ts";
 import type { KeyValue } from "../../src/ports/key-value.ts";
+import type { VersionedKeyValue } from "../../src/ports/versioned-key-value.ts";
 
 /**
  * The part of Deno KV this driver uses (the project type-checks with @types/node, not Deno's lib).
@@ -14,6 +15,14 @@ export interface DenoKvLike {
   atomic(): DenoKvAtomic;
   close(): void;
 }
+/** What run coordination needs beyond the KeyValue's part: `watch` (a real `Deno.Kv` has it). */
+export interface DenoKvWatchable extends DenoKvLike {
+  watch(keys: DenoKvKey[]): ReadableStream<DenoKvEntry[]>;
+  list(
+    selector: { prefix: DenoKvKey } | { start: DenoKvKey; end: DenoKvKey },
+    options?: { batchSize?: number; limit?: number; reverse?: boolean },
+  ): AsyncIterable<DenoKvEntry>;
+}
 export type DenoKvKey = readonly (string | number)[];
 export interface DenoKvEntry {
   readonly key: DenoKvKey;
@@ -22,7 +31,7 @@ export interface DenoKvEntry {
 }
 export interface DenoKvAtomic {
   check(...checks: { key: DenoKvKey; versionstamp: string | null }[]): DenoKvAtomic;
-  set(key: DenoKvKey, value: unknown): DenoKvAtomic;
+  set(key: DenoKvKey, value: unknown, options?: { expireIn?: number }): DenoKvAtomic;
   delete(key: DenoKvKey): DenoKvAtomic;
   commit(): Promise<{ ok: boolean }>;
 }
@@ -86,6 +95,11 @@ export function createDenoKvKeyValue(options: DenoKvOptions = {}): KeyValue {
  * The replaced generation is deleted after the flip; one left by a crash is swept on the next open.
  */
 export function createDenoKvDriver(options: DenoKvOptions = {}): Driver {
+  return createDenoKvRecords(options).driver;
+}
+
+/** The driver and a compare-and-set over the same keys (the head's versionstamp is the version). */
+export function createDenoKvRecords(options: DenoKvOptions = {}): { driver: Driver; versioned: VersionedKeyValue } {
   const prefix = [...(options.prefix ?? [])];
   const K = (segs: readonly string[]): DenoKvKey => [...prefix, "k", ...segs];
   const V = (segs: readonly string[]): DenoKvKey => [...prefix, "v", ...segs];
@@ -124,14 +138,18 @@ export function createDenoKvDriver(options: DenoKvOptions = {}): Driver {
     await kv.atomic().delete(P(g)).commit();
   };
 
-  const readHeadAndValue = async (kv: DenoKvLike, segs: readonly string[]): Promise<unknown> => {
+  const readHeadAndValue = async (kv: DenoKvLike, segs: readonly string[]): Promise<unknown> => (await readVersioned(kv, segs)).value;
+
+  /** The value with the versionstamp of the head it was read through (a generation's chunks never change). */
+  const readVersioned = async (kv: DenoKvLike, segs: readonly string[]): Promise<{ value: unknown; version: string | null }> => {
     for (let attempt = 0; attempt < 8; attempt++) {
       const [head, inline] = await kv.getMany([K(segs), V(segs)]);
       const meta = head!.value as Head | null;
-      if (meta === null) return null;
-      if (meta.n === 0) return inline!.value ?? null;
+      const version = head!.versionstamp;
+      if (meta === null) return { value: null, version: null };
+      if (meta.n === 0) return { value: inline!.value ?? null, version };
       const bytes = await readChunks(kv, meta);
-      if (bytes) return meta.t === "s" ? new TextDecoder().decode(bytes) : bytes;
+      if (bytes) return { value: meta.t === "s" ? new TextDecoder().decode(bytes) : bytes, version };
       // The generation went away under us: a writer flipped the head and dropped it. Read again.
       const again = await kv.get(K(segs));
       if (again.versionstamp === head!.versionstamp) {
@@ -176,17 +194,35 @@ export function createDenoKvDriver(options: DenoKvOptions = {}): Driver {
     if (oldGen) await dropGeneration(kv, oldGen).catch(() => undefined);
   };
 
-  const write = async (key: string, value: unknown): Promise<void> => {
+  /**
+   * Flips the head until the flip lands (last writer wins); with `expected` (a compare-and-set)
+   * once, and only over that version: false when the head is another.
+   */
+  const flipUntil = async (
+    kv: DenoKvLike,
+    segs: readonly string[],
+    expected: string | null | undefined,
+    next: { head: Head; inline?: unknown } | null,
+    extra?: (op: DenoKvAtomic) => void,
+  ): Promise<boolean> => {
+    for (;;) {
+      const old = await kv.get(K(segs));
+      if (expected !== undefined && old.versionstamp !== expected) return false;
+      if (expected === undefined && next === null && old.versionstamp === null) return true;
+      const result = await flip(kv, segs, old, next, extra);
+      if (result.ok) {
+        await afterFlip(kv, old);
+        return true;
+      }
+      if (expected !== undefined) return false;
+    }
+  };
+
+  const write = async (key: string, value: unknown, expected?: string | null): Promise<boolean> => {
     const segs = segments(key);
     const kv = await kvOf();
     const encoded = encodeValue(value);
-    if (encoded.inline !== undefined) {
-      for (;;) {
-        const old = await kv.get(K(segs));
-        const result = await flip(kv, segs, old, { head: { t: encoded.t, n: 0, s: encoded.size }, inline: encoded.inline });
-        if (result.ok) return afterFlip(kv, old);
-      }
-    }
+    if (encoded.inline !== undefined) return flipUntil(kv, segs, expected, { head: { t: encoded.t, n: 0, s: encoded.size }, inline: encoded.inline });
     const bytes = encoded.bytes!;
     const g = crypto.randomUUID().replaceAll("-", "");
     const chunks: Uint8Array[] = [];
@@ -196,11 +232,7 @@ export function createDenoKvDriver(options: DenoKvOptions = {}): Driver {
     const chunkKeyBytes = keySize(C(g, chunks.length));
     if (bytes.length + chunks.length * chunkKeyBytes + keyBytes <= COMMIT_BUDGET && chunks.length < DENO_KV_LIMITS.mutationsPerCommit - 8) {
       // Fits one commit: the chunks and the head that points at them land together.
-      for (;;) {
-        const old = await kv.get(K(segs));
-        const result = await flip(kv, segs, old, { head }, (op) => chunks.forEach((chunk, i) => op.set(C(g, i), chunk)));
-        if (result.ok) return afterFlip(kv, old);
-      }
+      return flipUntil(kv, segs, expected, { head }, (op) => chunks.forEach((chunk, i) => op.set(C(g, i), chunk)));
     }
     // Too big for one commit: the chunks first, under a generation nobody points at yet (its marker
     // says so), then the head flip, which also removes the marker.
@@ -219,11 +251,9 @@ export function createDenoKvDriver(options: DenoKvOptions = {}): Driver {
         budget += size;
       }
       await commitOrThrow(op, key);
-      for (;;) {
-        const old = await kv.get(K(segs));
-        const result = await flip(kv, segs, old, { head }, (o) => o.delete(P(g)));
-        if (result.ok) return afterFlip(kv, old);
-      }
+      if (await flipUntil(kv, segs, expected, { head }, (o) => o.delete(P(g)))) return true;
+      await dropGeneration(kv, g).catch(() => undefined);
+      return false;
     } catch (error) {
       // Nothing points at generation g: drop what was written of it (or leave it to the sweep).
       await dropGeneration(kv, g).catch(() => undefined);
@@ -231,16 +261,7 @@ export function createDenoKvDriver(options: DenoKvOptions = {}): Driver {
     }
   };
 
-  const remove = async (key: string): Promise<void> => {
-    const segs = segments(key);
-    const kv = await kvOf();
-    for (;;) {
-      const old = await kv.get(K(segs));
-      if (old.versionstamp === null) return;
-      const result = await flip(kv, segs, old, null);
-      if (result.ok) return afterFlip(kv, old);
-    }
-  };
+  const remove = async (key: string, expected?: string | null): Promise<boolean> => flipUntil(await kvOf(), segments(key), expected, null);
 
   const listKeys = async (base: string | undefined): Promise<string[]> => {
     const kv = await kvOf();
@@ -252,7 +273,16 @@ export function createDenoKvDriver(options: DenoKvOptions = {}): Driver {
     return keys;
   };
 
-  return {
+  const versioned: VersionedKeyValue = {
+    async read(key) {
+      const { value, version } = await readVersioned(await kvOf(), segments(key));
+      // A value stored as bytes reads as its UTF-8 text, as the port deals in text.
+      return { value: value === null ? null : value instanceof Uint8Array ? new TextDecoder().decode(value) : String(value), version };
+    },
+    write: (key, value, expected) => (value === null ? remove(key, expected) : write(key, value, expected)),
+  };
+
+  const driver: Driver = {
     name: "deno-kv",
     getInstance: kvOf,
     async hasItem(key) {
@@ -281,9 +311,9 @@ export function createDenoKvDriver(options: DenoKvOptions = {}): Driver {
       }
       return out;
     },
-    setItem: (key, value) => write(key, value),
-    setItemRaw: (key, value) => write(key, value),
-    removeItem: (key) => remove(key),
+    setItem: async (key, value) => void (await write(key, value)),
+    setItemRaw: async (key, value) => void (await write(key, value)),
+    removeItem: async (key) => void (await remove(key)),
     getKeys: (base) => listKeys(base),
     async clear(base) {
       for (const key of await listKeys(base)) await remove(key);
@@ -295,6 +325,7 @@ export function createDenoKvDriver(options: DenoKvOptions = {}): Driver {
       kv?.close();
     },
   };
+  return { driver, versioned };
 }
 
 async function commitOrThrow(op: DenoKvAtomic, key: string): Promise<void> {
