@@ -12,6 +12,10 @@ export { createDenoProcessRunner } from "./process-runner.ts";
 export { createFsKeyValue } from "../shared/fs-key-value.ts";
 export type { KeyValueConfig } from "../shared/storage.ts";
 export { createDenoKvKeyValue, createDenoKvDriver, DENO_KV_LIMITS, type DenoKvLike, type DenoKvOptions } from "./kv-key-value.ts";
+export { createDenoKvRecords, type DenoKvWatchable } from "./kv-key-value.ts";
+export { DenoKvRunCoordinator, type DenoKvRunCoordinatorOptions } from "./kv-run-coordinator.ts";
+export { DenoKvStreamBus, type DenoKvStreamBusOptions } from "./kv-stream-bus.ts";
+export { openDenoKvCoordination, type DenoKvCoordination, type DenoKvCoordinationOptions } from "./kv-coordination.ts";
 
 /** The KeyValue a config names, Deno KV included (`{ driver: "deno-kv", path? }`). */
 export function createKeyValue(config: KeyValueConfig): KeyValue {

@@ -258,6 +258,31 @@ for (const [backend, open] of Object.entries(backends)) {
       await bus.close();
     });
 
+    it("gives frames published from two isolates at once consecutive ids, and ends a waiting reader on abort or release", async () => {
+      const kv = await open();
+      const a = new DenoKvStreamBus({ kv });
+      const b = new DenoKvStreamBus({ kv });
+      await a.open("run-4");
+      await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? b : a).publish("run-4", "custom", i)));
+      const reader = new AbortController();
+      const seen: StreamFrame[] = [];
+      const aborted = (async () => {
+        for await (const frame of b.subscribe("run-4", { signal: reader.signal })) {
+          seen.push(frame);
+          if (seen.length === 20) reader.abort();
+        }
+      })();
+      await aborted;
+      expect(seen.map((f) => Number(f.id!.split("-")[1]))).toEqual(Array.from({ length: 20 }, (_, i) => i));
+      expect(new Set(seen.map((f) => f.data))).toEqual(new Set(Array.from({ length: 20 }, (_, i) => i)));
+      // A reader waiting for live frames when the log goes ends instead of waiting for ever.
+      const waiting = collect(b.subscribe("run-4", { lastEventId: seen[19]!.id! }));
+      a.release("run-4", 0);
+      expect(await waiting).toEqual([]);
+      await a.close();
+      await b.close();
+    });
+
     it("drops a released log", async () => {
       const kv = await open();
       const bus = new DenoKvStreamBus({ kv });
