@@ -69,6 +69,8 @@ const BODY_CHUNK_BYTES = DENO_KV_LIMITS.valueBytes - 1024;
 const BODY_MAX_BYTES = DENO_KV_LIMITS.commitBytes - 64 * 1024;
 /** Deno KV takes at most this many checks in one atomic commit (ext/kv: 100), with room to spare. */
 const CHECKS_PER_COMMIT = 90;
+/** Runs one thread may hold at once: their ids are one head value, which must stay under the 64 KiB value limit. */
+const MAX_HOLDERS = 1000;
 /** Keys per getMany (ext/kv's limit). */
 const GET_MANY = 10;
 
@@ -135,6 +137,12 @@ export class DenoKvRunCoordinator implements RunCoordinator {
         throw new RunOperationError(
           "run_conflict",
           `Thread ${threadId} already has a run in progress (${head.queue[0]}); wait for it, cancel it, or send multitask_strategy "interrupt", "rollback" or "enqueue".`,
+        );
+      }
+      if (head.queue.length >= MAX_HOLDERS) {
+        throw new RunOperationError(
+          "run_conflict",
+          `Thread ${threadId} already has ${head.queue.length} runs queued or running, the most one thread holds on Deno KV; wait for some to finish, or start the run on another thread.`,
         );
       }
       const cancelled: CancelledRun[] = [];

@@ -190,6 +190,12 @@ for (const [backend, open] of Object.entries(backends)) {
       await b.admit(row("t7", "next"), "reject", "wb");
     });
 
+    it("refuses a run past the 1000 one thread may hold, with a sentence saying so", async () => {
+      const { a } = await pair();
+      for (let i = 0; i < 1000; i++) await a.admit(row("t10", `m${i}`), "enqueue", "wa");
+      await expect(a.admit(row("t10", "m1000"), "enqueue", "wa")).rejects.toMatchObject({ code: "run_conflict", message: expect.stringContaining("1000 runs queued or running") });
+    });
+
     it("lists newest first with status, limit and offset, and keeps a run body past one value", async () => {
       const { a } = await pair();
       const big = "x".repeat(200_000);
