@@ -10,6 +10,8 @@ import type { BusSignal } from "../../src/runtime/runs/stream-bus.ts";
 import type { StreamFrame } from "../../src/runtime/runs/stream-bridge.ts";
 import type { RunRecord } from "../../src/runtime/runs/types.ts";
 import { describeVersionedContract } from "../storage/versioned-contract.ts";
+import { contractRow, describeCoordinatorContract } from "../runtime/runs/coordinator-contract.ts";
+import { describeStreamBusContract } from "../runtime/runs/stream-bus-contract.ts";
 
 // Runs only under Deno with --unstable-kv (CHECKPOINT_STORE=deno-kv selects the deno-kv files, see
 // vitest.checkpoint.config.ts): Deno KV coordination over a local file and over ":memory:". Two
@@ -32,24 +34,8 @@ function track(kv: DenoKvWatchable): DenoKvWatchable {
   return kv;
 }
 
-let stamp = 0;
-function row(threadId: string, runId: string, extra: Partial<RunRecord> = {}): RunRecord {
-  const at = new Date(Date.UTC(2026, 0, 1) + ++stamp).toISOString();
-  return {
-    run_id: runId,
-    thread_id: threadId,
-    assistant_id: "lead_agent",
-    status: "pending",
-    metadata: {},
-    multitask_strategy: "reject",
-    created_at: at,
-    updated_at: at,
-    owner_id: "user-1",
-    error: null,
-    kwargs: { input: { messages: [{ role: "user", content: "hi" }] } },
-    ...extra,
-  };
-}
+/** A pending row of `threadId` with the given run id (contractRow's created_at strictly increases). */
+const row = (threadId: string, runId: string, fields: Partial<RunRecord> = {}): RunRecord => contractRow(threadId, { run_id: runId, ...fields });
 
 async function collect(frames: AsyncIterable<StreamFrame>): Promise<StreamFrame[]> {
   const out: StreamFrame[] = [];
@@ -330,6 +316,32 @@ for (const [backend, open] of Object.entries(backends)) {
       await a.close();
       await b.close();
     });
+  });
+
+  // A second coordinator or bus on the same handle is another isolate of the same database.
+  describeCoordinatorContract(`Deno KV (${backend})`, async (options) => {
+    const kv = await open();
+    const make = () => new DenoKvRunCoordinator({ kv, ...(options?.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}) });
+    const opened = [make()];
+    return {
+      coordinator: opened[0]!,
+      another: async () => opened[opened.push(make()) - 1]!,
+      close: async () => {
+        for (const c of opened) await c.close();
+      },
+    };
+  });
+
+  describeStreamBusContract(`Deno KV (${backend})`, async () => {
+    const kv = await open();
+    const opened = [new DenoKvStreamBus({ kv })];
+    return {
+      bus: opened[0]!,
+      another: async () => opened[opened.push(new DenoKvStreamBus({ kv })) - 1]!,
+      close: async () => {
+        for (const bus of opened) await bus.close();
+      },
+    };
   });
 
   describeVersionedContract(
