@@ -1,5 +1,6 @@
 import { systemClock } from "../../core/clock.ts";
 import type { Clock } from "../../ports/runtime-ports.ts";
+import type { BusSignal, StreamBus } from "./stream-bus.ts";
 import { RunOperationError } from "./types.ts";
 
 /*
@@ -136,7 +137,7 @@ export function parseLastEventId(raw: string | null | undefined): string | undef
   return value;
 }
 
-export class MemoryStreamBridge implements StreamBridge {
+export class MemoryStreamBridge implements StreamBridge, StreamBus {
   readonly #clock: Clock;
   readonly #retain: number;
   readonly #releaseAfterMs: number;
@@ -144,6 +145,7 @@ export class MemoryStreamBridge implements StreamBridge {
   /** Frames of the logs in #pendingReleases. */
   #releasedFrames = 0;
   readonly #onDrained: (() => void) | undefined;
+  readonly #listeners = new Set<(signal: BusSignal) => void>();
   readonly #logs = new Map<string, RunLog>();
   readonly #releases = new AbortController();
   readonly #pendingReleases: Array<{ readonly due: number; readonly runId: string; readonly log: RunLog; readonly frames: number }> = [];
@@ -235,7 +237,26 @@ export class MemoryStreamBridge implements StreamBridge {
     }
   }
 
+  /** One process: every listener is called at once, in the order they started listening. */
+  async signal(signal: BusSignal): Promise<void> {
+    for (const listener of [...this.#listeners]) {
+      try {
+        listener(signal);
+      } catch {
+        // One broken listener must not keep the signal from the others.
+      }
+    }
+  }
+
+  listen(handler: (signal: BusSignal) => void): () => void {
+    // A wrapper per call, so one handler listening twice is unsubscribed once per listen.
+    const listener = (signal: BusSignal) => handler(signal);
+    this.#listeners.add(listener);
+    return () => void this.#listeners.delete(listener);
+  }
+
   async close(): Promise<void> {
+    this.#listeners.clear();
     this.#releases.abort();
     this.#pendingReleases.length = 0;
     this.#releasedFrames = 0;
