@@ -1,6 +1,6 @@
 import { systemClock } from "../../core/clock.ts";
 import type { Clock } from "../../ports/runtime-ports.ts";
-import type { BusSignal, StreamBus } from "./stream-bus.ts";
+import { LocalSignals, type BusSignal, type StreamBus, type StreamFrame, type SubscribeOptions } from "./stream-bus.ts";
 import { RunOperationError } from "./types.ts";
 
 /*
@@ -10,19 +10,7 @@ import { RunOperationError } from "./types.ts";
  * frame instead of being handed a stream with a hole in it.
  */
 
-export interface StreamFrame {
-  /** `<epoch_ms>-<seq>`, seq from 0 per run; absent only on a `gap` frame. */
-  readonly id?: string;
-  readonly event: string;
-  readonly data: unknown;
-}
-
-export interface SubscribeOptions {
-  /** Resume after this frame id (the SSE `Last-Event-ID`). */
-  readonly lastEventId?: string;
-  /** Ends the subscription (the reader went away). */
-  readonly signal?: AbortSignal;
-}
+export type { StreamFrame, SubscribeOptions };
 
 export interface StreamGap {
   readonly code: "stream_replay_gap";
@@ -145,7 +133,7 @@ export class MemoryStreamBridge implements StreamBridge, StreamBus {
   /** Frames of the logs in #pendingReleases. */
   #releasedFrames = 0;
   readonly #onDrained: (() => void) | undefined;
-  readonly #listeners = new Set<(signal: BusSignal) => void>();
+  readonly #signals = new LocalSignals();
   readonly #logs = new Map<string, RunLog>();
   readonly #releases = new AbortController();
   readonly #pendingReleases: Array<{ readonly due: number; readonly runId: string; readonly log: RunLog; readonly frames: number }> = [];
@@ -237,26 +225,16 @@ export class MemoryStreamBridge implements StreamBridge, StreamBus {
     }
   }
 
-  /** One process: every listener is called at once, in the order they started listening. */
-  async signal(signal: BusSignal): Promise<void> {
-    for (const listener of [...this.#listeners]) {
-      try {
-        listener(signal);
-      } catch {
-        // One broken listener must not keep the signal from the others.
-      }
-    }
+  signal(signal: BusSignal): Promise<void> {
+    return this.#signals.signal(signal);
   }
 
   listen(handler: (signal: BusSignal) => void): () => void {
-    // A wrapper per call, so one handler listening twice is unsubscribed once per listen.
-    const listener = (signal: BusSignal) => handler(signal);
-    this.#listeners.add(listener);
-    return () => void this.#listeners.delete(listener);
+    return this.#signals.listen(handler);
   }
 
   async close(): Promise<void> {
-    this.#listeners.clear();
+    this.#signals.clear();
     this.#releases.abort();
     this.#pendingReleases.length = 0;
     this.#releasedFrames = 0;
