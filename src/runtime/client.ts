@@ -503,7 +503,7 @@ export class ClientThreads {
     const principal = this.#session.principal(parsed.user);
     const row = await this.#session.visibleThread(threadId, principal);
     if (!row) throw threadNotFound(threadId);
-    this.#refuseWhileRunning(threadId, "update its state");
+    await this.#refuseWhileRunning(threadId, "update its state");
     const result = await updateThreadState(await this.#graph(principal), threadId, {
       values: parsed.values === null ? null : privateCopy(parsed.values),
       ...(parsed.asNode ? { asNode: parsed.asNode } : {}),
@@ -519,12 +519,12 @@ export class ClientThreads {
     const principal = this.#session.principal(parseOptions(UserOnlySchema, options, "threads.delete options").user);
     const row = await this.#session.visibleThread(threadId, principal);
     if (!row) return false;
-    this.#refuseWhileRunning(threadId, "delete it");
+    await this.#refuseWhileRunning(threadId, "delete it");
     const { core } = this.#session;
     // Checkpoints before the row: a delete that stops halfway leaves a row to retry it from.
     await core.checkpointer.deleteThread(threadId);
     const deleted = await core.threads.delete(threadId);
-    await core.runs.store.deleteThread(threadId);
+    await core.runs.coordinator.deleteThread(threadId);
     return deleted;
   }
 
@@ -533,8 +533,8 @@ export class ClientThreads {
     return agent.graph as unknown as ThreadStateGraph;
   }
 
-  #refuseWhileRunning(threadId: string, action: string): void {
-    if (this.#session.core.runs.hasActiveRun(threadId)) {
+  async #refuseWhileRunning(threadId: string, action: string): Promise<void> {
+    if (await this.#session.core.runs.hasActiveRun(threadId)) {
       throw new DeerflowError("thread_busy", `Thread ${threadId} has a run in progress; cancel the run or wait for it to finish, then ${action}.`);
     }
   }

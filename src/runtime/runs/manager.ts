@@ -7,10 +7,14 @@ import { EMPTY_EXTENSIONS, type LoadedExtensions } from "../../extensions/regist
 import type { KeyValue } from "../../ports/key-value.ts";
 import type { Clock, ReclaimMemory } from "../../ports/runtime-ports.ts";
 import { readThreadValues } from "./checkpoints.ts";
+import type { ClaimResult, RunCoordinator, SweptRun } from "./coordinator.ts";
+import { FencedRunJournal, LeaseFence, RunLeaseLostError, type FenceLease } from "./fence.ts";
+import { MemoryRunCoordinator } from "./memory-coordinator.ts";
 import { IdleReclaimer } from "./reclaim.ts";
 import { RunJournal, type JournalPage } from "./journal.ts";
 import { RunStore, type RunListQuery } from "./run-store.ts";
 import { MemoryStreamBridge, type StreamBridge, type StreamFrame } from "./stream-bridge.ts";
+import { LocalSignals, type BusSignal, type StreamBus } from "./stream-bus.ts";
 import {
   RunOperationError,
   isTerminal,
@@ -33,7 +37,18 @@ export interface RunManagerOptions<U extends RunPrincipal> {
   readonly agentFactory: RunAgentFactory<U>;
   readonly extensions?: LoadedExtensions;
   readonly clock?: Clock;
-  readonly bridge?: StreamBridge;
+  /** Where runs are admitted, claimed and leased (default: a MemoryRunCoordinator over `storage`: one process). */
+  readonly coordinator?: RunCoordinator;
+  /** Frames and signals across processes (default: a MemoryStreamBridge). */
+  readonly bus?: StreamBus;
+  /** The older name of `bus`; a bridge without signals gets this process's own. */
+  readonly bridge?: StreamBridge | StreamBus;
+  /** This process's id as a worker of the coordinator (default: a fresh one). */
+  readonly workerId?: string;
+  /** How long past its lease a run of a dead worker is left before the sweep interrupts it (default 10 s). */
+  readonly leaseGraceMs?: number;
+  /** Fences the checkpointer the agents write through (see fenceCheckpointer); default: one of this manager's own. */
+  readonly fence?: LeaseFence;
   readonly onDiagnostic?: (diagnostic: RunDiagnostic) => void;
   /** Model names a run may ask for (`context.model_name`); others are refused with 400 before a run exists. */
   readonly modelNames?: () => readonly string[];
@@ -64,31 +79,44 @@ const INTERRUPTED_BY_RESTART: RunErrorInfo = Object.freeze({
   name: "GatewayRestarted",
   message: "The gateway stopped while this run was in flight; start a new run to continue the thread.",
 });
+const INTERRUPTED_BY_LOST_WORKER: RunErrorInfo = Object.freeze({
+  name: "WorkerLost",
+  message: "The gateway worker running this run stopped renewing its lease (it crashed or lost its database); start a new run to continue the thread.",
+});
 const INTERRUPTED_BY_SHUTDOWN: RunErrorInfo = Object.freeze({
   name: "GatewayShutdown",
   message: "The gateway shut down before this run could finish; start a new run to continue the thread.",
 });
 
 /**
- * Runs of every thread: admission under a per-thread lock (multitask strategies), one worker per
- * run, cancel, join, stream, and the shutdown drain. Rows live in KeyValue and survive a restart;
- * what a run is doing right now (its abort controller, its finalizing barrier) lives here only.
+ * Runs of every thread: admission through the coordinator (multitask strategies, atomic per thread
+ * even across processes), one worker per run, cancel, join, stream, and the shutdown drain. Rows
+ * live in the coordinator; what a run this process executes is doing right now (its abort
+ * controller, its finalizing barrier) lives here only.
  *
- * After a crash, rows still pending or running belong to no process: {@link recover} marks them
- * `interrupted` at startup (call it once before serving).
+ * Rows left pending or running by a process that died belong to no live worker: {@link recover}
+ * marks them `interrupted` at startup (call it once before serving); with leases, a sweep does the
+ * same for other workers as their leases lapse.
  */
 export class RunManager<U extends RunPrincipal = RunPrincipal> {
   readonly store: RunStore;
   readonly journal: RunJournal;
-  readonly bridge: StreamBridge;
+  readonly coordinator: RunCoordinator;
+  readonly bus: StreamBus;
+  /** The bus, under the name it had when it served one process. */
+  readonly bridge: StreamBus;
+  readonly fence: LeaseFence;
+  readonly workerId: string;
   readonly clock: Clock;
   readonly extensions: LoadedExtensions;
   readonly #options: RunManagerOptions<U>;
-  readonly #active = new Map<string, ActiveRun<U> & { done: Promise<void> }>();
-  readonly #byThread = new Map<string, string[]>();
+  readonly #active = new Map<string, LocalRun<U>>();
   readonly #locks = new KeyedMutex();
-  /** Threads being deleted: no run may start on them meanwhile. */
-  readonly #reserved = new Set<string>();
+  /** Runs waiting for their thread, by thread: woken by a `wake` signal. */
+  readonly #waiting = new Map<string, Set<() => void>>();
+  readonly #unlisten: () => void;
+  readonly #graceMs: number;
+  readonly #timers = new AbortController();
   #lastStamp = 0;
   #closing = false;
   readonly #reclaimer: IdleReclaimer | undefined;
@@ -97,60 +125,55 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     this.#options = options;
     this.clock = options.clock ?? systemClock;
     this.extensions = options.extensions ?? EMPTY_EXTENSIONS;
-    this.store = new RunStore(options.storage, options.storePrefix ? { prefix: options.storePrefix } : {});
+    const prefix = options.storePrefix ? { prefix: options.storePrefix } : {};
+    this.coordinator = options.coordinator ?? new MemoryRunCoordinator({ storage: options.storage, clock: this.clock, ...prefix });
+    this.store = this.coordinator instanceof MemoryRunCoordinator ? this.coordinator.store : new RunStore(options.storage, prefix);
+    this.workerId = options.workerId ?? newId("worker");
+    this.#graceMs = options.leaseGraceMs ?? 10_000;
     const reclaimer = options.reclaimMemory ? new IdleReclaimer(this.clock, options.reclaimMemory) : undefined;
     this.#reclaimer = reclaimer;
+    const given = options.bus ?? options.bridge;
     // A closed replay window is memory given back too: the frames of a burst's runs go 60 s after it.
-    this.bridge =
-      options.bridge ??
-      new MemoryStreamBridge({ clock: this.clock, ...(reclaimer ? { onDrained: () => this.#active.size === 0 && reclaimer.idle() } : {}) });
-    this.journal = new RunJournal(options.storage, { clock: this.clock });
+    this.bus = given
+      ? withSignals(given)
+      : new MemoryStreamBridge({ clock: this.clock, ...(reclaimer ? { onDrained: () => this.#active.size === 0 && reclaimer.idle() } : {}) });
+    this.bridge = this.bus;
+    this.fence = options.fence ?? new LeaseFence(this.clock);
+    this.journal = new FencedRunJournal(options.storage, { clock: this.clock, fence: this.fence });
+    this.#unlisten = this.bus.listen((signal) => this.#onSignal(signal));
+    if (Number.isFinite(this.coordinator.leaseMs)) {
+      void this.#every(this.coordinator.leaseMs / 3, () => this.#renewLeases());
+      void this.#every(this.coordinator.leaseMs / 2, () => this.#sweep(INTERRUPTED_BY_LOST_WORKER, "Interrupted by the sweep: the worker that ran this run stopped renewing its lease."));
+    }
   }
 
   /** Marks rows a crashed process left pending or running as interrupted; returns them. */
   async recover(): Promise<RunRecord[]> {
-    const orphans = await this.store.findByStatus(new Set<RunStatus>(["pending", "running"]));
-    const recovered: RunRecord[] = [];
-    for (const row of orphans) {
-      if (this.#active.has(row.run_id)) continue;
-      const next = { ...row, status: "interrupted" as const, error: INTERRUPTED_BY_RESTART, updated_at: this.#stamp() };
-      await this.store.put(next);
+    return this.#sweep(INTERRUPTED_BY_RESTART, "Interrupted by a restart: the gateway process that ran this run ended before the run did.");
+  }
+
+  async #sweep(error: RunErrorInfo, reason: string): Promise<RunRecord[]> {
+    const swept: SweptRun[] = await this.coordinator.sweep(error, this.#graceMs);
+    for (const { row, previous } of swept) {
       await this.journal
-        .append(row.thread_id, row.run_id, "status", {
-          status: "interrupted",
-          error: INTERRUPTED_BY_RESTART,
-          reason: "Interrupted by a restart: the gateway process that ran this run ended before the run did.",
-          previous_status: row.status,
-        })
+        .append(row.thread_id, row.run_id, "status", { status: "interrupted", error, reason, previous_status: previous })
         .catch((cause: unknown) => this.#report("error", `run ${row.run_id}`, `could not journal its interruption: ${errorMessage(cause)}`));
       await this.#options.threads.update(row.thread_id, { status: "interrupted" }).catch(() => undefined);
-      recovered.push(next);
+      // Readers following it from any process end with it.
+      if (await this.bus.has(row.run_id)) await this.bus.end(row.run_id).catch(() => undefined);
     }
-    return recovered;
+    return swept.map((s) => s.row);
   }
 
   /** Admits a run on `threadId` under its multitask strategy and starts its worker; returns the pending row. */
   async create(threadId: string, request: RunRequest, user: U): Promise<RunRecord> {
     if (this.#closing) throw new RunOperationError("shutting_down", "The gateway is shutting down and accepts no new runs; retry once it is back.");
     this.#checkModel(request);
-    return this.#withThreadLock(threadId, async () => {
+    return this.#locks.run(threadId, async () => {
       if (this.#closing) throw new RunOperationError("shutting_down", "The gateway is shutting down and accepts no new runs; retry once it is back.");
-      if (this.#reserved.has(threadId)) {
-        throw new RunOperationError("thread_busy", `Thread ${threadId} is being deleted; create a new thread for this run.`);
-      }
-      const inFlight = this.#inFlight(threadId);
       const strategy = request.multitaskStrategy;
-      if (inFlight.length > 0 && strategy === "reject") {
-        throw new RunOperationError(
-          "run_conflict",
-          `Thread ${threadId} already has a run in progress (${inFlight[0]!.row.run_id}); wait for it, cancel it, or send multitask_strategy "interrupt", "rollback" or "enqueue".`,
-        );
-      }
-      if (strategy === "interrupt" || strategy === "rollback") {
-        for (const old of inFlight) this.#abort(old, strategy);
-      }
       const stamp = this.#stamp();
-      const row: RunRecord = {
+      const pending: RunRecord = {
         run_id: newId(),
         thread_id: threadId,
         assistant_id: request.assistantId,
@@ -163,9 +186,14 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
         error: null,
         kwargs: runKwargs(request),
       };
-      await this.store.put(row);
+      const { row, cancelled } = await this.coordinator.admit(pending, strategy, this.workerId);
+      for (const old of cancelled) {
+        const local = this.#active.get(old.runId);
+        if (local) this.#abort(local, old.action);
+        else await this.#signal({ kind: "cancel", run_id: old.runId, thread_id: threadId, action: old.action });
+      }
       await this.journal.record(threadId, row.run_id, "status", { status: "pending" });
-      this.bridge.open(row.run_id);
+      await this.bus.open(row.run_id);
       const run = {
         row,
         request,
@@ -174,73 +202,78 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
         abortAction: null,
         started: false,
         settled: false,
-        // Every earlier same-thread run, finalizing included: the new one never overlaps their cleanup.
-        predecessors: inFlight.map((old) => old.done),
-      } as unknown as ActiveRun<U> & { done: Promise<void> };
+        lost: null,
+        lease: null,
+        deadline: this.clock.now() + this.coordinator.leaseMs,
+        released: false,
+      } as unknown as LocalRun<U>;
       run.done = runWorker(this.#workerDeps(), run)
         .catch((cause: unknown) => this.#report("error", `run ${row.run_id}`, `worker crashed: ${errorMessage(cause)}`))
         .finally(() => this.#forget(run));
       this.#active.set(row.run_id, run);
       this.#reclaimer?.busy();
-      this.#byThread.set(threadId, [...(this.#byThread.get(threadId) ?? []), row.run_id]);
       return row;
     });
   }
 
   /** What the run's journal holds (status changes, custom events, errors), a page at a time; undefined for an unknown run. */
   async events(threadId: string, runId: string, query: { afterSeq?: number; limit?: number } = {}): Promise<JournalPage | undefined> {
-    if (!(await this.store.get(threadId, runId))) return undefined;
+    if (!(await this.coordinator.get(threadId, runId))) return undefined;
     return this.journal.list(threadId, runId, query);
   }
 
   async get(threadId: string, runId: string): Promise<RunRecord | undefined> {
     const active = this.#active.get(runId);
     if (active && active.row.thread_id === threadId) return active.row;
-    return this.store.get(threadId, runId);
+    return this.coordinator.get(threadId, runId);
   }
 
   async list(threadId: string, query: RunListQuery = {}): Promise<RunRecord[]> {
-    const rows = await this.store.list(threadId, query);
+    const rows = await this.coordinator.list(threadId, query);
     return rows.map((row) => this.#active.get(row.run_id)?.row ?? row);
   }
 
   /**
-   * Holds `threadId` for a delete: refused (409) while a run is in flight, and until the returned
-   * release is called no run can start on it, so nothing writes to a thread half gone.
+   * Holds `threadId` for a delete: refused (409) while a run is in flight in any process, and until
+   * the returned release is called no run can start on it, so nothing writes to a thread half gone.
    */
-  async reserveThread(threadId: string): Promise<() => void> {
-    return this.#withThreadLock(threadId, async () => {
-      if (this.#inFlight(threadId).length > 0 || this.#reserved.has(threadId)) {
-        throw new RunOperationError("thread_busy", `Thread ${threadId} has a run in progress; cancel the run or wait for it to finish, then delete the thread.`);
-      }
-      this.#reserved.add(threadId);
-      return () => void this.#reserved.delete(threadId);
-    });
+  async reserveThread(threadId: string): Promise<() => Promise<void>> {
+    return this.#locks.run(threadId, () => this.coordinator.holdThread(threadId));
   }
 
-  /** Whether the thread has a run that is queued, running or still finalizing. */
-  hasActiveRun(threadId: string): boolean {
-    return this.#inFlight(threadId).length > 0;
+  /** Whether the thread has a run that is queued, running or still finalizing (in any process). */
+  hasActiveRun(threadId: string): Promise<boolean> {
+    return this.coordinator.hasActiveRun(threadId);
   }
 
   /**
    * Stops a pending or running run: `interrupt` keeps its checkpoints, `rollback` restores the
    * thread to before it. Cancelling an interrupted run again is a no-op; any other finished run is
-   * a 409.
+   * a 409. A run of another process is asked to stop through the coordinator (durable) and a signal.
    */
   async cancel(threadId: string, runId: string, options: CancelOptions = {}): Promise<RunRecord> {
-    const row = await this.get(threadId, runId);
+    let row = await this.get(threadId, runId);
     if (!row) throw notFound(runId);
+    const action = options.action ?? "interrupt";
     const active = this.#active.get(runId);
     if (active && !active.settled) {
-      this.#abort(active, options.action ?? "interrupt");
+      this.#abort(active, action);
       if (options.wait) await active.done;
       return active.row;
     }
-    if (row.status === "interrupted") return row;
-    if (!isTerminal(row.status)) {
-      throw new RunOperationError("run_not_active", `Run ${runId} is ${row.status} but not active in this gateway, so it cannot be cancelled here.`);
+    if (!active && !isTerminal(row.status)) {
+      const request = await this.coordinator.requestCancel(threadId, runId, action);
+      if (!request) throw notFound(runId);
+      if (request.state === "requested") {
+        if (request.ownerWorker === null) {
+          throw new RunOperationError("run_not_active", `Run ${runId} is ${row.status} but not active in this gateway, so it cannot be cancelled here.`);
+        }
+        await this.#signal({ kind: "cancel", run_id: runId, thread_id: threadId, action });
+        return options.wait ? this.join(threadId, runId) : request.row;
+      }
+      row = request.row;
     }
+    if (row.status === "interrupted") return row;
     throw new RunOperationError("run_not_cancellable", `Run ${runId} is not cancellable (status: ${row.status}); only pending or running runs can be cancelled.`);
   }
 
@@ -259,9 +292,23 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
       await untilAborted(active.done, signal);
       return active.row;
     }
-    const row = await this.store.get(threadId, runId);
+    let row = await this.coordinator.get(threadId, runId);
     if (!row) throw notFound(runId);
-    return row;
+    if (isTerminal(row.status)) return row;
+    // Another process runs it: its stream ends after its terminal status is written.
+    if (await this.bus.has(runId)) {
+      for await (const frame of this.bus.subscribe(runId, signal ? { signal } : {})) if (frame.event === "end") break;
+    }
+    for (;;) {
+      row = (await this.coordinator.get(threadId, runId)) ?? row;
+      if (isTerminal(row.status) || signal?.aborted) return row;
+      // The bus dropped the log (or has none): the row is the answer, polled.
+      try {
+        await this.clock.sleep(JOIN_POLL_MS, signal);
+      } catch {
+        return row;
+      }
+    }
   }
 
   /**
@@ -271,8 +318,8 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
   async *stream(threadId: string, runId: string, options: { lastEventId?: string; signal?: AbortSignal } = {}): AsyncGenerator<StreamFrame> {
     const row = await this.get(threadId, runId);
     if (!row) throw notFound(runId);
-    if (this.bridge.has(runId)) {
-      yield* this.bridge.subscribe(runId, options);
+    if (await this.bus.has(runId)) {
+      yield* this.bus.subscribe(runId, options);
       return;
     }
     if (!isTerminal(row.status)) {
@@ -292,19 +339,20 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     if (this.#active.has(runId)) {
       throw new RunOperationError("run_active", `Run ${runId} is still ${row.status}; cancel it before deleting it.`);
     }
-    await this.store.delete(threadId, runId);
+    await this.coordinator.delete(threadId, runId);
     await this.journal.deleteRun(threadId, runId);
   }
 
   /** Forgets every run row and journal entry of a deleted thread. */
   async deleteThread(threadId: string): Promise<void> {
-    await this.store.deleteThread(threadId);
+    await this.coordinator.deleteThread(threadId);
     await this.journal.deleteThread(threadId);
   }
 
   /**
    * Interrupts every active run and waits for them, within `timeoutMs` in all; runs still unsettled
-   * at the deadline are persisted as interrupted. New runs are refused from the first moment.
+   * at the deadline are persisted as interrupted. New runs are refused from the first moment. Every
+   * run of this process releases its thread, so other workers take the thread.
    */
   async shutdown(timeoutMs = 5000): Promise<ShutdownReport> {
     this.#closing = true;
@@ -321,8 +369,11 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
       run.settled = true;
       await this.#setStatus(run, "interrupted", INTERRUPTED_BY_SHUTDOWN).catch(() => undefined);
       await this.journal.close(run.row.thread_id, run.row.run_id).catch(() => undefined);
-      await this.bridge.end(run.row.run_id).catch(() => undefined);
+      await this.bus.end(run.row.run_id).catch(() => undefined);
+      await this.#release(run).catch(() => undefined);
     }
+    this.#timers.abort();
+    this.#unlisten();
     return { drained: runs.length - abandoned.length, abandoned: abandoned.length };
   }
 
@@ -332,16 +383,119 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     run.controller.abort(new DOMException(`Run ${run.row.run_id} was cancelled (${action}).`, "AbortError"));
   }
 
-  #inFlight(threadId: string): Array<ActiveRun<U> & { done: Promise<void> }> {
-    return (this.#byThread.get(threadId) ?? []).map((id) => this.#active.get(id)!).filter(Boolean);
+  /** The run can no longer write: another worker may own it now. It ends as `error`. */
+  #loseLease(run: LocalRun<U>, cause: string): void {
+    if (run.lost || run.released) return;
+    const lost = new RunLeaseLostError(`Run ${run.row.run_id} lost its lease: ${cause}`);
+    run.lost = lost;
+    if (run.lease) run.lease.lost = lost;
+    this.#report("error", `run ${run.row.run_id}`, lost.message);
+    if (!run.controller.signal.aborted) run.controller.abort(lost);
   }
 
-  #forget(run: ActiveRun<U>): void {
-    const runId = run.row.run_id;
-    this.#active.delete(runId);
-    const rest = (this.#byThread.get(run.row.thread_id) ?? []).filter((id) => id !== runId);
-    if (rest.length > 0) this.#byThread.set(run.row.thread_id, rest);
-    else this.#byThread.delete(run.row.thread_id);
+  #onSignal(signal: BusSignal): void {
+    if (signal.kind === "cancel") {
+      const run = this.#active.get(signal.run_id);
+      if (run && !run.settled) this.#abort(run, signal.action);
+      return;
+    }
+    const waiting = this.#waiting.get(signal.thread_id);
+    if (!waiting) return;
+    this.#waiting.delete(signal.thread_id);
+    for (const wake of waiting) wake();
+  }
+
+  async #signal(signal: BusSignal): Promise<void> {
+    await this.bus.signal(signal).catch((cause: unknown) => this.#report("warning", "runs", `could not send a ${signal.kind} signal: ${errorMessage(cause)}`));
+  }
+
+  /** Claims the run's turn on its thread, waiting for a wake-up (or a poll, with leases) while an earlier run holds it. */
+  async #acquire(run: LocalRun<U>): Promise<ClaimResult> {
+    const { thread_id: threadId, run_id: runId } = run.row;
+    const signal = run.controller.signal;
+    for (;;) {
+      if (run.lost) return "lost";
+      if (signal.aborted) return "cancelled";
+      // Listening before the claim, so a release between the claim and the wait is not missed.
+      let wake!: () => void;
+      const woken = new Promise<void>((resolve) => (wake = resolve));
+      const waiters = this.#waiting.get(threadId) ?? new Set<() => void>();
+      waiters.add(wake);
+      this.#waiting.set(threadId, waiters);
+      const stop = new AbortController();
+      try {
+        const result = await this.coordinator.claim(threadId, runId, this.workerId);
+        if (result === "claimed") {
+          run.lease = this.fence.enter(threadId, runId, run.deadline);
+          return result;
+        }
+        if (result === "cancelled" && !signal.aborted) this.#abort(run, "interrupt");
+        if (result === "lost") this.#loseLease(run, "it was taken from this worker before it started");
+        if (result !== "waiting") return result;
+        const turns: Promise<unknown>[] = [woken, aborted(signal)];
+        if (Number.isFinite(this.coordinator.leaseMs)) turns.push(this.clock.sleep(CLAIM_POLL_MS, stop.signal).catch(() => undefined));
+        await Promise.race(turns);
+      } finally {
+        stop.abort();
+        waiters.delete(wake);
+        if (waiters.size === 0 && this.#waiting.get(threadId) === waiters) this.#waiting.delete(threadId);
+      }
+    }
+  }
+
+  /** The run's last write is done: its thread goes to the next run, in whichever process. */
+  async #release(run: LocalRun<U>): Promise<void> {
+    if (run.released) return;
+    run.released = true;
+    if (run.lease) this.fence.leave(run.lease);
+    if (run.lost) return;
+    await this.coordinator.release(run.row.thread_id, run.row.run_id, this.workerId);
+    await this.#signal({ kind: "wake", thread_id: run.row.thread_id });
+  }
+
+  async #renewLeases(): Promise<void> {
+    const runs = [...this.#active.values()].filter((run) => !run.released && !run.lost);
+    if (runs.length === 0) return;
+    const asked = this.clock.now();
+    let results: ReadonlyMap<string, { owned: boolean; cancel: CancelAction | null }>;
+    try {
+      results = await this.coordinator.renew(
+        this.workerId,
+        runs.map((run) => run.row.run_id),
+      );
+    } catch (cause) {
+      const now = this.clock.now();
+      for (const run of runs) if (now > run.deadline) this.#loseLease(run, errorMessage(cause));
+      return;
+    }
+    for (const run of runs) {
+      const result = results.get(run.row.run_id);
+      if (!result?.owned) {
+        this.#loseLease(run, "the coordinator no longer counts this worker as its owner (it was swept or its thread deleted)");
+        continue;
+      }
+      run.deadline = asked + this.coordinator.leaseMs;
+      if (run.lease) run.lease.deadline = run.deadline;
+      if (result.cancel && !run.settled) this.#abort(run, result.cancel);
+    }
+  }
+
+  /** Runs `step` every `ms` of this manager's clock until shutdown; a failing step is reported, never fatal. */
+  async #every(ms: number, step: () => Promise<unknown>): Promise<void> {
+    const signal = this.#timers.signal;
+    while (!signal.aborted) {
+      try {
+        await this.clock.sleep(ms, signal);
+      } catch {
+        return;
+      }
+      await step().catch((cause: unknown) => this.#report("warning", "runs", `lease upkeep failed: ${errorMessage(cause)}`));
+    }
+  }
+
+  #forget(run: LocalRun<U>): void {
+    this.#active.delete(run.row.run_id);
+    if (run.lease) this.fence.leave(run.lease);
     if (this.#active.size === 0) this.#reclaimer?.idle();
   }
 
@@ -357,10 +511,6 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     }
   }
 
-  #withThreadLock<T>(threadId: string, fn: () => Promise<T>): Promise<T> {
-    return this.#locks.run(threadId, fn);
-  }
-
   /** Strictly increasing ISO stamps, so creation order survives a tie of the clock. */
   #stamp(): string {
     const now = Math.max(this.clock.now(), this.#lastStamp + 1);
@@ -368,16 +518,23 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     return new Date(now).toISOString();
   }
 
-  async #setStatus(run: ActiveRun<U>, status: RunStatus, error?: RunErrorInfo | null): Promise<void> {
+  /** False when nothing was written: the run lost its lease (it is aborted then). */
+  async #setStatus(run: LocalRun<U>, status: RunStatus, error?: RunErrorInfo | null): Promise<boolean> {
     run.row = { ...run.row, status, updated_at: this.#stamp(), ...(error === undefined ? {} : { error }) };
-    await this.store.put(run.row);
+    if (run.lost) return false;
+    // The claim wrote `running` already; the journal still tells of it.
+    if (status !== "running" && !(await this.coordinator.update(run.row, this.workerId))) {
+      this.#loseLease(run, "its status write was refused: another worker owns it now");
+      return false;
+    }
     await this.journal.record(run.row.thread_id, run.row.run_id, "status", { status, ...(error ? { error } : {}) });
+    return true;
   }
 
   #workerDeps(): WorkerDeps<U> {
     const options = this.#options;
     return {
-      bridge: this.bridge,
+      bridge: this.bus,
       journal: this.journal,
       checkpointer: options.checkpointer,
       threads: options.threads,
@@ -386,7 +543,9 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
       clock: this.clock,
       ...(options.notifyBudgetMs === undefined ? {} : { notifyBudgetMs: options.notifyBudgetMs }),
       report: (d) => this.#report(d.level, d.source, d.message),
-      setStatus: (run, status, error) => this.#setStatus(run, status, error),
+      setStatus: (run, status, error) => this.#setStatus(run as LocalRun<U>, status, error),
+      acquire: (run) => this.#acquire(run as LocalRun<U>),
+      release: (run) => this.#release(run as LocalRun<U>),
     };
   }
 
@@ -397,6 +556,47 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
       // A broken diagnostics sink must not break a run.
     }
   }
+}
+
+/** How often a run waiting for its thread asks again when a wake-up may be lost (leases: many processes). */
+const CLAIM_POLL_MS = 1000;
+/** How often a join of another process's run reads its row once the bus has no log of it. */
+const JOIN_POLL_MS = 1000;
+
+/** A run this process executes. */
+interface LocalRun<U extends RunPrincipal> extends ActiveRun<U> {
+  done: Promise<void>;
+  /** Set once claimed: what the fence checks. */
+  lease: FenceLease | null;
+  /** The local lease deadline: the last successful renewal (or the admission) plus the lease. */
+  deadline: number;
+  released: boolean;
+}
+
+/** A bus as given, or a plain bridge with this process's own signals. */
+function withSignals(given: StreamBridge | StreamBus): StreamBus {
+  if ("signal" in given && "listen" in given) return given;
+  const signals = new LocalSignals();
+  const bridge = given as StreamBridge;
+  return {
+    open: (runId) => bridge.open(runId),
+    publish: (runId, event, data) => bridge.publish(runId, event, data),
+    end: (runId) => bridge.end(runId),
+    has: (runId) => bridge.has(runId),
+    subscribe: (runId, options) => bridge.subscribe(runId, options),
+    release: (runId, delayMs) => bridge.release(runId, delayMs),
+    signal: (signal) => signals.signal(signal),
+    listen: (handler) => signals.listen(handler),
+    close: async () => {
+      signals.clear();
+      await bridge.close();
+    },
+  };
+}
+
+function aborted(signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
 }
 
 function notFound(runId: string): RunOperationError {

@@ -1,5 +1,6 @@
 import { systemClock } from "../../core/clock.ts";
 import type { Clock } from "../../ports/runtime-ports.ts";
+import { LocalSignals, type BusSignal, type StreamBus, type StreamFrame, type SubscribeOptions } from "./stream-bus.ts";
 import { RunOperationError } from "./types.ts";
 
 /*
@@ -9,19 +10,7 @@ import { RunOperationError } from "./types.ts";
  * frame instead of being handed a stream with a hole in it.
  */
 
-export interface StreamFrame {
-  /** `<epoch_ms>-<seq>`, seq from 0 per run; absent only on a `gap` frame. */
-  readonly id?: string;
-  readonly event: string;
-  readonly data: unknown;
-}
-
-export interface SubscribeOptions {
-  /** Resume after this frame id (the SSE `Last-Event-ID`). */
-  readonly lastEventId?: string;
-  /** Ends the subscription (the reader went away). */
-  readonly signal?: AbortSignal;
-}
+export type { StreamFrame, SubscribeOptions };
 
 export interface StreamGap {
   readonly code: "stream_replay_gap";
@@ -136,7 +125,7 @@ export function parseLastEventId(raw: string | null | undefined): string | undef
   return value;
 }
 
-export class MemoryStreamBridge implements StreamBridge {
+export class MemoryStreamBridge implements StreamBridge, StreamBus {
   readonly #clock: Clock;
   readonly #retain: number;
   readonly #releaseAfterMs: number;
@@ -144,6 +133,7 @@ export class MemoryStreamBridge implements StreamBridge {
   /** Frames of the logs in #pendingReleases. */
   #releasedFrames = 0;
   readonly #onDrained: (() => void) | undefined;
+  readonly #signals = new LocalSignals();
   readonly #logs = new Map<string, RunLog>();
   readonly #releases = new AbortController();
   readonly #pendingReleases: Array<{ readonly due: number; readonly runId: string; readonly log: RunLog; readonly frames: number }> = [];
@@ -235,7 +225,16 @@ export class MemoryStreamBridge implements StreamBridge {
     }
   }
 
+  signal(signal: BusSignal): Promise<void> {
+    return this.#signals.signal(signal);
+  }
+
+  listen(handler: (signal: BusSignal) => void): () => void {
+    return this.#signals.listen(handler);
+  }
+
   async close(): Promise<void> {
+    this.#signals.clear();
     this.#releases.abort();
     this.#pendingReleases.length = 0;
     this.#releasedFrames = 0;

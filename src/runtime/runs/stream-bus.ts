@@ -1,4 +1,3 @@
-import type { StreamFrame, SubscribeOptions } from "./stream-bridge.ts";
 import type { CancelAction } from "./types.ts";
 
 /*
@@ -9,6 +8,20 @@ import type { CancelAction } from "./types.ts";
  * signals, best effort (the durable state they announce is the fallback: a worker that missed a
  * cancel finds it at its next lease renewal, a waiting run polls its claim).
  */
+
+export interface StreamFrame {
+  /** `<epoch_ms>-<seq>`, seq from 0 per run; absent only on a `gap` frame. */
+  readonly id?: string;
+  readonly event: string;
+  readonly data: unknown;
+}
+
+export interface SubscribeOptions {
+  /** Resume after this frame id (the SSE `Last-Event-ID`). */
+  readonly lastEventId?: string;
+  /** Ends the subscription (the reader went away). */
+  readonly signal?: AbortSignal;
+}
 
 export type BusSignal =
   /** Stop run_id with `action` (its owner acts on it). */
@@ -24,7 +37,7 @@ export interface StreamBus {
   end(runId: string): Promise<void>;
   /** Whether the run's log is still held (readable). */
   has(runId: string): boolean | Promise<boolean>;
-  /** As StreamBridge.subscribe: frames after `lastEventId`, then live ones, ending after `end` or one `gap`. */
+  /** As StreamBridge.subscribe (stream-bridge.ts): frames after `lastEventId`, then live ones, ending after `end` or one `gap`. */
   subscribe(runId: string, options?: SubscribeOptions): AsyncIterable<StreamFrame>;
   /** Drops the run's log after `delayMs` (default: the bus's grace, 60 s). */
   release(runId: string, delayMs?: number): void;
@@ -33,4 +46,33 @@ export interface StreamBus {
   /** Calls `handler` for every signal; returns the unsubscribe. */
   listen(handler: (signal: BusSignal) => void): () => void;
   close(): Promise<void>;
+}
+
+/**
+ * Signals within one process: every listener is called at once, in the order they started
+ * listening; a throwing listener keeps the signal from no other.
+ */
+export class LocalSignals {
+  readonly #listeners = new Set<(signal: BusSignal) => void>();
+
+  async signal(signal: BusSignal): Promise<void> {
+    for (const listener of [...this.#listeners]) {
+      try {
+        listener(signal);
+      } catch {
+        // A broken listener is its owner's problem, not the sender's.
+      }
+    }
+  }
+
+  listen(handler: (signal: BusSignal) => void): () => void {
+    // A wrapper per call, so a handler that listens twice is unsubscribed once per listen.
+    const listener = (signal: BusSignal) => handler(signal);
+    this.#listeners.add(listener);
+    return () => void this.#listeners.delete(listener);
+  }
+
+  clear(): void {
+    this.#listeners.clear();
+  }
 }

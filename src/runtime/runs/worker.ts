@@ -13,7 +13,9 @@ import type { Clock } from "../../ports/runtime-ports.ts";
 import { readHead, restorePreRunCheckpoint, titleOf, writeFallbackTitle } from "./checkpoints.ts";
 import { checkpointWritesSettled } from "./settle.ts";
 import { serializeMessage, serializeValue, serializeValues } from "../serialize.ts";
-import type { StreamBridge } from "./stream-bridge.ts";
+import type { ClaimResult } from "./coordinator.ts";
+import type { RunLeaseLostError } from "./fence.ts";
+import type { StreamBus } from "./stream-bus.ts";
 import type { RunJournal } from "./journal.ts";
 import type {
   CancelAction,
@@ -28,11 +30,12 @@ import type {
 } from "./types.ts";
 
 /*
- * One run, start to end, in the order the extension contract promises to lifecycle hooks: wait for
- * the thread's earlier runs to finish finalizing, start, on_task_start, `metadata`, the agent's
- * stream, then in `finally` the terminal status, rollback or fallback title, thread status,
- * on_task_stop, and only then `end`. A run cancelled before it started builds no agent and fires
- * no hooks, and still ends its stream.
+ * One run, start to end, in the order the extension contract promises to lifecycle hooks: claim
+ * the thread once its earlier runs (in any process) finished finalizing, start, on_task_start,
+ * `metadata`, the agent's stream, then in `finally` the terminal status, rollback or fallback
+ * title, thread status, on_task_stop, and only then `end`, then the thread's release. A run
+ * cancelled before it started builds no agent and fires no hooks, and still ends its stream. A run
+ * that lost its lease writes nothing more (another worker may own its thread): it ends as `error`.
  */
 
 /** Caller config keys that also reach the run context (upstream's context forwarding). */
@@ -65,12 +68,12 @@ export interface ActiveRun<U extends RunPrincipal = RunPrincipal> {
   started: boolean;
   /** The worker decided the terminal status; a cancel can no longer change it. */
   settled: boolean;
-  /** Earlier same-thread runs; this one starts only when all have finished finalizing. */
-  readonly predecessors: readonly Promise<void>[];
+  /** Set when the run lost its lease: it stops, and writes nothing more. */
+  lost: RunLeaseLostError | null;
 }
 
 export interface WorkerDeps<U extends RunPrincipal> {
-  readonly bridge: StreamBridge;
+  readonly bridge: StreamBus;
   /** Where the run's status changes and custom events are kept after its stream is gone. */
   readonly journal?: RunJournal;
   readonly checkpointer: BaseCheckpointSaver;
@@ -80,8 +83,12 @@ export interface WorkerDeps<U extends RunPrincipal> {
   readonly clock: Clock;
   readonly notifyBudgetMs?: number;
   readonly report: (diagnostic: RunDiagnostic) => void;
-  /** Persists a status change of the run's row. */
-  setStatus(run: ActiveRun<U>, status: RunStatus, error?: RunErrorInfo | null): Promise<void>;
+  /** Persists a status change of the run's row; false when it could not (the run lost its lease). */
+  setStatus(run: ActiveRun<U>, status: RunStatus, error?: RunErrorInfo | null): Promise<boolean>;
+  /** Waits for the run's turn on its thread: "claimed" runs it; "cancelled" and "lost" never start it. */
+  acquire(run: ActiveRun<U>): Promise<ClaimResult>;
+  /** After the run's last write: its thread goes to the next run. */
+  release(run: ActiveRun<U>): Promise<void>;
 }
 
 export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run: ActiveRun<U>): Promise<void> {
@@ -94,8 +101,7 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
   let error: RunErrorInfo | null = null;
   let preRun: CheckpointTuple | undefined;
   try {
-    await allSettledOrAborted(run.predecessors, signal);
-    if (signal.aborted) return;
+    if ((await deps.acquire(run)) !== "claimed" || signal.aborted) return;
     run.started = true;
     await deps.setStatus(run, "running");
     await safely(deps, "thread status", () => deps.threads.update(threadId, { status: "busy" }));
@@ -138,7 +144,7 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
       status = engine?.outcome === "interrupted" ? "interrupted" : "success";
     }
   } catch (caught) {
-    if (!signal.aborted) {
+    if (!signal.aborted && !run.lost) {
       error = { name: caught instanceof Error ? caught.name : "Error", message: errorMessage(caught) };
       status = "error";
       deps.report({ level: "error", source: `run ${runId}`, message: `the run failed: ${error.message}` });
@@ -148,7 +154,11 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
   } finally {
     // Decided once: an abort that lands during cleanup (shutdown) must not re-label a finished run.
     const cancelled = signal.aborted;
-    if (cancelled) {
+    const lost = run.lost;
+    if (lost) {
+      status = "error";
+      error = { name: lost.name, message: lost.message };
+    } else if (cancelled) {
       // The aborted stream ended before the graph finished saving its last steps; ours come after.
       if (run.started) await safely(deps, "waiting for checkpoint saves", () => checkpointWritesSettled(deps.checkpointer, threadId));
       const rollback = run.abortAction === "rollback";
@@ -160,7 +170,8 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
     }
     run.settled = true;
     await safely(deps, "run status", () => deps.setStatus(run, status, error));
-    if (run.started) {
+    // Lost (now, or by the status write just refused): another worker may own the thread.
+    if (run.started && !run.lost) {
       if (cancelled && run.abortAction !== "rollback") {
         await safely(deps, "fallback title", () => writeFallbackTitle(deps.checkpointer, threadId, run.request.input));
       }
@@ -176,8 +187,9 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
       );
     }
     if (deps.journal) await safely(deps, "run journal", () => deps.journal!.close(threadId, runId));
-    await bridge.end(runId);
+    await safely(deps, "stream end", () => bridge.end(runId));
     bridge.release(runId);
+    await safely(deps, "thread release", () => deps.release(run));
   }
 }
 
@@ -334,17 +346,4 @@ async function safely<U extends RunPrincipal>(deps: WorkerDeps<U>, what: string,
   } catch (cause) {
     deps.report({ level: "warning", source: "runs", message: `${what} failed: ${errorMessage(cause)}` });
   }
-}
-
-/** Resolves once every predecessor finished, or at once when `signal` aborts. */
-function allSettledOrAborted(predecessors: readonly Promise<void>[], signal: AbortSignal): Promise<void> {
-  if (predecessors.length === 0 || signal.aborted) return Promise.resolve();
-  return new Promise<void>((resolve) => {
-    const done = () => {
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    signal.addEventListener("abort", done, { once: true });
-    Promise.allSettled(predecessors).then(done);
-  });
 }

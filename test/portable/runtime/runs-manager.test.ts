@@ -189,7 +189,7 @@ describe("RunManager: multitask strategies (scenario G45)", () => {
     // The first is still finalizing (its on_task_stop is held open): the second must not have started.
     expect((await manager.get("t1", second.run_id))!.status).toBe("pending");
     expect(log.some((entry) => entry.includes(second.run_id))).toBe(false);
-    expect(manager.hasActiveRun("t1")).toBe(true);
+    expect(await manager.hasActiveRun("t1")).toBe(true);
     stopGate.resolve();
     expect((await manager.join("t1", second.run_id)).status).toBe("success");
     expect((await manager.get("t1", first.run_id))!.status).toBe("interrupted");
@@ -205,7 +205,7 @@ describe("RunManager: multitask strategies (scenario G45)", () => {
       `stop-done:${second.run_id}`,
     ]);
     expect(log).toContain(`stop-done:${first.run_id}:aborted`);
-    expect(manager.hasActiveRun("t1")).toBe(false);
+    expect(await manager.hasActiveRun("t1")).toBe(false);
   });
 
   it("rollback ends the first run as error 'Rolled back by user' and restores the pre-run state before the second starts", async () => {
