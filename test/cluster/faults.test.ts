@@ -26,20 +26,24 @@ const counted = (runId: string, calls = 1) => until(() => cluster.counter.callsO
 
 describe("workers coming and going under live runs", () => {
   it("a fourth worker starting leaves every live run of the other three alone", async () => {
+    // About 15 s of run: longer than a worker's start on a loaded machine, plus lease and grace.
+    const STEPS = 60;
     const runs = await Promise.all(
       [0, 1, 2].map(async (worker) => {
         const threadId = await createThread(cluster, worker);
-        return startRun(cluster, threadId, { worker, script: { steps: 30, delayMs: 300 } });
+        return startRun(cluster, threadId, { worker, script: { steps: STEPS, delayMs: 250 } });
       }),
     );
     await Promise.all(runs.map((run) => counted(run.run_id)));
     const fourth = await cluster.addWorker("node");
     expect(fourth.index).toBe(3);
+    // Live while the fourth started, or this proves nothing (a machine too slow for these runs).
+    for (const run of runs) expect((await getRun(cluster, run.thread_id, run.run_id, 3)).status, "still running once the fourth worker listens").toBe("running");
     // Past lease + grace after the start: a startup that swept live runs would have shown by now.
     await new Promise((resolve) => setTimeout(resolve, LEASE_MS + GRACE_MS));
     for (const run of runs) expect((await getRun(cluster, run.thread_id, run.run_id, 3)).status).toBe("running");
     for (const run of runs) expect((await waitForRun(cluster, run.thread_id, run.run_id, isTerminal)).status).toBe("success");
-    for (const run of runs) expect(cluster.counter.callsOf(run.run_id).map((c) => c.step)).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
+    for (const run of runs) expect(cluster.counter.callsOf(run.run_id).map((c) => c.step)).toEqual(Array.from({ length: STEPS }, (_, i) => i + 1));
     const threadId = await createThread(cluster, 3);
     const onFourth = await startRun(cluster, threadId, { worker: 3, script: { steps: 1 } });
     expect((await waitForRun(cluster, threadId, onFourth.run_id, isTerminal)).status).toBe("success");
