@@ -120,6 +120,8 @@ export function workerConfig(label: string, model: ScriptedModel, counter: RunCo
     // Off unless a scenario turns them on: each is one more model call per run the script would answer.
     title: { enabled: false },
     memory: { enabled: false },
+    // The script repeats the same tool calls run after run by design; LoopDetection would stop them.
+    loop_detection: { enabled: false },
     plugins: [{ name: "count_run", use: `${PLUGIN}:install`, config: { url: counter.url, worker: label } }],
     ...options.config,
   };
@@ -136,6 +138,8 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     const [model, counter] = await Promise.all([startScriptedModel({ delayMs: options.modelDelayMs ?? 0 }), startRunCounter()]);
     undo.push(model.close, counter.close);
     const pool = new pg.Pool({ connectionString: databaseUrl, max: 4 });
+    // An idle client losing its server (PostgreSQL stopping at the end) is no test failure.
+    pool.on("error", () => undefined);
     undo.push(() => pool.end());
     const env = { DATABASE_URL: databaseUrl, [MODEL_KEY_ENV]: "scripted-key", ...options.env };
     const slots: WorkerSlot[] = [];
@@ -151,10 +155,11 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       const index = slots.length;
       const label = `${index}-${runtime}`;
       const configPath = join(dir, `worker-${index}.yaml`);
-      // JSON is YAML.
-      await writeFile(configPath, JSON.stringify(workerConfig(label, model, counter, options)));
+      // Taken before the first await: slots are added side by side.
       const slot: WorkerSlot = { index, runtime, label, server: undefined, up: false, configPath, past: "" };
       slots.push(slot);
+      // JSON is YAML.
+      await writeFile(configPath, JSON.stringify(workerConfig(label, model, counter, options)));
       return slot;
     };
     const view = (slot: WorkerSlot): ClusterWorker => ({

@@ -3,7 +3,7 @@
 // protocol over a real socket, streamed or not as the client asks. Stateless: what it answers
 // follows from the request's messages alone, so any worker may make any call of any run.
 //
-// A run's first human message may carry directives, each `#name=value`:
+// A run's human message (the last one in the request) may carry directives, each `#name=value`:
 //   #steps=N    tool calls before the final answer (default 1), one per model call
 //   #delay=MS   wait this long before answering each call (default: the server's delayMs)
 //   #tool=NAME  the tool to call (default count_run; `none` answers at once)
@@ -23,8 +23,8 @@ export interface ScriptedModel {
   calls(): number;
   /** Calls whose client went away before the answer (a run cancelled or a worker killed mid-call). */
   abandoned(): number;
-  /** The system messages of the calls whose first user message contains `text` (what a run was told: injected memory, say). */
-  systemPromptsFor(text: string): string[];
+  /** The whole prompt (every message's text) of each call whose last user message contains `text`: what a run was told, injected memory say. */
+  promptsFor(text: string): string[];
   setDelay(ms: number): void;
   close(): Promise<void>;
 }
@@ -40,9 +40,9 @@ export interface Script {
   readonly tool: string;
 }
 
-/** The directives of a run's first human message (see the file comment). */
+/** The directives of the run's human message, the last one (a thread keeps earlier turns; see the file comment). */
 export function scriptOf(messages: readonly ChatMessage[]): Script {
-  const first = messages.find((m) => m.role === "user");
+  const first = messages.findLast((m) => m.role === "user");
   const text = typeof first?.content === "string" ? first.content : Array.isArray(first?.content) ? JSON.stringify(first.content) : "";
   const directive = (name: string) => new RegExp(`#${name}=([\\w.-]+)`).exec(text)?.[1];
   const steps = Number(directive("steps") ?? 1);
@@ -106,7 +106,7 @@ export async function startScriptedModel(options: ScriptedModelOptions = {}): Pr
   let delayMs = options.delayMs ?? 0;
   let calls = 0;
   let abandoned = 0;
-  const seen: Array<{ firstUser: string; system: string }> = [];
+  const seen: Array<{ lastUser: string; prompt: string }> = [];
   const answer = async (req: IncomingMessage, res: ServerResponse) => {
     if (req.method !== "POST" || !req.url?.endsWith("/chat/completions")) {
       res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: `no route ${req.method} ${req.url}`, type: "test_error" } }));
@@ -117,7 +117,7 @@ export async function startScriptedModel(options: ScriptedModelOptions = {}): Pr
     const reply = replyTo(messages, Array.isArray(body.tools) && body.tools.length > 0);
     const wait = scriptOf(messages).delayMs ?? delayMs;
     const text = (m: ChatMessage | undefined) => (typeof m?.content === "string" ? m.content : JSON.stringify(m?.content ?? ""));
-    seen.push({ firstUser: text(messages.find((m) => m.role === "user")), system: messages.filter((m) => m.role === "system").map(text).join("\n") });
+    seen.push({ lastUser: text(messages.findLast((m) => m.role === "user")), prompt: messages.map(text).join("\n") });
     let gone = false;
     res.on("close", () => {
       if (!res.writableFinished) gone = true;
@@ -147,7 +147,7 @@ export async function startScriptedModel(options: ScriptedModelOptions = {}): Pr
     baseUrl: `${listening.url}/v1`,
     calls: () => calls,
     abandoned: () => abandoned,
-    systemPromptsFor: (text) => seen.filter((call) => call.firstUser.includes(text)).map((call) => call.system),
+    promptsFor: (text) => seen.filter((call) => call.lastUser.includes(text)).map((call) => call.prompt),
     setDelay: (ms) => void (delayMs = ms),
     close: listening.close,
   };
