@@ -3,7 +3,7 @@ import { DeerflowError } from "../core/errors.ts";
 import { NAMED_ID_MAX, NAMED_ID_PATTERN, idFormatHint, isNamedId } from "../core/ids.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import type { VersionedKeyValue } from "../ports/versioned-key-value.ts";
-import { parseStoredJson, updateVersioned, versionedOver } from "../storage/versioned.ts";
+import { CAS_MAX_ATTEMPTS, parseStoredJson, updateVersioned, VersionedConflictError, versionedOver } from "../storage/versioned.ts";
 import type { Clock } from "../ports/runtime-ports.ts";
 import type { ThreadRecord, ThreadSearchQuery, ThreadStatus, ThreadStore } from "./thread-types.ts";
 import { isRecord } from "../core/guards.ts";
@@ -198,7 +198,7 @@ export class KeyValueThreadStore implements ThreadStore {
   }): Promise<{ thread: ThreadRecord; created: boolean }> {
     const threadId = input.threadId === undefined ? crypto.randomUUID() : assertThreadId(input.threadId);
     const key = this.#key(threadId);
-    for (;;) {
+    for (let attempt = 0; attempt < CAS_MAX_ATTEMPTS; attempt++) {
       const existing = await this.#versionedRead(threadId);
       if (existing) return { thread: toRecord(existing), created: false };
       const now = this.#now();
@@ -215,6 +215,7 @@ export class KeyValueThreadStore implements ThreadStore {
       // Create-if-absent: a thread another writer created meanwhile is read and returned above.
       if (await this.#versioned.write(key, JSON.stringify(stored), null)) return { thread: toRecord(stored), created: true };
     }
+    throw new VersionedConflictError(key);
   }
 
   async #versionedRead(threadId: string): Promise<StoredThread | undefined> {

@@ -2,7 +2,7 @@ import type { Bash, InMemoryFs } from "just-bash";
 import { normalizePosixPath } from "../core/path.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import type { VersionedKeyValue } from "../ports/versioned-key-value.ts";
-import { parseStoredJson, versionedOver } from "../storage/versioned.ts";
+import { CAS_MAX_ATTEMPTS, parseStoredJson, VersionedConflictError, versionedOver } from "../storage/versioned.ts";
 import { SandboxError } from "../ports/sandbox.ts";
 import type { ExecOptions, ExecResult, SandboxProvider, SandboxScope, SandboxUploads, UploadBatch } from "../ports/sandbox.ts";
 import type { SandboxWorkerPort } from "../ports/sandbox-worker.ts";
@@ -324,7 +324,7 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
   async function writeSnapshot(sandbox: VirtualSandbox, key: string, ours: VirtualSnapshot): Promise<void> {
     let next = ours;
     let expected = sandbox.base.version;
-    for (;;) {
+    for (let attempt = 0; attempt < CAS_MAX_ATTEMPTS; attempt++) {
       const text = JSON.stringify(next);
       if (await versioned.write(key, text, expected)) {
         const after = await versioned.read(key);
@@ -339,6 +339,7 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
       next = merged;
       expected = current.version;
     }
+    throw new VersionedConflictError(key);
   }
 
   /** Applies to a sandbox's files what a merge took from another worker's save. */

@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/core/clock.ts";
 import { mapEnv } from "../../src/core/env.ts";
 import { parseGatewayConfig } from "../../src/config/gateway.ts";
+import { createGateway } from "../../src/gateway/app.ts";
 import { createAuthLayer } from "../../src/gateway/auth/layer.ts";
 import { createMemoryStore, type MemoryExtractor } from "../../src/middlewares/memory/store.ts";
 import type { Sandbox } from "../../src/ports/sandbox.ts";
@@ -17,6 +18,7 @@ import { ORPHAN_GRACE_MS, UploadStore } from "../../src/sandbox/upload-store.ts"
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import { versionedOver } from "../../src/storage/versioned.ts";
 import { buildTestGateway, login, passwordHash, request } from "../portable/gateway/auth-fixtures.ts";
+import { config } from "../portable/gateway/threads-fixtures.ts";
 
 /** Resolves once `count` callers have arrived: both workers have read before either writes. */
 function barrier(count: number): () => Promise<void> {
@@ -240,5 +242,34 @@ describe("two workers over one versioned store", () => {
     await a.exclusive(scope, () => a.putLocked(scope, "two.txt", bytes("2")));
     expect(await dataKeys()).toHaveLength(2);
     expect(Object.keys(await a.index(scope)).sort()).toEqual(["one.txt", "two.txt"]);
+  });
+});
+
+describe("GatewayOptions.versioned", () => {
+  it("is what two gateways over one store write thread rows through: concurrent PATCHes on both are both kept", async () => {
+    const storage = createMemoryKeyValue();
+    const inner = versionedOver(storage);
+    const written: string[] = [];
+    const versioned: VersionedKeyValue = {
+      read: (key) => inner.read(key),
+      write: (key, value, expected) => {
+        written.push(key);
+        return inner.write(key, value, expected);
+      },
+    };
+    const [a, b] = await Promise.all([createGateway({ config, storage, versioned }), createGateway({ config, storage, versioned })]);
+    try {
+      const json = (body: unknown) => ({ method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+      expect((await a.fetch(new Request("http://localhost/api/threads", json({ thread_id: "t9" })))).status).toBe(200);
+      const patch = (gateway: typeof a, metadata: Record<string, unknown>) =>
+        gateway.fetch(new Request("http://localhost/api/threads/t9", { ...json({ metadata }), method: "PATCH" }));
+      const responses = await Promise.all([patch(a, { via_a: true }), patch(b, { via_b: true })]);
+      expect(responses.map((response) => response.status)).toEqual([200, 200]);
+      const thread = (await (await b.fetch(new Request("http://localhost/api/threads/t9"))).json()) as { metadata: Record<string, unknown> };
+      expect(thread.metadata).toMatchObject({ via_a: true, via_b: true });
+      expect(written.filter((key) => key === "gateway:threads:t9").length).toBeGreaterThanOrEqual(3);
+    } finally {
+      await Promise.all([a.shutdown(), b.shutdown()]);
+    }
   });
 });
