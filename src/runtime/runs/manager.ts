@@ -405,7 +405,8 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     run.lost = lost;
     if (run.lease) run.lease.lost = lost;
     this.#report("error", `run ${run.row.run_id}`, lost.message);
-    if (!run.controller.signal.aborted) run.controller.abort(lost);
+    // An AbortError as a cancel's: the engine stops at once on it (the run ends on `lost`, not on the reason).
+    if (!run.controller.signal.aborted) run.controller.abort(new DOMException(lost.message, "AbortError"));
   }
 
   #onSignal(signal: BusSignal): void {
