@@ -153,15 +153,20 @@ describe("RunManager over a shared coordinator (two processes in one test)", () 
   });
 });
 
+/** One worker over a coordinator with a finite lease, on a manual clock, its run blocked in a tool. */
+async function leasedRun() {
+  const clock = new ManualClock(1_767_225_600_000);
+  const coordinator = new LeasedCoordinator({ storage: createMemoryKeyValue(), clock });
+  const w = world({ coordinator, clock });
+  const a = w.worker("worker-a");
+  const row = await a.manager.create("t1", say("tool:block"), ALICE);
+  await eventually(async () => (await a.manager.get("t1", row.run_id))?.status === "running");
+  return { clock, coordinator, w, a, row };
+}
+
 describe("RunManager with leases", () => {
   it("a run whose lease renewal says it is no longer owned ends as error and writes no checkpoint after", async () => {
-    const clock = new ManualClock(1_767_225_600_000);
-    const storage = createMemoryKeyValue();
-    const coordinator = new LeasedCoordinator({ storage, clock });
-    const w = world({ coordinator, clock });
-    const a = w.worker("worker-a");
-    const row = await a.manager.create("t1", say("tool:block"), ALICE);
-    await eventually(async () => (await a.manager.get("t1", row.run_id))?.status === "running");
+    const { clock, coordinator, w, a, row } = await leasedRun();
     // Joined while it runs here: once it lost its lease this worker no longer writes its row (the
     // sweep of a live worker does), so only the local join sees how it ended.
     const joined = a.manager.join("t1", row.run_id);
@@ -180,13 +185,7 @@ describe("RunManager with leases", () => {
   });
 
   it("once renewals fail past the local lease deadline, the run ends as error with the cause (not before)", async () => {
-    const clock = new ManualClock(1_767_225_600_000);
-    const storage = createMemoryKeyValue();
-    const coordinator = new LeasedCoordinator({ storage, clock });
-    const w = world({ coordinator, clock });
-    const a = w.worker("worker-a");
-    const row = await a.manager.create("t1", say("tool:block"), ALICE);
-    await eventually(async () => (await a.manager.get("t1", row.run_id))?.status === "running");
+    const { clock, coordinator, w, a, row } = await leasedRun();
     const joined = a.manager.join("t1", row.run_id);
     coordinator.renewed = () => {
       throw new Error("connection refused by db.example:5432");
@@ -204,13 +203,7 @@ describe("RunManager with leases", () => {
   });
 
   it("a renewal carries a cancel whose signal was missed", async () => {
-    const clock = new ManualClock(1_767_225_600_000);
-    const storage = createMemoryKeyValue();
-    const coordinator = new LeasedCoordinator({ storage, clock });
-    const w = world({ coordinator, clock });
-    const a = w.worker("worker-a");
-    const row = await a.manager.create("t1", say("tool:block"), ALICE);
-    await eventually(async () => (await a.manager.get("t1", row.run_id))?.status === "running");
+    const { clock, coordinator, w, a, row } = await leasedRun();
     // Stored, but no signal sent (as if it was lost on the way).
     expect((await coordinator.requestCancel("t1", row.run_id, "interrupt"))?.state).toBe("requested");
     await new Promise((resolve) => setTimeout(resolve, 10));
