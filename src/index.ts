@@ -13,6 +13,7 @@ export { CheckpointerError } from "./runtime/kv-checkpointer.ts";
 export { ThreadStateError } from "./runtime/thread-state.ts";
 export { ThreadStoreError } from "./runtime/thread-store.ts";
 export { RunOperationError } from "./runtime/runs/types.ts";
+export { RunLeaseLostError } from "./runtime/runs/fence.ts";
 export { SkillRegistryError } from "./skills/registry.ts";
 export { ThreadDataError } from "./middlewares/thread-data.ts";
 export { MemoryStoreError } from "./middlewares/memory/index.ts";

@@ -14,7 +14,8 @@ import type { Clock, Env } from "../ports/runtime-ports.ts";
 import type { SandboxProvider } from "../ports/sandbox.ts";
 import { createLeadAgentFactory, leadAgentExtras, type LeadAgentFactory } from "../runtime/agent-factory.ts";
 import { KeyValueCheckpointSaver } from "../runtime/kv-checkpointer.ts";
-import type { RunManager } from "../runtime/runs/manager.ts";
+import { LeaseFence, fenceCheckpointer } from "../runtime/runs/fence.ts";
+import type { RunCoordination, RunManager } from "../runtime/runs/manager.ts";
 import { allCheckpointWritesSettled, trackCheckpointWrites } from "../runtime/runs/settle.ts";
 import { KeyValueThreadStore } from "../runtime/thread-store.ts";
 import type { VersionedKeyValue } from "../ports/versioned-key-value.ts";
@@ -111,6 +112,11 @@ export interface GatewayOptions {
   readonly configuredMiddlewares?: readonly AgentMiddleware[];
   /** Told of every extension diagnostic as it happens (they are also kept in `diagnostics`). */
   readonly onDiagnostic?: (diagnostic: GatewayDiagnostic) => void;
+  /**
+   * Where runs are coordinated when this gateway is one of several processes over one store
+   * (default: in this process's memory, which is right for one process only).
+   */
+  readonly coordination?: RunCoordination;
   /** Knobs of the runs part (heartbeat, stream bridge, recursion limit). */
   readonly runs?: RunsPartOptions;
   /** Origins allowed cross-origin (with credentials); default `GATEWAY_CORS_ORIGINS`, comma-separated. No CORS at all when empty. */
@@ -190,7 +196,9 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   };
 
   // One tracked saver for the agents and the runs: a cancelled run's cleanup waits for its saves.
-  const checkpointer = trackCheckpointWrites(options.checkpointer ?? new KeyValueCheckpointSaver({ storage }));
+  // Fenced too: a run of this process that lost its lease writes no checkpoint.
+  const fence = new LeaseFence(clock);
+  const checkpointer = trackCheckpointWrites(fenceCheckpointer(options.checkpointer ?? new KeyValueCheckpointSaver({ storage }), fence));
   const versioned = options.versioned ?? versionedOver(storage);
   const threads = options.threads ?? new KeyValueThreadStore({ storage, clock, versioned });
   const guard = createRouteGuard(threads);
@@ -334,7 +342,11 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   const registerExtraRoutes =
     options.registerExtraRoutes ??
     (async (routes: Hono<GatewayEnv>, gatewayDeps: GatewayDeps): Promise<GatewayRunHooks> => {
-      const runsPart = await registerRunsPart(routes, gatewayDeps, options.runs);
+      const runsPart = await registerRunsPart(routes, gatewayDeps, {
+        ...options.runs,
+        fence,
+        ...(options.coordination ? { coordination: options.coordination } : {}),
+      });
       const limits = gatewayConfig.uploads;
       registerFileRoutes(routes, {
         sandbox,

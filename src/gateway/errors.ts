@@ -71,6 +71,8 @@ const STATUS_BY_CODE = {
   invalid_input_message: 400,
   invalid_query: 422,
   invalid_run_id: 422,
+  // A run of this worker lost its lease; its thread's writes wait for the new owner (RunLeaseLostError).
+  run_lease_lost: 503,
   // Threads, their state and checkpoints, and auth.
   invalid_request: 422,
   invalid_thread_id: 422,

@@ -44,7 +44,8 @@ import {
 } from "./client-input.ts";
 import { KeyValueCheckpointSaver } from "./kv-checkpointer.ts";
 import { trackCheckpointWrites } from "./runs/settle.ts";
-import { RunManager } from "./runs/manager.ts";
+import { LeaseFence, fenceCheckpointer } from "./runs/fence.ts";
+import { RunManager, coordinationOptions, type RunCoordination } from "./runs/manager.ts";
 import { parseLastEventId, type StreamBridge, type StreamFrame } from "./runs/stream-bridge.ts";
 import { RUN_STREAM_MODES, type CancelAction, type RunAgentFactory, type RunDiagnostic, type RunRecord, type RunRequest, type RunStatus, type RunStreamMode } from "./runs/types.ts";
 import { hasCheckpoint, readThreadHistory, readThreadState, updateThreadState, type ThreadStateGraph, type ThreadStateJson } from "./thread-state.ts";
@@ -95,6 +96,8 @@ export interface DeerFlowClientOptions {
   readonly configuredMiddlewares?: readonly AgentMiddleware[];
   readonly authorizationProvider?: AuthorizationProvider;
   readonly bridge?: StreamBridge;
+  /** Coordinator, bus and worker id when this client is one of several processes over one store (as the gateway's option). */
+  readonly coordination?: RunCoordination;
   readonly onDiagnostic?: (diagnostic: RunDiagnostic) => void;
   /** Budget for in-flight runs at close(); default 5000 ms. */
   readonly drainTimeoutMs?: number;
@@ -119,6 +122,14 @@ const ClientOptionsSchema = v.strictObject({
   configuredMiddlewares: v.optional(v.array(v.unknown())),
   authorizationProvider: v.optional(object),
   bridge: v.optional(object),
+  coordination: v.optional(
+    v.strictObject({
+      coordinator: object,
+      bus: object,
+      workerId: v.pipe(v.string(), v.minLength(1, "expected a non-empty worker id")),
+      leaseGraceMs: v.optional(v.pipe(v.number(), v.minValue(0))),
+    }),
+  ),
   onDiagnostic: v.optional(fn),
   drainTimeoutMs: v.optional(v.pipe(v.number(), v.minValue(0))),
 });
@@ -191,7 +202,9 @@ export async function createDeerFlowClient(options: DeerFlowClientOptions = {}):
   const versioned = options.versioned ?? versionedOver(storage);
   const ownSandbox = options.sandbox === undefined;
   const sandbox = options.sandbox ?? createVirtualSandboxProvider({ storage, versioned, defaultTimeoutMs: config.sandbox.command_timeout_ms });
-  const checkpointer = trackCheckpointWrites(options.checkpointer ?? new KeyValueCheckpointSaver({ storage }));
+  // Fenced: a run of this process that lost its lease writes no checkpoint.
+  const fence = new LeaseFence(clock);
+  const checkpointer = trackCheckpointWrites(fenceCheckpointer(options.checkpointer ?? new KeyValueCheckpointSaver({ storage }), fence));
   const threads = options.threads ?? new KeyValueThreadStore({ storage, clock, versioned });
   const report = (diagnostic: RunDiagnostic) => options.onDiagnostic?.(diagnostic);
   const leadFactory: LeadAgentFactory | undefined = options.agentFactory
@@ -213,6 +226,8 @@ export async function createDeerFlowClient(options: DeerFlowClientOptions = {}):
     extensions: options.extensions ?? EMPTY_EXTENSIONS,
     clock,
     ...(options.bridge ? { bridge: options.bridge } : {}),
+    ...coordinationOptions(options.coordination),
+    fence,
     modelNames: () => availableModelNames(config),
     onDiagnostic: report,
   });

@@ -101,6 +101,7 @@ const SAMPLES: Readonly<Record<string, () => Error>> = {
   ModuleLoaderError: () => new lib.ModuleLoaderError("module_not_found", "nothing at ./x.ts"),
   ProvenanceError: () => new lib.ProvenanceError("bad stamp"),
   RunOperationError: () => new lib.RunOperationError("run_not_found", "Run r not found"),
+  RunLeaseLostError: () => new lib.RunLeaseLostError("Run r lost its lease: the database is unreachable"),
   SandboxAuthorizationError: () => new lib.SandboxAuthorizationError({ userId: "u1", threadId: "t1" }),
   SandboxError: () => new lib.SandboxError("not_found", "no such file"),
   SkillRegistryError: () => new lib.SkillRegistryError("invalid_skill_path", "no skill at x"),

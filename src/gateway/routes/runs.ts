@@ -1,7 +1,8 @@
 import type { Context, Hono } from "hono";
 import { availableModelNames } from "../../config/index.ts";
 import { NAMED_ID_PATTERN, newId } from "../../core/ids.ts";
-import { RunManager } from "../../runtime/runs/manager.ts";
+import { RunManager, coordinationOptions, type RunCoordination } from "../../runtime/runs/manager.ts";
+import type { LeaseFence } from "../../runtime/runs/fence.ts";
 import { parseLastEventId, type StreamBridge } from "../../runtime/runs/stream-bridge.ts";
 import type { ReclaimMemory } from "../../ports/runtime-ports.ts";
 import { RUN_STATUSES, RunOperationError, type RunRecord, type RunStatus } from "../../runtime/runs/types.ts";
@@ -195,6 +196,10 @@ export function registerRunRoutes(app: Hono<GatewayEnv>, deps: RunRouteDeps): vo
 
 export interface RunsPartOptions {
   readonly bridge?: StreamBridge;
+  /** Coordinator, bus and worker id of a gateway that is one of several processes (see GatewayOptions). */
+  readonly coordination?: RunCoordination;
+  /** The fence of the checkpointer the gateway's agents write through. */
+  readonly fence?: LeaseFence;
   readonly heartbeatMs?: number;
   readonly maxRecursionLimit?: number;
   /** The lifecycle hooks' shared budget per pass (default 3 s). */
@@ -222,6 +227,8 @@ export async function registerRunsPart(
     extensions: deps.extensions,
     clock: deps.clock,
     ...(options.bridge ? { bridge: options.bridge } : {}),
+    ...coordinationOptions(options.coordination),
+    ...(options.fence ? { fence: options.fence } : {}),
     ...(options.notifyBudgetMs === undefined ? {} : { notifyBudgetMs: options.notifyBudgetMs }),
     ...(options.reclaimMemory ? { reclaimMemory: options.reclaimMemory } : {}),
     modelNames: () => availableModelNames(deps.config),

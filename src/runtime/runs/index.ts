@@ -1,7 +1,11 @@
-export { RunManager, type CancelOptions, type RunManagerOptions, type ShutdownReport } from "./manager.ts";
+export { RunManager, coordinationOptions, type RunCoordination, type CancelOptions, type RunManagerOptions, type ShutdownReport } from "./manager.ts";
 export { RunStore, type RunListQuery } from "./run-store.ts";
 export { MemoryStreamBridge, type MemoryStreamBridgeOptions, type StreamBridge, type StreamFrame, type StreamGap, type SubscribeOptions } from "./stream-bridge.ts";
 export { readThreadValues, restorePreRunCheckpoint, writeFallbackTitle } from "./checkpoints.ts";
 export { ROLLED_BACK } from "./worker.ts";
 export { allCheckpointWritesSettled, checkpointWritesSettled, trackCheckpointWrites } from "./settle.ts";
 export * from "./types.ts";
+export type { Admission, CancelledRun, CancelRequestResult, ClaimResult, RenewResult, RunCoordinator, SweptRun } from "./coordinator.ts";
+export { MemoryRunCoordinator, type MemoryRunCoordinatorOptions } from "./memory-coordinator.ts";
+export { FencedRunJournal, LeaseFence, RunLeaseLostError, fenceCheckpointer, type FenceLease } from "./fence.ts";
+export { LocalSignals, type BusSignal, type StreamBus } from "./stream-bus.ts";

@@ -62,6 +62,21 @@ export interface RunManagerOptions<U extends RunPrincipal> {
   readonly reclaimMemory?: ReclaimMemory;
 }
 
+/** What a gateway (or client) that is one of several processes over one store hands its RunManager. */
+export interface RunCoordination {
+  readonly coordinator: RunCoordinator;
+  readonly bus: StreamBus;
+  readonly workerId: string;
+  readonly leaseGraceMs?: number;
+}
+
+/** The RunManagerOptions `coordination` stands for (none when absent: the memory defaults). */
+export function coordinationOptions(coordination: RunCoordination | undefined): Pick<RunManagerOptions<RunPrincipal>, "coordinator" | "bus" | "workerId" | "leaseGraceMs"> {
+  if (!coordination) return {};
+  const { coordinator, bus, workerId, leaseGraceMs } = coordination;
+  return { coordinator, bus, workerId, ...(leaseGraceMs === undefined ? {} : { leaseGraceMs }) };
+}
+
 export interface CancelOptions {
   readonly action?: CancelAction;
   /** Resolve only after the run has finished finalizing. */
@@ -390,7 +405,8 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     run.lost = lost;
     if (run.lease) run.lease.lost = lost;
     this.#report("error", `run ${run.row.run_id}`, lost.message);
-    if (!run.controller.signal.aborted) run.controller.abort(lost);
+    // An AbortError as a cancel's: the engine stops at once on it (the run ends on `lost`, not on the reason).
+    if (!run.controller.signal.aborted) run.controller.abort(new DOMException(lost.message, "AbortError"));
   }
 
   #onSignal(signal: BusSignal): void {
