@@ -26,12 +26,13 @@ const counted = (runId: string, calls = 1) => until(() => cluster.counter.callsO
 
 describe("workers coming and going under live runs", () => {
   it("a fourth worker starting leaves every live run of the other three alone", async () => {
-    // About 15 s of run: longer than a worker's start on a loaded machine, plus lease and grace.
-    const STEPS = 60;
+    // About 15 s of run (longer than a worker's start on a loaded machine, plus lease and grace),
+    // in few enough steps to stay under the agent's recursion limit.
+    const STEPS = 25;
     const runs = await Promise.all(
       [0, 1, 2].map(async (worker) => {
         const threadId = await createThread(cluster, worker);
-        return startRun(cluster, threadId, { worker, script: { steps: STEPS, delayMs: 250 } });
+        return startRun(cluster, threadId, { worker, script: { steps: STEPS, delayMs: 600 } });
       }),
     );
     await Promise.all(runs.map((run) => counted(run.run_id)));
