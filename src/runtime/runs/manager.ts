@@ -90,6 +90,13 @@ export interface ShutdownReport {
   readonly abandoned: number;
 }
 
+/**
+ * With several workers, the share of the shutdown budget a draining worker's runs get to finish
+ * before they are interrupted; the rest of the budget is for the interrupted runs' cleanup (saves,
+ * status, release), which must land before the process exits.
+ */
+const DRAIN_SHARE = 0.8;
+
 const INTERRUPTED_BY_RESTART: RunErrorInfo = Object.freeze({
   name: "GatewayRestarted",
   message: "The gateway stopped while this run was in flight; start a new run to continue the thread.",
@@ -365,19 +372,32 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
   }
 
   /**
-   * Interrupts every active run and waits for them, within `timeoutMs` in all; runs still unsettled
-   * at the deadline are persisted as interrupted. New runs are refused from the first moment. Every
-   * run of this process releases its thread, so other workers take the thread.
+   * Stops this process's runs, within `timeoutMs` in all; runs still unsettled at the deadline are
+   * persisted as interrupted. New runs are refused from the first moment. Every run of this process
+   * releases its thread, so other workers take the thread.
+   *
+   * One process (a coordinator without leases): every active run is interrupted at once, since no
+   * one else would serve the deployment meanwhile. Several workers (leases): the others keep
+   * serving, so this one drains: its runs may finish for the first `drainShare` of the budget, and
+   * only those still going then are interrupted, with the rest of it for their cleanup.
    */
   async shutdown(timeoutMs = 5000): Promise<ShutdownReport> {
     this.#closing = true;
     this.#reclaimer?.close();
     const runs = [...this.#active.values()];
-    for (const run of runs) if (!run.settled) this.#abort(run, "interrupt");
     const deadline = new AbortController();
     const settled = new Set<ActiveRun<U>>();
     const all = Promise.all(runs.map((run) => run.done.then(() => void settled.add(run))));
-    await Promise.race([all, this.clock.sleep(timeoutMs, deadline.signal).catch(() => undefined)]);
+    let cleanupMs = timeoutMs;
+    if (Number.isFinite(this.coordinator.leaseMs) && runs.length > 0) {
+      const drainMs = Math.floor(timeoutMs * DRAIN_SHARE);
+      const drained = new AbortController();
+      await Promise.race([all, this.clock.sleep(drainMs, drained.signal).catch(() => undefined)]);
+      drained.abort();
+      cleanupMs = timeoutMs - drainMs;
+    }
+    for (const run of runs) if (!run.settled) this.#abort(run, "interrupt");
+    await Promise.race([all, this.clock.sleep(cleanupMs, deadline.signal).catch(() => undefined)]);
     deadline.abort();
     const abandoned = runs.filter((run) => !settled.has(run));
     for (const run of abandoned) {
