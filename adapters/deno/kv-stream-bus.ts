@@ -190,7 +190,7 @@ export class DenoKvStreamBus implements StreamBus {
     };
   }
 
-  release(runId: string, delayMs = this.#releaseAfterMs): void {
+  release(runId: string, delayMs: number = this.#releaseAfterMs): void {
     if (this.#closed.signal.aborted) return;
     if (delayMs <= 0) {
       void this.#drop(runId);

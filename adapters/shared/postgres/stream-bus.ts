@@ -254,7 +254,7 @@ export class PostgresStreamBus implements StreamBus {
     }
   }
 
-  release(runId: string, delayMs = this.#releaseAfterMs): void {
+  release(runId: string, delayMs: number = this.#releaseAfterMs): void {
     const write =
       delayMs <= 0
         ? this.#drop(runId)

@@ -29,8 +29,9 @@ export function deferred<T = void>(): Deferred<T> {
 }
 
 /**
- * Reads the last human message: `tool:<name>` calls that tool once, then answers
- * `done: <text>` after the tool result. Every answer gets a fresh id (the messages reducer merges
+ * Reads the last human message: `tool:<name> [more words]` calls that tool once (the name ends at
+ * the first space, so a test may add text for the title), then answers `done: <text>` after the
+ * tool result. Every answer gets a fresh id (the messages reducer merges
  * equal ids).
  */
 export class ScriptedModel extends BaseChatModel {
@@ -48,7 +49,7 @@ export class ScriptedModel extends BaseChatModel {
     const answered = messages.slice(index + 1).some((m) => m.getType() === "tool");
     const message =
       text.startsWith("tool:") && !answered
-        ? new AIMessage({ id: newId("ai"), content: "", tool_calls: [{ name: text.slice(5), args: {}, id: newId("call"), type: "tool_call" }] })
+        ? new AIMessage({ id: newId("ai"), content: "", tool_calls: [{ name: text.slice(5).split(" ")[0]!, args: {}, id: newId("call"), type: "tool_call" }] })
         : new AIMessage({ id: newId("ai"), content: `done: ${text}` });
     return { generations: [{ text: String(message.content), message }] };
   }
