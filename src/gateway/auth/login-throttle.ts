@@ -152,13 +152,21 @@ export function createLoginThrottle(options: {
           const wait = Math.max(addressWait, pairWait);
           return { allowed: false, retryAfterMs: wait, retryAtMs: now + wait, scope: addressWait >= pairWait ? "address" : "account" };
         }
-        // The address counter is the guard of the decision: every try from this address (any
-        // account, any worker) changes it, so two tries cannot both pass on the same counts; the
-        // loser decides again on the new ones. Counted before the password is checked, so a crash
-        // mid-check does not refund it.
+        // The address and pair counters guard the decision, each by compare-and-set against the
+        // version it was decided on: every try from this address (any account, any worker) changes
+        // the first, every try of this account from it the second, so two tries cannot both pass
+        // on the same counts. The address is written first; a pair that changed since it was read
+        // (a try of the same pair whose address write came just before ours) means this decision
+        // used a stale pair count: the address count is taken back and the try decides again on
+        // the new counts. Counted before the password is checked, so a crash mid-check does not
+        // refund it.
         const counted = await versioned.write(addressKey, encode((byAddress?.failures ?? 0) + 1, now), byAddressRead!.version);
         if (!counted) continue;
-        await Promise.all([adjust(pairKey, 1, now), adjust(accountKey, 1, now)]);
+        if (!(await versioned.write(pairKey, encode((byPair?.failures ?? 0) + 1, now), byPairRead!.version))) {
+          await adjust(addressKey, -1, now);
+          continue;
+        }
+        await adjust(accountKey, 1, now);
         sweep(now);
         return {
           allowed: true,
