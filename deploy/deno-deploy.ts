@@ -17,6 +17,7 @@ import "../adapters/shared/als.ts";
 import "../adapters/deno/langsmith-profile.ts";
 import "../adapters/deno/quiet-sandbox-notes.ts";
 import { createDenoEnv } from "../adapters/deno/env.ts";
+import { openDenoKvCoordination } from "../adapters/deno/kv-coordination.ts";
 import { createDenoKvKeyValue } from "../adapters/deno/kv-key-value.ts";
 import { createGatewayHost } from "../adapters/shared/gateway-host.ts";
 import { reclaimV8Memory } from "../adapters/shared/v8-memory.ts";
@@ -42,7 +43,9 @@ async function start(): Promise<FetchHandler> {
     reclaimMemory: reclaimV8Memory,
     // Web Workers where the platform has them: a runaway command is stopped without stalling requests.
     ...(typeof (globalThis as { Worker?: unknown }).Worker === "function" ? { sandboxWorkers: createWebSandboxWorkers() } : {}),
-    keyValues: { denoKv: createDenoKvKeyValue },
+    // Deploy runs many isolates over one database: runs are coordinated through it (leases,
+    // atomic admission, frames any isolate reads). A local KV file coordinates no second process.
+    keyValues: { denoKv: createDenoKvKeyValue, denoKvShared: ({ path }) => openDenoKvCoordination({ path }) },
   });
   // Not loopback: the gateway itself refuses to serve without auth, whatever the config says.
   const opened = await openGateway(host, { config, configDir: ".", hostname: "0.0.0.0" });

@@ -44,8 +44,7 @@ export function createGatewayHost(bits: GatewayBits): GatewayHost {
         config.driver === "fs"
           ? { driver: "fs", base: resolve(config.base) }
           : config.driver === "deno-kv"
-            ? // A file against the working folder; a KV Connect URL or ":memory:" as written.
-              { driver: "deno-kv", path: config.path === undefined || /^([a-z][a-z0-9+.-]*:\/\/|:memory:$)/i.test(config.path) ? config.path : resolve(config.path) }
+            ? { driver: "deno-kv", path: denoKvPath(config.path) }
             : { driver: "memory" },
         bits.keyValues,
       );
@@ -53,6 +52,12 @@ export function createGatewayHost(bits: GatewayBits): GatewayHost {
       return storage;
     },
     async openSharedStorage(config, options) {
+      if (config.driver === "deno-kv") {
+        const opened = await bits.keyValues?.denoKvShared?.({ path: denoKvPath(config.path) });
+        if (opened && options?.skillsDir) opened.storage.mount("skills", createFsDriver(resolve(options.skillsDir), { readOnly: true }));
+        return opened;
+      }
+      if (config.driver !== "postgres") return undefined;
       const name = config.url_env ?? "DATABASE_URL";
       const url = bits.env.get(name);
       if (!url) {
@@ -84,4 +89,9 @@ export function createGatewayHost(bits: GatewayBits): GatewayHost {
       return createVirtualSandboxProvider({ storage, defaultTimeoutMs, ...(bits.sandboxWorkers ? { workers: bits.sandboxWorkers, maxWorkers: config.sandbox.max_workers } : {}) });
     },
   };
+}
+
+/** A Deno KV file against the working folder; a KV Connect URL or ":memory:" as written. */
+function denoKvPath(path: string | undefined): string | undefined {
+  return path === undefined || /^([a-z][a-z0-9+.-]*:\/\/|:memory:$)/i.test(path) ? path : resolve(path);
 }

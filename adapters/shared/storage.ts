@@ -1,4 +1,5 @@
 import { DeerflowError } from "../../src/core/errors.ts";
+import type { SharedStorage } from "../../src/cli/host.ts";
 import type { KeyValue } from "../../src/ports/key-value.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import { createFsKeyValue } from "./fs-key-value.ts";
@@ -12,6 +13,12 @@ export type KeyValueConfig =
 /** The drivers only some runtimes have: Deno's adapter passes its Deno KV store. */
 export interface RuntimeKeyValues {
   readonly denoKv?: (options: { path?: string | undefined }) => KeyValue;
+  /**
+   * `storage.driver: deno-kv` as one gateway of many isolates (the Deploy entry): the KeyValue, its
+   * compare-and-set and the run coordination on one KV handle. Absent (the CLI): a local KV file
+   * coordinates no second process, so runs are coordinated in process.
+   */
+  readonly denoKvShared?: (options: { path?: string | undefined }) => Promise<SharedStorage>;
   /** Checks, before anything starts, that this process may write under an fs store's base (Deno's permissions). */
   readonly assertFsWritable?: (base: string) => void;
 }

@@ -15,7 +15,8 @@ import type { StreamBus } from "../runtime/runs/stream-bus.ts";
 export interface SharedStorage {
   readonly storage: KeyValue;
   readonly versioned: VersionedKeyValue;
-  readonly checkpointer: BaseCheckpointSaver;
+  /** Absent: the gateway's own checkpointer over `storage`. */
+  readonly checkpointer?: BaseCheckpointSaver;
   readonly coordination: { readonly coordinator: RunCoordinator; readonly bus: StreamBus; readonly workerId: string; readonly leaseGraceMs?: number };
   /** After the gateway's shutdown: the bus's connection, then the pool. */
   close(): Promise<void>;
@@ -38,10 +39,12 @@ export interface CliHost {
   /** The configured storage; a skills folder, when given, is mounted read-only under `skills`. */
   createStorage(config: AppConfig["storage"], options?: { skillsDir?: string | undefined }): KeyValue;
   /**
-   * storage.driver "postgres": connects, migrates and opens every store of this worker (async, so
-   * apart from createStorage); absent where this entry has no PostgreSQL client.
+   * The stores of one worker among several (async, so apart from createStorage): storage.driver
+   * "postgres" connects, migrates and opens them; "deno-kv" opens them on one KV handle where this
+   * entry serves many isolates (the Deploy entry). Undefined where the driver is one process's here
+   * (then createStorage serves); the method is absent where this entry has no PostgreSQL client.
    */
-  openSharedStorage?(config: AppConfig["storage"], options?: { skillsDir?: string | undefined }): Promise<SharedStorage>;
+  openSharedStorage?(config: AppConfig["storage"], options?: { skillsDir?: string | undefined }): Promise<SharedStorage | undefined>;
   createSandboxProvider(config: AppConfig, storage: KeyValue): SandboxProvider;
   /** Loads extension modules; relative specifiers resolve against `baseDir` (the config file's folder). */
   createModuleLoader(baseDir: string): ModuleLoader;

@@ -59,13 +59,13 @@ export async function openGateway(host: GatewayHost, options: OpenGatewayOptions
     mcp = await loadMcpServers(host, options.configDir);
     const loaded = await loadExtensions(config.plugins, moduleLoader, { onDiagnostic: reportDiagnostic });
     const storageOptions = { skillsDir: config.skills?.path };
-    if (config.storage.driver === "postgres") {
-      if (!host.openSharedStorage) throw new DeerflowError("storage_config_invalid", 'storage.driver "postgres" needs a PostgreSQL client, which this entry does not have; use "fs", "memory" or "deno-kv" here.');
-      shared = await host.openSharedStorage(config.storage, storageOptions);
+    if (config.storage.driver === "postgres" || config.storage.driver === "deno-kv") shared = await host.openSharedStorage?.(config.storage, storageOptions);
+    if (config.storage.driver === "postgres" && !shared) {
+      throw new DeerflowError("storage_config_invalid", 'storage.driver "postgres" needs a PostgreSQL client, which this entry does not have; use "fs", "memory" or "deno-kv" here.');
     }
     const storage = shared?.storage ?? host.createStorage(config.storage, storageOptions);
-    // versioned and coordination: the gateway options the compare-and-set and run-coordination work adds.
-    const distributed = shared ? { checkpointer: shared.checkpointer, versioned: shared.versioned, coordination: shared.coordination } : {};
+    // One worker among several: records written by compare-and-set, runs coordinated through the shared store.
+    const distributed = shared ? { ...(shared.checkpointer ? { checkpointer: shared.checkpointer } : {}), versioned: shared.versioned, coordination: shared.coordination } : {};
     const gateway = await createGateway({
       config,
       storage,

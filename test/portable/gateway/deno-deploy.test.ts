@@ -156,7 +156,7 @@ describe(`deploy/deno-deploy.ts under deno serve with Deploy's permissions (driv
     expect(await readdir(cwd)).toEqual([]);
   }, 240_000);
 
-  it("SIGTERM drains: the process itself interrupts and saves the run in flight and exits 0; the restart reads it", async () => {
+  it("SIGTERM drains: the process itself settles (finishes or interrupts) and saves the run in flight and exits 0; the restart reads it", async () => {
     let server = await startDenoDeploy(env, { cwd });
     let threadId: string, runId: string;
     try {
@@ -188,15 +188,17 @@ describe(`deploy/deno-deploy.ts under deno serve with Deploy's permissions (driv
     server = await startDenoDeploy(env, { cwd });
     try {
       const client = new Client({ apiUrl: `${server.url}/api`, apiKey: GATEWAY_KEY });
-      // The drain interrupted the run and saved it itself: not found orphaned by the next process.
+      // The drain settled the run and saved it itself: not found orphaned by the next process. Deploy
+      // runs many isolates, so the entry drains as one worker of several: the run may finish within
+      // the budget (the answer comes 3 s after the call) or, if it could not, was interrupted.
       const run = await client.runs.get(threadId, runId);
       const events = (await (await fetch(`${server.url}/api/threads/${threadId}/runs/${runId}/events`, { headers: { "x-api-key": GATEWAY_KEY } })).json()) as {
         events: Array<{ kind: string; data: { status?: string; reason?: string; error?: unknown } }>;
       };
-      expect(run.status).toBe("interrupted");
+      expect(["success", "interrupted"]).toContain(run.status);
       const statuses = events.events.filter((e) => e.kind === "status");
-      expect(statuses.map((e) => e.data.status)).toEqual(["pending", "running", "interrupted"]);
-      expect(JSON.stringify(statuses.at(-1)!.data)).not.toMatch(/restart/i);
+      expect(statuses.map((e) => e.data.status)).toEqual(["pending", "running", run.status]);
+      expect(JSON.stringify(statuses.at(-1)!.data)).not.toMatch(/restart|sweep|lease/i);
       const state = await client.threads.getState<Values>(threadId);
       expect(state.values.messages.filter((m) => m.type === "human").map(textOf)).toEqual(["Please take your time with this one."]);
     } finally {
