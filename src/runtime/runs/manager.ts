@@ -165,7 +165,9 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     this.#unlisten = this.bus.listen((signal) => this.#onSignal(signal));
     if (Number.isFinite(this.coordinator.leaseMs)) {
       void this.#every(this.coordinator.leaseMs / 3, () => this.#renewLeases());
-      void this.#every(this.coordinator.leaseMs / 2, () => this.#sweep(INTERRUPTED_BY_LOST_WORKER, "Interrupted by the sweep: the worker that ran this run stopped renewing its lease."));
+      // Often enough that a dead worker's run is interrupted about when its lease and grace are
+      // over, not a whole lease later.
+      void this.#every(Math.min(this.coordinator.leaseMs, this.#graceMs) / 2, () => this.#sweep(INTERRUPTED_BY_LOST_WORKER, "Interrupted by the sweep: the worker that ran this run stopped renewing its lease."));
     }
   }
 
