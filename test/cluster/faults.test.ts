@@ -10,8 +10,8 @@ import type { SseFrame } from "../portable/gateway/runs-harness.ts";
 
 const LEASE_MS = 3000;
 const GRACE_MS = 1000;
-// One sweep interval of a live worker (half the grace here, 500 ms), plus this test's 50 ms polling and slack for a loaded machine.
-const SWEEP_TICK_MS = 1000;
+// Beyond lease + grace: this test's 50 ms polling, the kill itself and a loaded machine's delays.
+const SLACK_MS = 600;
 
 let cluster: Cluster;
 
@@ -74,11 +74,11 @@ describe("workers coming and going under live runs", () => {
       const swept = await waitForRun(cluster, threadId, run.run_id, isTerminal, 30_000);
       const sweptMs = performance.now() - killedAt;
       expect(swept.status).toBe("interrupted");
-      expect(sweptMs).toBeLessThan(LEASE_MS + GRACE_MS + SWEEP_TICK_MS);
+      expect(sweptMs).toBeLessThan(LEASE_MS + GRACE_MS + SLACK_MS);
       for (const r of remote) {
         const endedAt = await r.done;
         expect(r.frames.at(-1)?.event).toBe("end");
-        expect(endedAt - killedAt).toBeLessThan(LEASE_MS + GRACE_MS + SWEEP_TICK_MS);
+        expect(endedAt - killedAt).toBeLessThan(LEASE_MS + GRACE_MS + SLACK_MS);
       }
       const next = await createRun(cluster, threadId, { strategy: "reject", script: { steps: 1 } });
       expect(next.status, JSON.stringify(next.body)).toBe(200);
@@ -97,7 +97,7 @@ describe("workers coming and going under live runs", () => {
     try {
         const swept = await waitForRun(cluster, threadId, run.run_id, isTerminal, 30_000);
         expect(swept.status).toBe("interrupted");
-        expect(performance.now() - pausedAt).toBeLessThan(LEASE_MS + GRACE_MS + SWEEP_TICK_MS);
+        expect(performance.now() - pausedAt).toBeLessThan(LEASE_MS + GRACE_MS + SLACK_MS);
     } finally {
       cluster.resume(1);
     }

@@ -165,9 +165,13 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     this.#unlisten = this.bus.listen((signal) => this.#onSignal(signal));
     if (Number.isFinite(this.coordinator.leaseMs)) {
       void this.#every(this.coordinator.leaseMs / 3, () => this.#renewLeases());
-      // Often enough that a dead worker's run is interrupted about when its lease and grace are
-      // over, not a whole lease later.
-      void this.#every(Math.min(this.coordinator.leaseMs, this.#graceMs) / 2, () => this.#sweep(INTERRUPTED_BY_LOST_WORKER, "Interrupted by the sweep: the worker that ran this run stopped renewing its lease."));
+      // A dead worker's run is interrupted by lease + grace at the latest: the sweep comes every
+      // half grace (or half lease, if shorter) and allows what is left of the grace after one
+      // interval. A live worker renews every lease/3, so its leases never come that close.
+      const sweepEveryMs = Math.min(this.coordinator.leaseMs, this.#graceMs) / 2;
+      void this.#every(sweepEveryMs, () =>
+        this.#sweep(INTERRUPTED_BY_LOST_WORKER, "Interrupted by the sweep: the worker that ran this run stopped renewing its lease.", this.#graceMs - sweepEveryMs),
+      );
     }
   }
 
@@ -176,8 +180,8 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     return this.#sweep(INTERRUPTED_BY_RESTART, "Interrupted by a restart: the gateway process that ran this run ended before the run did.");
   }
 
-  async #sweep(error: RunErrorInfo, reason: string): Promise<RunRecord[]> {
-    const swept: SweptRun[] = await this.coordinator.sweep(error, this.#graceMs);
+  async #sweep(error: RunErrorInfo, reason: string, graceMs = this.#graceMs): Promise<RunRecord[]> {
+    const swept: SweptRun[] = await this.coordinator.sweep(error, graceMs);
     for (const { row, previous } of swept) {
       await this.journal
         .append(row.thread_id, row.run_id, "status", { status: "interrupted", error, reason, previous_status: previous })
