@@ -46,5 +46,12 @@ export function createRouteGuard(threads: ThreadStore): RouteGuard {
     return row;
   }
 
-  return { thread, permission };
+  function administrator(c: Context<GatewayEnv>, what: string): void {
+    const user = authenticatedUser(c);
+    if (user.systemRole !== "admin" || user.isInternal) {
+      throw httpError(403, `Only an administrator may change ${what}; sign in as an admin user (role: admin).`);
+    }
+  }
+
+  return { thread, permission, administrator };
 }

@@ -66,4 +66,9 @@ export interface RouteGuard {
   ): Promise<ThreadRecord | undefined>;
   /** Only the permission (routes without a thread: search, stateless runs). */
   permission(c: import("hono").Context<GatewayEnv>, permission: RoutePermission): void;
+  /**
+   * Deployment-wide settings (skills, the MCP config, custom agents): every user reads them, only
+   * an administrator changes them. 403 naming `what` for anyone else, internal callers included.
+   */
+  administrator(c: import("hono").Context<GatewayEnv>, what: string): void;
 }

@@ -73,6 +73,9 @@ export function harness(options: { limits?: Partial<UploadLimits>; withActiveRun
     permission(c, permission) {
       if (!c.get("user").permissions.has(permission)) throw new HTTPException(403, { message: `Permission denied: ${permission}` });
     },
+    administrator(c, what) {
+      if (c.get("user").systemRole !== "admin") throw new HTTPException(403, { message: `Only an administrator may change ${what}` });
+    },
   };
   const deps: FileRoutesDeps = {
     sandbox: provider,
