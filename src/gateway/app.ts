@@ -14,9 +14,9 @@ import type { Clock, Env } from "../ports/runtime-ports.ts";
 import type { SandboxProvider } from "../ports/sandbox.ts";
 import { createLeadAgentFactory, leadAgentExtras, type LeadAgentFactory } from "../runtime/agent-factory.ts";
 import { KeyValueCheckpointSaver } from "../runtime/kv-checkpointer.ts";
-import { LeaseFence, fenceCheckpointer } from "../runtime/runs/fence.ts";
+import { LeaseFence, runSaver } from "../runtime/runs/fence.ts";
 import type { RunCoordination, RunManager } from "../runtime/runs/manager.ts";
-import { allCheckpointWritesSettled, trackCheckpointWrites } from "../runtime/runs/settle.ts";
+import { allCheckpointWritesSettled } from "../runtime/runs/settle.ts";
 import { KeyValueThreadStore } from "../runtime/thread-store.ts";
 import type { VersionedKeyValue } from "../ports/versioned-key-value.ts";
 import { versionedOver } from "../storage/versioned.ts";
@@ -198,7 +198,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   // One tracked saver for the agents and the runs: a cancelled run's cleanup waits for its saves.
   // Fenced too: a run of this process that lost its lease writes no checkpoint.
   const fence = new LeaseFence(clock);
-  const checkpointer = trackCheckpointWrites(fenceCheckpointer(options.checkpointer ?? new KeyValueCheckpointSaver({ storage }), fence));
+  const checkpointer = runSaver(options.checkpointer ?? new KeyValueCheckpointSaver({ storage }), fence);
   const versioned = options.versioned ?? versionedOver(storage);
   const threads = options.threads ?? new KeyValueThreadStore({ storage, clock, versioned });
   const guard = createRouteGuard(threads);

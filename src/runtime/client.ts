@@ -43,8 +43,7 @@ import {
   type RunOptions,
 } from "./client-input.ts";
 import { KeyValueCheckpointSaver } from "./kv-checkpointer.ts";
-import { trackCheckpointWrites } from "./runs/settle.ts";
-import { LeaseFence, fenceCheckpointer } from "./runs/fence.ts";
+import { LeaseFence, runSaver } from "./runs/fence.ts";
 import { RunManager, coordinationOptions, type RunCoordination } from "./runs/manager.ts";
 import { parseLastEventId, type StreamBridge, type StreamFrame } from "./runs/stream-bridge.ts";
 import { RUN_STREAM_MODES, type CancelAction, type RunAgentFactory, type RunDiagnostic, type RunRecord, type RunRequest, type RunStatus, type RunStreamMode } from "./runs/types.ts";
@@ -204,7 +203,7 @@ export async function createDeerFlowClient(options: DeerFlowClientOptions = {}):
   const sandbox = options.sandbox ?? createVirtualSandboxProvider({ storage, versioned, defaultTimeoutMs: config.sandbox.command_timeout_ms });
   // Fenced: a run of this process that lost its lease writes no checkpoint.
   const fence = new LeaseFence(clock);
-  const checkpointer = trackCheckpointWrites(fenceCheckpointer(options.checkpointer ?? new KeyValueCheckpointSaver({ storage }), fence));
+  const checkpointer = runSaver(options.checkpointer ?? new KeyValueCheckpointSaver({ storage }), fence);
   const threads = options.threads ?? new KeyValueThreadStore({ storage, clock, versioned });
   const report = (diagnostic: RunDiagnostic) => options.onDiagnostic?.(diagnostic);
   const leadFactory: LeadAgentFactory | undefined = options.agentFactory

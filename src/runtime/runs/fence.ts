@@ -3,6 +3,7 @@ import { systemClock } from "../../core/clock.ts";
 import { DeerflowError } from "../../core/errors.ts";
 import type { Clock } from "../../ports/runtime-ports.ts";
 import { RunJournal } from "./journal.ts";
+import { trackCheckpointWrites, wrapSaverWrites } from "./settle.ts";
 
 /*
  * The worker's side of the owner check. The coordinator refuses a status write or a release from a
@@ -79,28 +80,21 @@ export class LeaseFence {
   }
 }
 
-function threadOf(config: unknown): string | undefined {
-  const threadId = (config as { configurable?: { thread_id?: unknown } } | undefined)?.configurable?.thread_id;
-  return typeof threadId === "string" ? threadId : undefined;
-}
-
 /** The same saver, refusing `put` and `putWrites` for a thread `fence` refuses. */
 export function fenceCheckpointer<T extends BaseCheckpointSaver>(saver: T, fence: LeaseFence): T {
-  return new Proxy(saver, {
-    get(target, property) {
-      if (property === "put" || property === "putWrites") {
-        const write = Reflect.get(target, property, target) as (...args: unknown[]) => Promise<unknown>;
-        return async (config: unknown, ...rest: unknown[]) => {
-          const threadId = threadOf(config);
-          if (threadId !== undefined) fence.check(threadId);
-          return write.call(target, config, ...rest);
-        };
-      }
-      // The saver's own methods run on the saver itself (it may keep private fields).
-      const value: unknown = Reflect.get(target, property, target);
-      return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-    },
+  return wrapSaverWrites(saver, async (threadId, write) => {
+    if (threadId !== undefined) fence.check(threadId);
+    return write();
   });
+}
+
+/**
+ * The saver a gateway or an embedded client hands its agents and its run manager: fenced (a run
+ * of this process that lost its lease writes no checkpoint), then tracked (a cancelled run's
+ * cleanup waits for its saves).
+ */
+export function runSaver<T extends BaseCheckpointSaver>(saver: T, fence: LeaseFence): T {
+  return trackCheckpointWrites(fenceCheckpointer(saver, fence));
 }
 
 /** A journal that writes nothing for a thread `fence` refuses (what was queued is dropped with the run). */

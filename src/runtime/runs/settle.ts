@@ -13,16 +13,37 @@ type InFlight = Map<string, Set<Promise<unknown>>>;
 
 const tracked = new WeakMap<object, InFlight>();
 
-function threadOf(config: unknown): string {
+function threadOf(config: unknown): string | undefined {
   const threadId = (config as { configurable?: { thread_id?: unknown } } | undefined)?.configurable?.thread_id;
-  return typeof threadId === "string" ? threadId : "";
+  return typeof threadId === "string" ? threadId : undefined;
+}
+
+/**
+ * The same saver with every `put` and `putWrites` passed through `around` (the write's thread id,
+ * and the write itself to call); every other method runs on the saver untouched.
+ */
+export function wrapSaverWrites<T extends BaseCheckpointSaver>(
+  saver: T,
+  around: (threadId: string | undefined, write: () => Promise<unknown>) => Promise<unknown>,
+): T {
+  return new Proxy(saver, {
+    get(target, property) {
+      if (property === "put" || property === "putWrites") {
+        const write = Reflect.get(target, property, target) as (...args: unknown[]) => Promise<unknown>;
+        return (config: unknown, ...rest: unknown[]) => around(threadOf(config), () => write.call(target, config, ...rest));
+      }
+      // The saver's own methods run on the saver itself (it may keep private fields).
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
 }
 
 /** The same saver, with every put and putWrites remembered per thread until it settles. Idempotent. */
 export function trackCheckpointWrites<T extends BaseCheckpointSaver>(saver: T): T {
   if (tracked.has(saver)) return saver;
   const inFlight: InFlight = new Map();
-  const remember = <R>(threadId: string, write: Promise<R>): Promise<R> => {
+  const remember = (threadId: string, write: Promise<unknown>): Promise<unknown> => {
     const writes = inFlight.get(threadId) ?? new Set<Promise<unknown>>();
     inFlight.set(threadId, writes);
     const settled = write.then(
@@ -36,21 +57,7 @@ export function trackCheckpointWrites<T extends BaseCheckpointSaver>(saver: T): 
     });
     return write;
   };
-  const proxy = new Proxy(saver, {
-    get(target, property) {
-      if (property === "put") {
-        return (config: Parameters<T["put"]>[0], ...rest: unknown[]) =>
-          remember(threadOf(config), (target.put as (...args: unknown[]) => Promise<unknown>).call(target, config, ...rest));
-      }
-      if (property === "putWrites") {
-        return (config: Parameters<T["putWrites"]>[0], ...rest: unknown[]) =>
-          remember(threadOf(config), (target.putWrites as (...args: unknown[]) => Promise<unknown>).call(target, config, ...rest));
-      }
-      // The saver's own methods run on the saver itself (it may keep private fields).
-      const value: unknown = Reflect.get(target, property, target);
-      return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-    },
-  });
+  const proxy = wrapSaverWrites(saver, (threadId, write) => remember(threadId ?? "", write()));
   tracked.set(proxy, inFlight);
   return proxy;
 }
