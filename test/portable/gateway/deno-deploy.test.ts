@@ -15,7 +15,7 @@ import { Client } from "@langchain/langgraph-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEPLOY_ENV } from "../../../src/cli/deploy-env.ts";
 import { loadFixtures, startReplayServer, type ReplayServer } from "../openai-replay.ts";
-import { currentRuntime, DENO_DEPLOY_FLAGS, denoDeployCommand, runToExit, startDenoDeploy, type CliServer } from "./cli-server.ts";
+import { currentRuntime, DENO_BINARY, DENO_DEPLOY_FLAGS, denoDeployCommand, runToExit, startDenoDeploy, type CliServer } from "./cli-server.ts";
 
 const runtime = currentRuntime();
 const AGENT_FIXTURES = fileURLToPath(new URL("../../fixtures/openai/agent/", import.meta.url));
@@ -206,7 +206,7 @@ describe(`deploy/deno-deploy.ts under deno serve with Deploy's permissions (driv
     }
   }, 180_000);
 
-  it("DEERFLOW_KV_PATH: a local KV file, written only where --allow-write names its folder, keeps a thread across a restart", async () => {
+  it("DEERFLOW_KV_PATH: a local KV file, written only where --allow-write names its folder, coordinates the runs (admission records in KV) and keeps a thread across a restart", async () => {
     const dir = await mkdtemp(join(tmpdir(), "deerflow-deploy-kv-"));
     try {
       await mkdir(join(dir, "data"));
@@ -221,12 +221,39 @@ describe(`deploy/deno-deploy.ts under deno serve with Deploy's permissions (driv
       const flags = [...DENO_DEPLOY_FLAGS, `--allow-write=${join(dir, "data")}`];
       let server = await startDenoDeploy(fileEnv, { cwd: dir, denoFlags: flags });
       let threadId: string;
+      let runId: string;
       try {
         const client = new Client({ apiUrl: `${server.url}/api`, apiKey: GATEWAY_KEY });
         threadId = (await client.threads.create({ metadata: { kept: "in a file" } })).thread_id;
+        runId = "";
+        for await (const part of client.runs.stream(threadId, "lead_agent", {
+          input: { messages: [{ type: "human", content: "Write a deploy note to the outputs folder, then count its bytes." }] },
+          streamMode: ["values", "messages-tuple"],
+        })) {
+          if (part.event === "metadata") runId = (part.data as { run_id: string }).run_id;
+        }
       } finally {
         await server.kill();
       }
+      // The entry coordinates its runs through Deno KV (what Deploy's isolates share), not in its
+      // own memory: the run's admission record is in the database, settled, with its lease owner.
+      const listed = await runToExit(
+        DENO_BINARY,
+        [
+          "eval",
+          "--unstable-kv",
+          `--allow-read=${join(dir, "data")}`,
+          `--allow-write=${join(dir, "data")}`,
+          `const kv = await Deno.openKv(${JSON.stringify(join(dir, "data/deerflow.kv"))}); const rows = []; ` +
+            `for await (const e of kv.list({ prefix: ["runs", "state", ${JSON.stringify(threadId)}] })) rows.push({ key: e.key, value: e.value }); ` +
+            "kv.close(); console.log(JSON.stringify(rows));",
+        ],
+        { cwd: dir, env: { PATH: process.env.PATH, HOME: process.env.HOME, DENO_DIR: env.DENO_DIR } },
+      );
+      expect(listed.code, listed.out).toBe(0);
+      const rows = JSON.parse(listed.out.trim().split("\n").at(-1)!) as Array<{ key: unknown[]; value: { status?: string; worker?: unknown } }>;
+      expect(rows.map((row) => row.key)).toEqual([["runs", "state", threadId, runId]]);
+      expect(rows[0]!.value.status, JSON.stringify(rows[0]!.value)).toBe("success");
       server = await startDenoDeploy(fileEnv, { cwd: dir, denoFlags: flags });
       try {
         const client = new Client({ apiUrl: `${server.url}/api`, apiKey: GATEWAY_KEY });
