@@ -35,6 +35,7 @@ import { installGatewayPrincipalResolver } from "./principal-resolver.ts";
 import { registerModelRoutes } from "./routes/models.ts";
 import { registerFileRoutes } from "./routes/files.ts";
 import { registerRunsPart, type RunsPartOptions } from "./routes/runs.ts";
+import { registerRunActionRoutes } from "./routes/run-actions.ts";
 import { consoleLogger, errorResponse, type GatewayLogger } from "./errors.ts";
 import { methodNotAllowedOr } from "./method-not-allowed.ts";
 import { createRequestLimits } from "./request-limits.ts";
@@ -357,6 +358,14 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
       return runsPart;
     });
   runHooks = (await registerExtraRoutes(api, deps)) ?? undefined;
+  registerRunActionRoutes(api, {
+    checkpointer,
+    guard,
+    agentFactory,
+    ...(runHooks?.runs ? { runs: runHooks.runs } : {}),
+    hasActiveRun: (threadId) => runHooks?.hasActiveRun?.(threadId) ?? false,
+    reserveThread: async (threadId) => (await runHooks?.reserveThread?.(threadId)) ?? (() => undefined),
+  });
   // Hono copies a sub-app's routes when it is mounted, so every /api route exists by now.
   app.route("/api", api);
   registerHealthRoute(app);

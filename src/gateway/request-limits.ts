@@ -20,15 +20,18 @@ const CONFIG_KEY = "gateway.limits";
 /** Run creation: thread runs (background, stream, wait) and stateless runs. */
 const RUN_ROUTE = /^\/api\/(?:threads\/[^/]+\/)?runs(?:\/stream|\/wait)?\/?$/;
 const UPLOAD_ROUTE = /^\/api\/threads\/[^/]+\/uploads\/?$/;
+/** An artifact edit carries a whole file: held to the upload caps by its route, not to `max_body_bytes`. */
+const ARTIFACT_EDIT_ROUTE = /^\/api\/threads\/[^/]+\/artifacts\/./;
 
 /**
  * Which body cap a request gets, from the path Hono routes on. Uploads are parsed as they stream
  * by the upload route itself, against the caps in `gateway.uploads`, so no generic cap applies
- * (and nothing here buffers them).
+ * (and nothing here buffers them); an artifact edit (PUT) is capped by its route by the same caps.
  */
 export function bodyKindOf(method: string, path: string): BodyKind {
   if (isPublicPath(path)) return "unauthenticated";
   if (method === "POST" && UPLOAD_ROUTE.test(path)) return "upload";
+  if (method === "PUT" && ARTIFACT_EDIT_ROUTE.test(path)) return "upload";
   if (method === "POST" && RUN_ROUTE.test(path)) return "run";
   return "default";
 }

@@ -1,11 +1,15 @@
 import type { Context, Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import * as v from "valibot";
+import { bytesToHex, sha256Bytes } from "../../core/hex.ts";
 import type { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { isInsideVirtualRoots, normalizePosixPath } from "../../core/path.ts";
 import { fileSuffix, isUploadStagingFile } from "../../sandbox/upload-names.ts";
 import { SandboxError, VIRTUAL_DIRS } from "../../ports/sandbox.ts";
 import { isValidThreadId } from "../../runtime/thread-store.ts";
-import { httpError } from "../errors.ts";
+import { httpError, jsonObject, parseRequest } from "../errors.ts";
+import { readJsonBody } from "../request-limits.ts";
 import type { DirEntry, Sandbox, SandboxProvider, SandboxScope, SandboxUploads } from "../../ports/sandbox.ts";
 import { sandboxWrittenUploads } from "../../sandbox/written-uploads.ts";
 import { contentDisposition, contentTypeFor, isActiveContentType, parseByteRange, streamUploadInto, UploadBodyError } from "../files-http.ts";
@@ -119,6 +123,48 @@ function fileInfo(threadId: string, filename: string, size: number): UploadedFil
 /** Bytes a Response accepts as they are; a view over shared memory is copied first. */
 function responseBody(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
   return bytes.buffer instanceof ArrayBuffer ? (bytes as Uint8Array<ArrayBuffer>) : new Uint8Array(bytes);
+}
+
+const utf8 = new TextEncoder();
+
+const ARTIFACT_EDIT_EXAMPLE = '{"content": "...", "expected_sha256": "<sha256 of the file as opened>"}';
+const ArtifactEditSchema = v.strictObject({
+  content: v.string(),
+  expected_sha256: v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/, "expected 64 lowercase hex digits (the SHA-256 of the file as opened)")),
+});
+
+async function sha256Of(bytes: Uint8Array): Promise<string> {
+  return bytesToHex(await sha256Bytes(bytes));
+}
+
+function isUtf8(bytes: Uint8Array): boolean {
+  try {
+    new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The virtual path an artifact route names, normalised; a 403 for `..` and for anything outside
+ * /mnt/user-data. Decided on the decoded path before any normalisation, so `..` (also sent as
+ * %2e%2e or ..%2f) is refused even where it would land back inside the sandbox.
+ */
+function artifactPathOf(c: Context<GatewayEnv>): string {
+  const requested = `/${c.req.param("path")}`;
+  if (requested.split("/").includes("..") || requested.includes("\0")) {
+    throw httpError(403, "Access denied: path traversal detected. Ask for a path under /mnt/user-data without '..'.");
+  }
+  const virtualPath = normalizePosixPath(requested);
+  if (!isInsideVirtualRoots(virtualPath)) {
+    throw httpError(
+      403,
+      `Access denied: ${JSON.stringify(virtualPath)} is outside the thread's files. ` +
+        `Ask for a path under ${VIRTUAL_DIRS.workspace}, ${VIRTUAL_DIRS.uploads} or ${VIRTUAL_DIRS.outputs}.`,
+    );
+  }
+  return virtualPath;
 }
 
 /**
@@ -238,21 +284,7 @@ export function registerFileRoutes(app: Hono<GatewayEnv>, deps: FileRoutesDeps):
   app.get("/threads/:thread_id/artifacts/:path{.+}", async (c) => {
     const threadId = threadIdOf(c);
     const thread = await deps.guard.thread(c, "threads:read", threadId);
-    const requested = `/${c.req.param("path")}`;
-    // Decided on the decoded path before any normalisation, so `..` (also sent as %2e%2e or
-    // ..%2f) is refused even where it would land back inside the sandbox.
-    if (requested.split("/").includes("..") || requested.includes("\0")) {
-      return fail(c, 403, "Access denied: path traversal detected. Ask for a path under /mnt/user-data without '..'.");
-    }
-    const virtualPath = normalizePosixPath(requested);
-    if (!isInsideVirtualRoots(virtualPath)) {
-      return fail(
-        c,
-        403,
-        `Access denied: ${JSON.stringify(virtualPath)} is outside the thread's files. ` +
-          `Ask for a path under ${VIRTUAL_DIRS.workspace}, ${VIRTUAL_DIRS.uploads} or ${VIRTUAL_DIRS.outputs}.`,
-      );
-    }
+    const virtualPath = artifactPathOf(c);
     let bytes: Uint8Array;
     try {
       const uploadName = virtualPath.startsWith(`${VIRTUAL_DIRS.uploads}/`) ? virtualPath.slice(VIRTUAL_DIRS.uploads.length + 1) : "";
@@ -293,4 +325,56 @@ export function registerFileRoutes(app: Hono<GatewayEnv>, deps: FileRoutesDeps):
     headers.set("Content-Length", String(bytes.length));
     return new Response(responseBody(bytes), { status: 200, headers });
   });
+  // The artifacts panel's editor: replaces one text file under the outputs folder, as the UI saw it
+  // (`expected_sha256` of what it opened), whole and at once, and stored before the answer.
+  const maxEditBodyBytes = limits.maxFileBytes * 2 + MULTIPART_ALLOWANCE;
+  app.put(
+    "/threads/:thread_id/artifacts/:path{.+}",
+    bodyLimit({
+      maxSize: maxEditBodyBytes,
+      onError: (c) => fail(c, 413, `Request body too large: more than ${maxEditBodyBytes} bytes. An edited artifact may hold at most ${limits.maxFileBytes} bytes.`),
+    }),
+    async (c) => {
+      const threadId = threadIdOf(c);
+      const thread = await deps.guard.thread(c, "threads:write", threadId, { requireExisting: true });
+      const virtualPath = artifactPathOf(c);
+      if (!virtualPath.startsWith(`${VIRTUAL_DIRS.outputs}/`)) {
+        return fail(c, 403, `Access denied: only files under ${VIRTUAL_DIRS.outputs} can be edited; ${JSON.stringify(virtualPath)} is not there.`);
+      }
+      if (virtualPath.split("/").some((segment) => segment.endsWith(".skill"))) {
+        return fail(c, 415, `${virtualPath} is (inside) a skill archive, which cannot be edited as text. Edit the skill's files instead.`);
+      }
+      const body = parseRequest(jsonObject(ArtifactEditSchema), (await readJsonBody(c, ARTIFACT_EDIT_EXAMPLE)) ?? {});
+      const updated = utf8.encode(body.content);
+      if (updated.length > limits.maxFileBytes) {
+        return fail(c, 413, `The edited artifact is ${updated.length} bytes; the limit is ${limits.maxFileBytes} bytes per file.`);
+      }
+      if (updated.includes(0)) return fail(c, 415, "The content holds a NUL character: only text can be saved as an artifact.");
+      if (await deps.hasActiveRun?.(threadId)) {
+        return fail(c, 409, `Thread ${threadId} has a run in flight. Save ${virtualPath} after the run finishes.`);
+      }
+      const sandbox = await threadSandbox(deps, c, threadId, thread);
+      let current: Uint8Array;
+      try {
+        current = await sandbox.readFileBytes(virtualPath);
+      } catch (error) {
+        if (error instanceof SandboxError && error.code === "not_found") return fail(c, 404, `Artifact not found: ${virtualPath}`);
+        if (error instanceof SandboxError && error.code === "is_directory") return fail(c, 400, `Path is not a file: ${virtualPath}`);
+        if (error instanceof SandboxError) throw sandboxHttpError(error);
+        throw error;
+      }
+      if (current.includes(0) || !isUtf8(current)) return fail(c, 415, `${virtualPath} is not UTF-8 text; only text artifacts can be edited.`);
+      if ((await sha256Of(current)) !== body.expected_sha256) {
+        return fail(c, 412, `${virtualPath} changed since it was opened: load it again and redo the edit.`);
+      }
+      try {
+        await sandbox.writeFileBytes(virtualPath, updated);
+        await sandbox.flush?.();
+      } catch (error) {
+        if (error instanceof SandboxError) throw sandboxHttpError(error);
+        throw error;
+      }
+      return c.json({ path: virtualPath, sha256: await sha256Of(updated), size: updated.length });
+    },
+  );
 }
