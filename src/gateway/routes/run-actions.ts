@@ -25,7 +25,7 @@ import type { AgentFactory, GatewayEnv, GatewayUser, RouteGuard } from "../types
 /*
  * What the web UI's message actions and thread tools ask of a thread beyond the LangGraph API:
  * the checkpoint to branch from for regenerate and edit (the UI then starts an ordinary run from
- * it), compaction on demand through the Summarization middleware's own compact(),  Every route goes through the guard (another user's thread is a 404).
+ * it), compaction on demand through the Summarization middleware's own compact(). Every route goes through the guard (another user's thread is a 404).
  */
 
 export interface RunActionRouteDeps {
