@@ -3,6 +3,8 @@ import { availableModelNames } from "../../config/index.ts";
 import { NAMED_ID_PATTERN, newId } from "../../core/ids.ts";
 import { RunManager, coordinationOptions, type RunCoordination } from "../../runtime/runs/manager.ts";
 import type { LeaseFence } from "../../runtime/runs/fence.ts";
+import type { JournalEntry } from "../../runtime/runs/journal.ts";
+import { isRecord } from "../../core/guards.ts";
 import { parseLastEventId, type StreamBridge } from "../../runtime/runs/stream-bridge.ts";
 import type { ReclaimMemory } from "../../ports/runtime-ports.ts";
 import { RUN_STATUSES, RunOperationError, type RunRecord, type RunStatus } from "../../runtime/runs/types.ts";
@@ -129,18 +131,28 @@ export function registerRunRoutes(app: Hono<GatewayEnv>, deps: RunRouteDeps): vo
     return c.json(publicRun(await existingRun(runs, threadId, runIdOf(c))));
   }));
 
-  // The run journal (DeerFlow's own route): status changes, custom events and errors, kept after the stream is gone.
+  // The run journal as DeerFlow's UI reads it: a bare array of events in order, `event_types=a,b`
+  // and `task_id` filtering before `limit` applies, `after_seq` (the last seq read) for the next page.
   app.get("/threads/:thread_id/runs/:run_id/events", handled(async (c) => {
     const threadId = await threadFor(c, guard, "runs:read", false);
     const runId = runIdOf(c);
     const afterSeq = integerQuery(c, "after_seq", -1);
     const limit = integerQuery(c, "limit", 100);
-    if (afterSeq === undefined || afterSeq < -1 || limit === undefined || limit < 1 || limit > 1000) {
-      throw new RunOperationError("invalid_query", "after_seq must be a whole number >= -1 (-1: from the first entry) and limit a whole number from 1 to 1000.");
+    if (afterSeq === undefined || afterSeq < -1) {
+      throw new RunOperationError("invalid_query", "after_seq must be a whole number >= -1 (-1: from the first entry); pass the seq of the last event read.");
     }
-    const page = await runs.events(threadId, runId, { afterSeq, limit });
+    if (limit === undefined || limit < 1 || limit > 1000) throw new RunOperationError("invalid_query", "limit must be a whole number from 1 to 1000.");
+    const types = (c.req.query("event_types") ?? "").split(",").map((type) => type.trim()).filter(Boolean);
+    const taskId = c.req.query("task_id") || undefined;
+    const accept = types.length === 0 && taskId === undefined
+      ? undefined
+      : (entry: JournalEntry) => {
+          const event = journalEvent(threadId, runId, entry);
+          return (types.length === 0 || types.includes(event.event_type) || types.includes(entry.kind)) && (taskId === undefined || event.metadata.task_id === taskId);
+        };
+    const page = await runs.events(threadId, runId, { afterSeq, limit, ...(accept ? { accept } : {}) });
     if (!page) throw new RunOperationError("run_not_found", `Run ${runId} not found`);
-    return c.json(page);
+    return c.json(page.events.map((entry) => journalEvent(threadId, runId, entry)));
   }));
 
   app.delete("/threads/:thread_id/runs/:run_id", handled(async (c) => {
@@ -253,6 +265,41 @@ export async function registerRunsPart(
     },
     onThreadDeleted: (thread) => runs.deleteThread(thread.thread_id),
     close: () => runs.bridge.close(),
+  };
+}
+
+/** One journal entry as a DeerFlow run event: the entry's own fields plus the envelope the UI reads. */
+export interface RunEventJson extends JournalEntry {
+  readonly thread_id: string;
+  readonly run_id: string;
+  /** `run.<status>` for a status change, `run.error`, or a custom event's own `type`. */
+  readonly event_type: string;
+  readonly category: JournalEntry["kind"];
+  readonly content: unknown;
+  readonly metadata: { readonly task_id?: string };
+  readonly created_at: string;
+}
+
+export function journalEvent(threadId: string, runId: string, entry: JournalEntry): RunEventJson {
+  const data = isRecord(entry.data) ? entry.data : {};
+  const eventType =
+    entry.kind === "status"
+      ? `run.${typeof data.status === "string" ? data.status : "status"}`
+      : entry.kind === "error"
+        ? "run.error"
+        : typeof data.type === "string" && data.type !== ""
+          ? data.type
+          : "custom";
+  const taskId = typeof data.task_id === "string" ? data.task_id : undefined;
+  return {
+    ...entry,
+    thread_id: threadId,
+    run_id: runId,
+    event_type: eventType,
+    category: entry.kind,
+    content: entry.data,
+    metadata: taskId === undefined ? {} : { task_id: taskId },
+    created_at: entry.at,
   };
 }
 

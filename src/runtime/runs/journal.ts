@@ -107,8 +107,15 @@ export class RunJournal {
     }
   }
 
-  /** A page of the run's entries in order, after `afterSeq`. */
-  async list(threadId: string, runId: string, query: { afterSeq?: number; limit?: number } = {}): Promise<JournalPage> {
+  /**
+   * A page of the run's entries in order, after `afterSeq`; with `accept`, only the entries it
+   * accepts count towards `limit` (the page is filled from later entries, read a batch at a time).
+   */
+  async list(
+    threadId: string,
+    runId: string,
+    query: { afterSeq?: number; limit?: number; accept?: (entry: JournalEntry) => boolean } = {},
+  ): Promise<JournalPage> {
     const base = this.#base(threadId, runId);
     await this.#open.get(base)?.writing.catch(() => undefined);
     const afterSeq = query.afterSeq ?? -1;
@@ -117,10 +124,20 @@ export class RunJournal {
       .map((key) => ({ key, seq: Number(key.slice(key.lastIndexOf(":") + 1)) }))
       .filter((entry) => Number.isInteger(entry.seq) && entry.seq > afterSeq)
       .sort((a, b) => a.seq - b.seq);
-    const page = keys.slice(0, limit);
-    const values = await this.#storage.getItems(page.map((entry) => entry.key));
-    const events = values.map((item) => item.value as JournalEntry).filter((entry) => entry !== null && typeof entry === "object");
-    return { events, next_after_seq: keys.length > limit ? page.at(-1)!.seq : null };
+    const accept = query.accept ?? (() => true);
+    const events: JournalEntry[] = [];
+    let read = 0;
+    while (events.length < limit && read < keys.length) {
+      const batch = keys.slice(read, read + (query.accept ? Math.max(limit, FLUSH_AT) : limit - events.length));
+      const values = new Map((await this.#storage.getItems(batch.map((entry) => entry.key))).map((item) => [item.key, item.value]));
+      for (const { key } of batch) {
+        read += 1;
+        const entry = values.get(key) as JournalEntry | null | undefined;
+        if (entry !== null && typeof entry === "object" && accept(entry)) events.push(entry);
+        if (events.length === limit) break;
+      }
+    }
+    return { events, next_after_seq: read < keys.length ? keys[read - 1]!.seq : null };
   }
 
   async deleteRun(threadId: string, runId: string): Promise<void> {

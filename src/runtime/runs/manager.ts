@@ -11,7 +11,7 @@ import type { ClaimResult, RunCoordinator, SweptRun } from "./coordinator.ts";
 import { FencedRunJournal, LeaseFence, RunLeaseLostError, type FenceLease } from "./fence.ts";
 import { MemoryRunCoordinator } from "./memory-coordinator.ts";
 import { IdleReclaimer } from "./reclaim.ts";
-import { RunJournal, type JournalPage } from "./journal.ts";
+import { RunJournal, type JournalEntry, type JournalPage } from "./journal.ts";
 import { RunStore, type RunListQuery } from "./run-store.ts";
 import { MemoryStreamBridge, type StreamBridge, type StreamFrame } from "./stream-bridge.ts";
 import { LocalSignals, type BusSignal, type StreamBus } from "./stream-bus.ts";
@@ -245,7 +245,11 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
   }
 
   /** What the run's journal holds (status changes, custom events, errors), a page at a time; undefined for an unknown run. */
-  async events(threadId: string, runId: string, query: { afterSeq?: number; limit?: number } = {}): Promise<JournalPage | undefined> {
+  async events(
+    threadId: string,
+    runId: string,
+    query: { afterSeq?: number; limit?: number; accept?: (entry: JournalEntry) => boolean } = {},
+  ): Promise<JournalPage | undefined> {
     if (!(await this.coordinator.get(threadId, runId))) return undefined;
     return this.journal.list(threadId, runId, query);
   }

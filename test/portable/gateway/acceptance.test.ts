@@ -145,7 +145,7 @@ describe("restart over fs storage", () => {
     expect(runs).toEqual([expect.objectContaining({ run_id: finished.run_id, status: "success" })]);
     expect((await call(gateway, "GET", `/api/threads/kept/runs/${finished.run_id}`)).body.status).toBe("success");
     // The run journal came back too: its status changes and the custom events of the run.
-    const journal = (await call(gateway, "GET", `/api/threads/kept/runs/${finished.run_id}/events`)).body.events as Array<{ kind: string; data: { status?: string } }>;
+    const journal = (await call(gateway, "GET", `/api/threads/kept/runs/${finished.run_id}/events`)).body as Array<{ kind: string; data: { status?: string } }>;
     expect(journal.filter((e) => e.kind === "status").map((e) => e.data.status)).toEqual(["pending", "running", "success"]);
     expect(journal.some((e) => e.kind === "custom")).toBe(true);
     expect((await call(gateway, "GET", "/api/threads/kept/uploads/list")).body.files.map((f: { filename: string }) => f.filename)).toEqual(["data.csv"]);

@@ -94,10 +94,11 @@ describe(`SIGKILL right after the acknowledgement (${runtime} CLI)`, () => {
 
       const run = (await (await fetch(`${restarted.url}/api/threads/${threadId}/runs/${runId}`)).json()) as { status: string };
       expect(run.status).toBe("interrupted");
-      const journal = (await (await fetch(`${restarted.url}/api/threads/${threadId}/runs/${runId}/events`)).json()) as {
-        events: Array<{ kind: string; data: { status?: string; reason?: string } }>;
-      };
-      const statuses = journal.events.filter((e) => e.kind === "status");
+      const journal = (await (await fetch(`${restarted.url}/api/threads/${threadId}/runs/${runId}/events`)).json()) as Array<{
+        kind: string;
+        data: { status?: string; reason?: string };
+      }>;
+      const statuses = journal.filter((e) => e.kind === "status");
       expect(statuses.map((e) => e.data.status)).toEqual(["pending", "running", "interrupted"]);
       expect(statuses.at(-1)!.data.reason).toMatch(/interrupted by a restart/i);
     } finally {

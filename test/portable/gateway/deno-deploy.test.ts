@@ -192,11 +192,12 @@ describe(`deploy/deno-deploy.ts under deno serve with Deploy's permissions (driv
       // runs many isolates, so the entry drains as one worker of several: the run may finish within
       // the budget (the answer comes 3 s after the call) or, if it could not, was interrupted.
       const run = await client.runs.get(threadId, runId);
-      const events = (await (await fetch(`${server.url}/api/threads/${threadId}/runs/${runId}/events`, { headers: { "x-api-key": GATEWAY_KEY } })).json()) as {
-        events: Array<{ kind: string; data: { status?: string; reason?: string; error?: unknown } }>;
-      };
+      const events = (await (await fetch(`${server.url}/api/threads/${threadId}/runs/${runId}/events`, { headers: { "x-api-key": GATEWAY_KEY } })).json()) as Array<{
+        kind: string;
+        data: { status?: string; reason?: string; error?: unknown };
+      }>;
       expect(["success", "interrupted"]).toContain(run.status);
-      const statuses = events.events.filter((e) => e.kind === "status");
+      const statuses = events.filter((e) => e.kind === "status");
       expect(statuses.map((e) => e.data.status)).toEqual(["pending", "running", run.status]);
       expect(JSON.stringify(statuses.at(-1)!.data)).not.toMatch(/restart|sweep|lease/i);
       const state = await client.threads.getState<Values>(threadId);

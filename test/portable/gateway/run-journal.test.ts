@@ -72,13 +72,26 @@ describe("GET /api/threads/:id/runs/:run/events", () => {
       const [run] = (await call(gateway, "GET", `/api/threads/${threadId}/runs`)).body as Array<{ run_id: string }>;
       const { status, body } = await call(gateway, "GET", `/api/threads/${threadId}/runs/${run!.run_id}/events`);
       expect(status).toBe(200);
-      const events = (body as { events: Array<{ seq: number; kind: string; data: Record<string, unknown> }> }).events;
+      // A bare array, as DeerFlow's UI reads it.
+      const events = body as Array<{ seq: number; kind: string; event_type: string; run_id: string; content: unknown; data: Record<string, unknown> }>;
       expect(events.filter((e) => e.kind === "status").map((e) => e.data.status)).toEqual(["pending", "running", "success"]);
       // The demo session runs bash once: SandboxAudit records its decision as a custom event.
       const custom = events.filter((e) => e.kind === "custom");
       expect(custom.map((e) => e.data.type)).toEqual(["middleware:sandbox_audit"]);
       expect(events.map((e) => e.kind)).toEqual(["status", "status", "custom", "status"]);
       expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
+      expect(events.map((e) => e.event_type)).toEqual(["run.pending", "run.running", "middleware:sandbox_audit", "run.success"]);
+      for (const e of events) expect([e.run_id, e.content]).toEqual([run!.run_id, e.data]);
+
+      // event_types filters before limit applies; after_seq pages on from the last seq read.
+      const url = `/api/threads/${threadId}/runs/${run!.run_id}/events`;
+      const statuses = (await call(gateway, "GET", `${url}?event_types=run.running,run.success`)).body as typeof events;
+      expect(statuses.map((e) => e.event_type)).toEqual(["run.running", "run.success"]);
+      const first = (await call(gateway, "GET", `${url}?event_types=status&limit=1`)).body as typeof events;
+      expect(first.map((e) => e.event_type)).toEqual(["run.pending"]);
+      const next = (await call(gateway, "GET", `${url}?event_types=status&limit=2&after_seq=${first[0]!.seq}`)).body as typeof events;
+      expect(next.map((e) => e.event_type)).toEqual(["run.running", "run.success"]);
+      expect((await call(gateway, "GET", `${url}?event_types=middleware:sandbox_audit&task_id=nope`)).body).toEqual([]);
 
       expect((await call(gateway, "GET", `/api/threads/${threadId}/runs/nope/events`)).status).toBe(404);
       expect((await call(gateway, "GET", `/api/threads/${threadId}/runs/${run!.run_id}/events?limit=0`)).status).toBe(422);

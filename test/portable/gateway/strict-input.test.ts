@@ -119,7 +119,7 @@ describe("thread and search bodies", () => {
     for (const query of ["after_seq=-2", "after_seq=-100", "limit=0", "limit=-1"]) {
       const res = await call(gateway, "GET", `/api/threads/t-l/runs/some-run/events?${query}`);
       expect(res.status, query).toBe(422);
-      expect(res.body.detail).toContain("after_seq must be a whole number >= -1");
+      expect(res.body.detail).toContain(`${query.split("=")[0]} must be a whole number`);
     }
     // -1 (from the first entry) is still the default and allowed: an unknown run is then a 404.
     expect((await call(gateway, "GET", "/api/threads/t-l/runs/some-run/events?after_seq=-1")).status).toBe(404);
