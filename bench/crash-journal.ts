@@ -56,11 +56,12 @@ runBench(BENCH, async () => {
     }
     let complete = 0;
     for (const { threadId, runId } of killed) {
-      const journal = (await (await fetch(`${server.url}/api/threads/${threadId}/runs/${runId}/events`)).json()) as {
-        events: Array<{ kind: string; data: { status?: string; reason?: string } }>;
-      };
-      const statuses = journal.events.filter((e) => e.kind === "status").map((e) => e.data.status);
-      const last = journal.events.filter((e) => e.kind === "status").at(-1);
+      const journal = (await (await fetch(`${server.url}/api/threads/${threadId}/runs/${runId}/events`)).json()) as Array<{
+        kind: string;
+        data: { status?: string; reason?: string };
+      }>;
+      const statuses = journal.filter((e) => e.kind === "status").map((e) => e.data.status);
+      const last = journal.filter((e) => e.kind === "status").at(-1);
       const ok = statuses.join(",") === "pending,running,interrupted" && /restart/i.test(last?.data.reason ?? "");
       if (ok) complete++;
       else log(`run ${runId}: statuses ${statuses.join(",") || "(none)"}`);
