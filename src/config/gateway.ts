@@ -71,6 +71,8 @@ export const GatewayUserConfigSchema = mapping({
   role: v.optional(role, "user"),
   /** Raise it to sign this user out everywhere (every earlier session cookie stops working). */
   token_version: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0, "expected a number >= 0")), 0),
+  /** Shown by /api/v1/auth/me and accepted as a login name next to the id; default `<id>@localhost.localdomain`. */
+  email: v.optional(v.pipe(v.string(), v.email((issue) => `expected an email address, got ${issue.received}`))),
 });
 
 export const GatewayAuthConfigSchema = v.pipe(
@@ -89,17 +91,26 @@ export const GatewayAuthConfigSchema = v.pipe(
     token_expiry_days: v.optional(daysUpTo30, DEFAULT_TOKEN_EXPIRY_DAYS),
     /** Unset in the environment: a random token per process (only in-process callers can know it). */
     internal_token_env: v.optional(envName(DEFAULT_INTERNAL_TOKEN_ENV), DEFAULT_INTERNAL_TOKEN_ENV),
+    /** Mode session: anyone who can reach the gateway may create a (non-admin) account at /api/v1/auth/register. */
+    allow_registration: v.optional(v.boolean("expected true or false"), false),
   }),
   v.forward(
     v.check((auth) => auth.mode !== "api_key" || auth.api_keys.length > 0, "mode api_key needs at least one entry here: { key_env, user_id, role }"),
     ["api_keys"],
   ),
   v.forward(
-    v.check((auth) => auth.mode !== "session" || auth.users.length > 0, "mode session needs at least one user: { id, password_hash, role }"),
+    v.check((auth) => new Set(auth.users.map((user) => user.id)).size === auth.users.length, "every user id must be unique"),
     ["users"],
   ),
   v.forward(
-    v.check((auth) => new Set(auth.users.map((user) => user.id)).size === auth.users.length, "every user id must be unique"),
+    // Ids and emails are both login names: one name must not open two accounts.
+    v.check(
+      (auth) =>
+        auth.users.every(
+          (user) => user.email === undefined || auth.users.every((other) => other === user || (other.id.toLowerCase() !== user.email!.toLowerCase() && other.email?.toLowerCase() !== user.email!.toLowerCase())),
+        ),
+      "every email must be unique and differ from every other user's id, ignoring case",
+    ),
     ["users"],
   ),
   v.forward(
@@ -183,6 +194,7 @@ export interface GatewayUserConfig {
   role: GatewayUserRole;
   /** Raise it to sign this user out everywhere (every earlier session cookie stops working). */
   token_version: number;
+  email?: string;
 }
 export interface GatewayAuthConfig {
   mode: AuthMode;
@@ -191,6 +203,7 @@ export interface GatewayAuthConfig {
   jwt_secret_env: string;
   token_expiry_days: number;
   internal_token_env: string;
+  allow_registration: boolean;
 }
 export interface GatewayUploadsConfig {
   max_files: number;
@@ -225,10 +238,11 @@ export interface GatewayConfigInput {
   auth?: {
     mode?: AuthMode;
     api_keys?: { key_env: string; user_id: string; role?: GatewayUserRole }[];
-    users?: { id: string; password_hash: string; role?: GatewayUserRole; token_version?: number }[];
+    users?: { id: string; password_hash: string; role?: GatewayUserRole; token_version?: number; email?: string }[];
     jwt_secret_env?: string;
     token_expiry_days?: number;
     internal_token_env?: string;
+    allow_registration?: boolean;
   };
   uploads?: Partial<GatewayUploadsConfig>;
   limits?: Partial<GatewayLimitsConfig>;

@@ -8,10 +8,12 @@ export type AuthErrorCode =
   | "user_not_found"
   | "invalid_api_key"
   | "invalid_credentials"
-  | "too_many_attempts";
+  | "too_many_attempts"
+  | "email_already_exists"
+  | "system_already_initialized";
 
 export interface AuthFailure {
-  readonly status: 401 | 429;
+  readonly status: 400 | 401 | 409 | 429;
   readonly code: AuthErrorCode;
   readonly message: string;
 }

@@ -12,7 +12,7 @@ import type { VersionedKeyValue } from "../../ports/versioned-key-value.ts";
 import { versionedOver } from "../../storage/versioned.ts";
 import type { Clock, Env } from "../../ports/runtime-ports.ts";
 import { registerAuthRoutes } from "../routes/auth.ts";
-import { USER_ID_PATTERN, type AuthMode, type GatewayConfig, type GatewayUserConfig } from "../../config/gateway.ts";
+import { USER_ID_PATTERN, type AuthMode, type GatewayConfig } from "../../config/gateway.ts";
 import type { GatewayEnv, GatewayUser, RoutePermission } from "../types.ts";
 import { createGatewayAuthorizer, type GatewayAuthorizer, type GatewayIdentity } from "./authorizer.ts";
 import { constantTimeEqual, randomToken, secretsEqual } from "./crypto.ts";
@@ -32,6 +32,7 @@ import { createLoginThrottle } from "./login-throttle.ts";
 import { sharedSecret } from "./jwt.ts";
 import type { SessionService } from "./session-service.ts";
 import { createSessionRevocations } from "./revocations.ts";
+import { createUserStore, type PasswordAccount } from "./user-store.ts";
 import { DEFAULT_PASSWORD_ITERATIONS, isUsablePasswordHash, verifyPassword } from "./password.ts";
 import {
   UNSAFE_METHODS,
@@ -91,7 +92,7 @@ export interface AuthLayer {
   readonly authenticate: MiddlewareHandler<GatewayEnv>;
   /** Double-submit CSRF and Origin checks for unsafe methods; install it before `authenticate`. */
   readonly csrf: MiddlewareHandler<GatewayEnv>;
-  /** Adds POST /api/v1/auth/login/local, POST /api/v1/auth/logout and GET /api/v1/auth/me. */
+  /** Adds the /api/v1/auth routes: login, logout, me, setup-status, providers, initialize, register, change-password. */
   register(app: Hono<GatewayEnv>): void;
   /** The caller of `request`, by the same rules as `authenticate`, or null when it would get a 401. */
   resolveUser(request: Request): Promise<GatewayUser | null>;
@@ -166,7 +167,6 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
     return { ...entry, value };
   });
 
-  const users = new Map<string, GatewayUserConfig>();
   auth.users.forEach((user, index) => {
     if (!isUsablePasswordHash(user.password_hash)) {
       throw new DeerflowError(
@@ -174,7 +174,6 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
         `gateway.auth.users[${index}].password_hash cannot be checked (iterations out of range or salt/hash too short); make a new one with hashPassword().`,
       );
     }
-    users.set(user.id, user);
   });
   // Unknown usernames are checked against this, so a failed login costs the same either way.
   const decoyHash = `pbkdf2-sha256$${auth.users[0]?.password_hash.split("$")[1] ?? DEFAULT_PASSWORD_ITERATIONS}$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=`;
@@ -195,6 +194,15 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
     );
   }
   const versioned = options.versioned ?? (options.storage === undefined ? undefined : versionedOver(options.storage));
+  // Accounts created through the API exist in session mode only, and only with a store to keep them.
+  const accountsCanBeCreated = auth.mode === "session" && versioned !== undefined;
+  if (auth.mode === "session" && auth.users.length === 0 && !accountsCanBeCreated) {
+    throw new DeerflowError(
+      "auth_session_users_missing",
+      "gateway.auth.mode is session, but gateway.auth.users is empty and no storage keeps accounts created by /api/v1/auth/initialize; declare a user ({ id, password_hash, role: admin }) or give the gateway storage.",
+    );
+  }
+  const accounts = createUserStore({ configUsers: auth.users, versioned: accountsCanBeCreated ? versioned : undefined, clock });
   let jwtSecret: Promise<Uint8Array> | undefined;
   const secret = (): Promise<Uint8Array> => {
     jwtSecret ??= (async () => {
@@ -209,15 +217,9 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
     return jwtSecret;
   };
 
-  const versions = new Map<string, Promise<string>>();
-  const sessionVersion = (user: GatewayUserConfig): Promise<string> => {
-    let version = versions.get(user.id);
-    if (version === undefined) {
-      version = sha256Bytes(`${user.token_version}:${user.password_hash}`).then((digest) => bytesToHex(digest).slice(0, 16));
-      versions.set(user.id, version);
-    }
-    return version;
-  };
+  // A new password or token_version changes it, so every session issued before is refused.
+  const sessionVersion = async (user: PasswordAccount): Promise<string> =>
+    bytesToHex(await sha256Bytes(`${user.token_version}:${user.password_hash}`)).slice(0, 16);
 
   const envInternal = env.get(auth.internal_token_env)?.trim();
   if (envInternal !== undefined && envInternal !== "" && envInternal.length < MIN_SECRET_LENGTH) {
@@ -240,7 +242,7 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
     const claims = await verifySessionToken(await secret(), token, clock.now());
     if (claims === "token_expired") return { failure: { status: 401, code: "token_expired", message: "Your session has expired; sign in again." } };
     if (claims === "token_invalid") return { failure: { status: 401, code: "token_invalid", message: "The session token is not valid; sign in again." } };
-    const user = users.get(claims.sub);
+    const user = await accounts.findById(claims.sub);
     if (user === undefined) return { failure: { status: 401, code: "user_not_found", message: "The user of this session no longer exists; sign in again." } };
     if (!constantTimeEqual(claims.ver, await sessionVersion(user))) {
       return { failure: { status: 401, code: "token_invalid", message: "This session was revoked (password or token_version changed); sign in again." } };
@@ -390,8 +392,12 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
 
   const sessions: SessionService = {
     tokenLifetimeSeconds: auth.token_expiry_days * 24 * 3600,
+    accounts,
+    accountsCanBeCreated,
+    registrationEnabled: accountsCanBeCreated && auth.allow_registration,
+    passwordLoginAvailable: auth.users.length > 0 || accountsCanBeCreated,
     async checkPassword(username, password) {
-      const user = users.get(username);
+      const user = await accounts.findByLoginName(username);
       const matches = await verifyPassword(password, user?.password_hash ?? decoyHash);
       return user !== undefined && matches ? user : null;
     },
@@ -415,7 +421,7 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
     csrf,
     authorizer,
     register(app) {
-      registerAuthRoutes(app, { sessions, sessionsConfigured: users.size > 0 });
+      registerAuthRoutes(app, { sessions, disabled });
     },
     async resolveUser(request) {
       const resolution = await resolve(request);

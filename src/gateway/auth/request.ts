@@ -11,14 +11,29 @@ export const UNSAFE_METHODS: ReadonlySet<string> = new Set(["POST", "PUT", "PATC
 export const LOGIN_PATH = "/api/v1/auth/login/local";
 export const LOGOUT_PATH = "/api/v1/auth/logout";
 export const ME_PATH = "/api/v1/auth/me";
+export const SETUP_STATUS_PATH = "/api/v1/auth/setup-status";
+export const PROVIDERS_PATH = "/api/v1/auth/providers";
+export const INITIALIZE_PATH = "/api/v1/auth/initialize";
+export const REGISTER_PATH = "/api/v1/auth/register";
+export const CHANGE_PASSWORD_PATH = "/api/v1/auth/change-password";
 
 /**
  * Served without authentication. `/api/info` stays public as on the LangGraph Platform, so it
  * must never carry per-user data; extension routers may not claim any of these.
  */
-export const PUBLIC_EXACT_PATHS: readonly string[] = Object.freeze(["/health", "/api/ok", "/api/info", LOGIN_PATH, LOGOUT_PATH]);
-/** Auth POSTs that need no CSRF token (a first login has none) but refuse a foreign Origin. */
-export const AUTH_POST_PATHS: readonly string[] = Object.freeze([LOGIN_PATH, LOGOUT_PATH]);
+export const PUBLIC_EXACT_PATHS: readonly string[] = Object.freeze([
+  "/health",
+  "/api/ok",
+  "/api/info",
+  LOGIN_PATH,
+  LOGOUT_PATH,
+  SETUP_STATUS_PATH,
+  PROVIDERS_PATH,
+  INITIALIZE_PATH,
+  REGISTER_PATH,
+]);
+/** Auth POSTs that need no CSRF token (a first login or a new account has none) but refuse a foreign Origin. */
+export const AUTH_POST_PATHS: readonly string[] = Object.freeze([LOGIN_PATH, LOGOUT_PATH, INITIALIZE_PATH, REGISTER_PATH]);
 /** Unsafe methods here skip the double-submit check; GET /me is how a browser learns it is signed in. */
 export const CSRF_EXEMPT_EXACT_PATHS: readonly string[] = Object.freeze([ME_PATH]);
 
