@@ -18,6 +18,7 @@ import { LeaseFence, fenceCheckpointer } from "../runtime/runs/fence.ts";
 import type { RunCoordination, RunManager } from "../runtime/runs/manager.ts";
 import { allCheckpointWritesSettled, trackCheckpointWrites } from "../runtime/runs/settle.ts";
 import { KeyValueThreadStore } from "../runtime/thread-store.ts";
+import { CustomAgentStore } from "../runtime/custom-agents.ts";
 import type { VersionedKeyValue } from "../ports/versioned-key-value.ts";
 import { versionedOver } from "../storage/versioned.ts";
 import { createVirtualSandboxProvider } from "../sandbox/virtual.ts";
@@ -42,6 +43,7 @@ import { createRouteGuard } from "./route-guard.ts";
 import { registerAssistantRoutes } from "./routes/assistants.ts";
 import { registerHealthRoute, registerSystemRoutes } from "./routes/system.ts";
 import { registerThreadRoutes } from "./routes/threads.ts";
+import { registerAgentRoutes } from "./routes/agents.ts";
 import {
   type AgentFactory,
   type GatewayEnv,
@@ -202,6 +204,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   const versioned = options.versioned ?? versionedOver(storage);
   const threads = options.threads ?? new KeyValueThreadStore({ storage, clock, versioned });
   const guard = createRouteGuard(threads);
+  const customAgents = new CustomAgentStore({ storage, versioned, clock });
   const ownSandbox = options.sandbox === undefined;
   const sandbox = options.sandbox ?? createVirtualSandboxProvider({ storage, versioned, defaultTimeoutMs: config.sandbox.command_timeout_ms });
   const defaultFactory: LeadAgentFactory | undefined = options.agentFactory
@@ -212,6 +215,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
         checkpointer,
         services: { clock, storage, versioned, sandbox, env, baseDir: config.storage.base },
         onDiagnostic: reportDiagnostic,
+        customAgents,
         ...leadAgentExtras({ ...options, extensions }),
       });
   const agentFactory: AgentFactory = options.agentFactory ?? defaultFactory!;
@@ -225,6 +229,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
     threads,
     guard,
     agentFactory,
+    customAgents,
     sandbox,
     extensions,
     reportDiagnostic,
@@ -339,6 +344,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
     },
   });
   registerAssistantRoutes(api, { config, createdAt: new Date(clock.now()).toISOString() });
+  registerAgentRoutes(api, { customAgents, guard, config });
   const registerExtraRoutes =
     options.registerExtraRoutes ??
     (async (routes: Hono<GatewayEnv>, gatewayDeps: GatewayDeps): Promise<GatewayRunHooks> => {
