@@ -12,6 +12,7 @@ export { ModelError } from "./models/errors.ts";
 export { CheckpointerError } from "./runtime/kv-checkpointer.ts";
 export { ThreadStateError } from "./runtime/thread-state.ts";
 export { ThreadStoreError } from "./runtime/thread-store.ts";
+export { CustomAgentStoreError } from "./runtime/custom-agents.ts";
 export { RunOperationError } from "./runtime/runs/types.ts";
 export { RunLeaseLostError } from "./runtime/runs/fence.ts";
 export { SkillRegistryError } from "./skills/registry.ts";

@@ -89,6 +89,8 @@ import { describeAgent } from "./assembly-descriptor.ts";
 import { summarizationMember } from "./summarization-member.ts";
 import { LEAD_EXTENSION_TAIL, placeExtensionMiddlewares } from "./configured-middlewares.ts";
 import { LEAD_AGENT_PROMPT, LEAD_AGENT_PROMPT_ID } from "./prompts.ts";
+import { customAgentPromptSection, restrictSkillRegistry, type CustomAgent } from "./custom-agent.ts";
+import { filterToolsByGroups } from "../tools/tool-groups.ts";
 
 export const LEAD_AGENT_NAME = "lead-agent";
 
@@ -248,6 +250,12 @@ export interface LeadAgentOptions {
   readonly guardrailProvider?: GuardrailProvider;
   /** Binds the task tool so the lead agent can delegate to subagents (built-in and configured types). */
   readonly subagentsEnabled?: boolean;
+  /**
+   * The custom agent the run asked for: its SOUL joins the prompt, its model is the default when
+   * `model` is absent, its model_settings replace the entry's sampling, its tool groups and skill
+   * list limit what it may use.
+   */
+  readonly customAgent?: CustomAgent;
 }
 
 export interface LeadAgentAssembly {
@@ -326,11 +334,14 @@ async function resolveAssemblyBasis(options: LeadAgentOptions): Promise<Assembly
   const guardrailProvider = resolveGuardrailProvider(config.guardrails ?? GUARDRAILS_DEFAULTS, options.guardrailProvider);
   const principal = buildPrincipalFromContext(options.context ?? {}, { default_role: authorization.default_role });
   // Model authorization: a denied model falls back to another the principal may list and use.
-  const requested = describeModel(options.model, config).name;
+  const custom = options.customAgent;
+  const requested = describeModel(options.model ?? custom?.model ?? undefined, config).name;
   const modelName = await authorizeModelName(requested, principal, authorizationProvider, availableModelNames(config), { failClosed });
-  const model = createChatModel(config, modelName, env);
+  const sampling = custom?.model_settings ?? undefined;
+  const model = createChatModel(config, modelName, env, sampling ? { sampling } : {});
   const modelInfo = describeModel(modelName, config);
-  const entry = config.models.find((m) => m.name === modelInfo.name);
+  const listed = config.models.find((m) => m.name === modelInfo.name);
+  const entry = listed && sampling ? { ...listed, ...sampling } : listed;
   const namedModel = (name: string | null | undefined) => (name ? createChatModel(config, name, env) : undefined);
   const storage = options.services.storage ?? createMemoryKeyValue();
   const extensions = options.extensions;
@@ -354,7 +365,10 @@ async function resolveAssemblyBasis(options: LeadAgentOptions): Promise<Assembly
           ...(observeSystemCall ? { observeSystemCall } : {}),
         })
       : undefined);
-  const skillRegistry = options.skillRegistry ?? createSkillRegistry(storage, { config: config.skills ?? {} });
+  const skillRegistry = restrictSkillRegistry(
+    options.skillRegistry ?? createSkillRegistry(storage, { config: config.skills ?? {} }),
+    custom?.skills ?? null,
+  );
   const sandboxAuthorizer = authorizationProvider
     ? createSandboxAuthorizer(authorizationProvider, { default_role: authorization.default_role, fail_closed: failClosed })
     : undefined;
@@ -374,8 +388,9 @@ async function permittedTools(basis: AssemblyBasis): Promise<AgentTool[]> {
     ...createWebTools({ web_fetch: config.web_fetch ?? null, web_search: config.web_search ?? null }, { env }),
     ...(options.extraTools ?? []),
   ];
-  // Layer 1: the model only ever sees the tools this principal may use.
-  return filterToolsForPrincipal(candidateTools, principal, authorizationProvider, { failClosed });
+  // Layer 1: the model only ever sees the tools this principal may use (and a custom agent's tool groups allow).
+  const allowed = filterToolsByGroups(candidateTools, options.customAgent?.tool_groups ?? null);
+  return filterToolsForPrincipal(allowed, principal, authorizationProvider, { failClosed });
 }
 
 /** The task tools (task, and batch_task when configured), or none when delegation is off. */
@@ -427,10 +442,12 @@ function delegationTools(basis: AssemblyBasis, permitted: readonly AgentTool[], 
   return delegation;
 }
 
-/** The configured or built-in prompt, plus the section naming what tool_search defers. */
-function leadSystemPrompt(config: LeadConfig, deferred: DeferredToolSetup): string {
-  const basePrompt = config.agent.system_prompt ?? LEAD_AGENT_PROMPT;
-  return deferred.deferredNames.length > 0 ? `${basePrompt}\n\n${deferredToolsPromptSection(deferred.deferredNames)}` : basePrompt;
+/** The configured or built-in prompt, then a custom agent's section, then the section naming what tool_search defers. */
+function leadSystemPrompt(config: LeadConfig, deferred: DeferredToolSetup, customAgent: CustomAgent | undefined): string {
+  const sections = [config.agent.system_prompt ?? LEAD_AGENT_PROMPT];
+  if (customAgent) sections.push(customAgentPromptSection(customAgent));
+  if (deferred.deferredNames.length > 0) sections.push(deferredToolsPromptSection(deferred.deferredNames));
+  return sections.join("\n\n");
 }
 
 /** The lead chain with its models and stores, then the extensions' middlewares at their anchors. */
@@ -491,8 +508,9 @@ async function describeLeadAgent(
     ...(entry?.temperature === undefined ? {} : { temperature: entry.temperature }),
     ...(entry?.max_tokens === undefined ? {} : { max_tokens: entry.max_tokens }),
   };
+  const custom = options.customAgent;
   return describeAgent({
-    agentName: LEAD_AGENT_NAME,
+    agentName: custom?.name ?? LEAD_AGENT_NAME,
     requestedModel: options.model ?? null,
     effectiveModel: modelInfo.name,
     modelParameters,
@@ -510,6 +528,10 @@ async function describeLeadAgent(
       plan_mode: options.planMode ?? false,
       subagents: subagentsEnabled,
       non_interactive: false,
+      // Only with a custom agent, so the default lead agent's fingerprint stays what it was.
+      ...(custom
+        ? { custom_agent: { name: custom.name, model: custom.model, tool_groups: custom.tool_groups, skills: custom.skills, model_settings: custom.model_settings } }
+        : {}),
     },
   });
 }
@@ -525,7 +547,7 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
   const subagentsEnabled = options.subagentsEnabled === true;
   const delegation = delegationTools(basis, permitted, subagentsEnabled);
   const deferred = assembleDeferredTools([...permitted, ...delegation], { enabled: config.tool_search?.enabled === true });
-  const systemPrompt = leadSystemPrompt(config, deferred);
+  const systemPrompt = leadSystemPrompt(config, deferred, options.customAgent);
   const middlewares = leadMiddlewareStack(basis, deferred, subagentsEnabled);
   const agent = createAgent({
     name: LEAD_AGENT_NAME,

@@ -18,6 +18,7 @@ import { LeaseFence, runSaver } from "../runtime/runs/fence.ts";
 import type { RunCoordination, RunManager } from "../runtime/runs/manager.ts";
 import { allCheckpointWritesSettled } from "../runtime/runs/settle.ts";
 import { KeyValueThreadStore } from "../runtime/thread-store.ts";
+import { CustomAgentStore } from "../runtime/custom-agents.ts";
 import type { VersionedKeyValue } from "../ports/versioned-key-value.ts";
 import { versionedOver } from "../storage/versioned.ts";
 import { createVirtualSandboxProvider } from "../sandbox/virtual.ts";
@@ -43,6 +44,7 @@ import { createRouteGuard } from "./route-guard.ts";
 import { registerAssistantRoutes } from "./routes/assistants.ts";
 import { registerHealthRoute, registerSystemRoutes } from "./routes/system.ts";
 import { registerThreadRoutes } from "./routes/threads.ts";
+import { registerAgentRoutes } from "./routes/agents.ts";
 import {
   type AgentFactory,
   type GatewayEnv,
@@ -203,6 +205,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   const versioned = options.versioned ?? versionedOver(storage);
   const threads = options.threads ?? new KeyValueThreadStore({ storage, clock, versioned });
   const guard = createRouteGuard(threads);
+  const customAgents = new CustomAgentStore({ storage, versioned, clock });
   const ownSandbox = options.sandbox === undefined;
   const sandbox = options.sandbox ?? createVirtualSandboxProvider({ storage, versioned, defaultTimeoutMs: config.sandbox.command_timeout_ms });
   const defaultFactory: LeadAgentFactory | undefined = options.agentFactory
@@ -213,6 +216,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
         checkpointer,
         services: { clock, storage, versioned, sandbox, env, baseDir: config.storage.base },
         onDiagnostic: reportDiagnostic,
+        customAgents,
         ...leadAgentExtras({ ...options, extensions }),
       });
   const agentFactory: AgentFactory = options.agentFactory ?? defaultFactory!;
@@ -226,6 +230,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
     threads,
     guard,
     agentFactory,
+    customAgents,
     sandbox,
     extensions,
     reportDiagnostic,
@@ -340,6 +345,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
     },
   });
   registerAssistantRoutes(api, { config, createdAt: new Date(clock.now()).toISOString() });
+  registerAgentRoutes(api, { customAgents, guard, config });
   const registerExtraRoutes =
     options.registerExtraRoutes ??
     (async (routes: Hono<GatewayEnv>, gatewayDeps: GatewayDeps): Promise<GatewayRunHooks> => {

@@ -5,6 +5,7 @@ import type { LoadedExtensions } from "../extensions/registry.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import type { Clock, Env } from "../ports/runtime-ports.ts";
 import type { SandboxProvider } from "../ports/sandbox.ts";
+import type { CustomAgentStore } from "../runtime/custom-agents.ts";
 import type { RunManager } from "../runtime/runs/manager.ts";
 import type { GatewayLogger } from "./errors.ts";
 import type { AgentFactory, GatewayUser, RouteGuard, ThreadRecord, ThreadStore } from "./types.ts";
@@ -26,6 +27,8 @@ export interface GatewayDeps {
   readonly threads: ThreadStore;
   readonly guard: RouteGuard;
   readonly agentFactory: AgentFactory;
+  /** The deployment's custom agents (/api/agents), which runs pick with `context.agent_name`. */
+  readonly customAgents: CustomAgentStore;
   readonly sandbox: SandboxProvider;
   readonly extensions: LoadedExtensions;
   readonly reportDiagnostic: (diagnostic: GatewayDiagnostic) => void;

@@ -63,6 +63,7 @@ const STATUS_BY_CODE = {
   run_not_cancellable: 409,
   run_active: 409,
   unknown_model: 400,
+  unknown_agent: 400,
   run_not_found: 404,
   assistant_not_found: 404,
   invalid_last_event_id: 400,

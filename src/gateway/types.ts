@@ -48,6 +48,8 @@ export interface AgentRequest {
   readonly user: GatewayUser;
   /** The model the run asked for (`context.model_name`), if any. */
   readonly modelName?: string;
+  /** The custom agent the run asked for (`context.agent_name`), if any. */
+  readonly agentName?: string;
   readonly subagentsEnabled?: boolean;
   readonly planMode?: boolean;
 }

@@ -9,6 +9,8 @@ import { ChatOpenAICompatible, type FetchLike } from "./openai-compatible/index.
 export interface CreateChatModelOptions {
   /** Replaces the global fetch of OpenAI-compatible models (tests, proxies). */
   fetch?: FetchLike;
+  /** Sampling that replaces the config entry's (a custom agent's model_settings). */
+  sampling?: { readonly temperature?: number; readonly max_tokens?: number };
 }
 
 export interface ModelDescription {
@@ -58,13 +60,15 @@ export function createChatModel(
     apiKey = env.get(entry.api_key_env);
     if (!isSet(apiKey)) throw missingKey(entry.name, entry.api_key_env, "or choose another model");
   }
+  const temperature = options.sampling?.temperature ?? entry.temperature;
+  const maxTokens = options.sampling?.max_tokens ?? entry.max_tokens;
   return new ChatOpenAICompatible({
     model: entry.model,
     baseUrl: entry.base_url,
     ...(apiKey === undefined ? {} : { apiKey: apiKey.trim() }),
     ...(entry.api_key_env === undefined ? {} : { apiKeyEnv: entry.api_key_env }),
-    ...(entry.temperature === undefined ? {} : { temperature: entry.temperature }),
-    ...(entry.max_tokens === undefined ? {} : { maxTokens: entry.max_tokens }),
+    ...(temperature === undefined ? {} : { temperature }),
+    ...(maxTokens === undefined ? {} : { maxTokens }),
     timeoutMs: entry.timeout_ms,
     ...(entry.extra_headers === undefined ? {} : { extraHeaders: entry.extra_headers }),
     ...(options.fetch === undefined ? {} : { fetch: options.fetch }),

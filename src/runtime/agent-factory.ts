@@ -11,6 +11,8 @@ import type { ExtensionDiagnostic } from "../extensions/diagnostics.ts";
 import type { LoadedExtensions } from "../extensions/registry.ts";
 import type { MemoryStore } from "../middlewares/memory/index.ts";
 import type { Env } from "../ports/runtime-ports.ts";
+import type { CustomAgent } from "../agents/custom-agent.ts";
+import { unknownCustomAgent, type CustomAgentStore } from "./custom-agents.ts";
 import type { RunAgentRequest, RunPrincipal } from "./runs/types.ts";
 
 /*
@@ -33,6 +35,8 @@ export interface LeadAgentFactoryOptions {
   readonly configuredMiddlewares?: readonly AgentMiddleware[];
   readonly authorizationProvider?: AuthorizationProvider;
   readonly onDiagnostic?: (diagnostic: ExtensionDiagnostic) => void;
+  /** Where `context.agent_name` is looked up; without one a run naming an agent is refused. */
+  readonly customAgents?: CustomAgentStore;
   /** Distinct callers kept; the least recently used is dropped beyond it. Default 64. */
   readonly maxAgents?: number;
 }
@@ -68,7 +72,7 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
   // The first assembly creates the process's memory store; the others wait for it and share it.
   let first: Promise<unknown> | undefined;
 
-  const build = async (principal: PrincipalSnapshot, request: RunAgentRequest): Promise<LeadAgentAssembly> => {
+  const build = async (principal: PrincipalSnapshot, request: RunAgentRequest, customAgent: CustomAgent | undefined): Promise<LeadAgentAssembly> => {
     if (first) await first.catch(() => undefined);
     const assembly = assembleLeadAgent({
       config: options.config,
@@ -79,6 +83,7 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
       planMode: request.planMode === true,
       subagentsEnabled: request.subagentsEnabled === true,
       context: principalContext(principal),
+      ...(customAgent ? { customAgent } : {}),
       ...(memoryStore ? { memoryStore } : {}),
       ...leadAgentExtras(options),
       ...(options.onDiagnostic ? { onExtensionDiagnostic: options.onDiagnostic } : {}),
@@ -94,18 +99,21 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
 
   const factory = async (request: RunAgentRequest): Promise<Agent> => {
     const principal = snapshotPrincipal(request.user);
+    // Read on every run, and part of the key: an agent updated since the last run gets a new build.
+    const customAgent = request.agentName === undefined ? undefined : await loadCustomAgent(options.customAgents, request.agentName);
     const key = await canonicalHash({
       principal,
       model: request.modelName ?? null,
       subagents: request.subagentsEnabled === true,
       plan_mode: request.planMode === true,
+      custom_agent: customAgent ?? null,
     });
     let entry = cache.get(key);
     if (entry) {
       cache.delete(key);
       cache.set(key, entry);
     } else {
-      entry = build(principal, request);
+      entry = build(principal, request, customAgent);
       cache.set(key, entry);
       // A failed build is not cached: the next run retries it.
       entry.catch(() => {
@@ -124,6 +132,13 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
       if (ownsMemoryStore) await memoryStore?.close().catch(() => false);
     },
   }) as unknown as LeadAgentFactory;
+}
+
+/** The agent a run named; a name that names none is refused before anything is built. */
+async function loadCustomAgent(store: CustomAgentStore | undefined, name: string): Promise<CustomAgent> {
+  const agent = await store?.get(name);
+  if (!agent) throw unknownCustomAgent(name);
+  return agent;
 }
 
 type PrincipalSnapshot = Record<string, unknown>;

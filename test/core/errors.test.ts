@@ -84,6 +84,7 @@ const SAMPLES: Readonly<Record<string, () => Error>> = {
   AuthorizationProviderError: () => new lib.AuthorizationProviderError("the provider answered 42"),
   CanonicalJsonError: () => new lib.CanonicalJsonError("cycle", "$.a", "a cycle at $.a"),
   CheckpointerError: () => new lib.CheckpointerError("corrupt_record", "a record is corrupt"),
+  CustomAgentStoreError: () => new lib.CustomAgentStoreError("deployment:agents:writer"),
   ClientInputError: () => new lib.ClientInputError("invalid_client_options", "options: bad"),
   ConfigError: () => new lib.ConfigError("config_invalid", "config.yaml", [{ path: "models", message: "expected a list" }]),
   ExtensionApiError: () => new lib.ExtensionApiError("invalid_text", "not a string"),

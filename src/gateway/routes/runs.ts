@@ -244,6 +244,7 @@ export async function registerRunsPart(
     ...(options.notifyBudgetMs === undefined ? {} : { notifyBudgetMs: options.notifyBudgetMs }),
     ...(options.reclaimMemory ? { reclaimMemory: options.reclaimMemory } : {}),
     modelNames: () => availableModelNames(deps.config),
+    customAgentExists: async (name) => (await deps.customAgents.get(name)) !== undefined,
     onDiagnostic: deps.reportDiagnostic,
   });
   await runs.recover();

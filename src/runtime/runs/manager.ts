@@ -28,7 +28,8 @@ import {
   type RunStatus,
   type RunThreadStore,
 } from "./types.ts";
-import { runWorker, type ActiveRun, type WorkerDeps } from "./worker.ts";
+import { requestedAgentName, runContext, runWorker, type ActiveRun, type WorkerDeps } from "./worker.ts";
+import { unknownCustomAgent } from "../custom-agents.ts";
 
 export interface RunManagerOptions<U extends RunPrincipal> {
   readonly storage: KeyValue;
@@ -52,6 +53,8 @@ export interface RunManagerOptions<U extends RunPrincipal> {
   readonly onDiagnostic?: (diagnostic: RunDiagnostic) => void;
   /** Model names a run may ask for (`context.model_name`); others are refused with 400 before a run exists. */
   readonly modelNames?: () => readonly string[];
+  /** Whether `context.agent_name` names a custom agent; a run naming none is refused with 400 before it exists. */
+  readonly customAgentExists?: (name: string) => Promise<boolean>;
   /** The lifecycle hooks' shared budget per pass (default 3 s). */
   readonly notifyBudgetMs?: number;
   readonly storePrefix?: string;
@@ -197,6 +200,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
   async create(threadId: string, request: RunRequest, user: U): Promise<RunRecord> {
     if (this.#closing) throw new RunOperationError("shutting_down", "The gateway is shutting down and accepts no new runs; retry once it is back.");
     this.#checkModel(request);
+    await this.#checkAgent(request);
     return this.#locks.run(threadId, async () => {
       if (this.#closing) throw new RunOperationError("shutting_down", "The gateway is shutting down and accepts no new runs; retry once it is back.");
       const strategy = request.multitaskStrategy;
@@ -555,6 +559,12 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
         `context.model_name ${JSON.stringify(requested)} is not a configured model; use one of: ${known.map((n) => JSON.stringify(n)).join(", ")}.`,
       );
     }
+  }
+
+  async #checkAgent(request: RunRequest): Promise<void> {
+    const name = requestedAgentName(runContext(request));
+    if (name === undefined || !this.#options.customAgentExists) return;
+    if (!(await this.#options.customAgentExists(name))) throw unknownCustomAgent(name);
   }
 
   /** Strictly increasing ISO stamps, so creation order survives a tie of the clock. */

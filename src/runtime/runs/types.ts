@@ -79,6 +79,8 @@ export interface RunThreadStore {
 export interface RunAgentRequest<U extends RunPrincipal = RunPrincipal> {
   readonly user: U;
   readonly modelName?: string;
+  /** The custom agent the run asked for (`context.agent_name`), if any. */
+  readonly agentName?: string;
   readonly subagentsEnabled?: boolean;
   readonly planMode?: boolean;
 }
@@ -106,6 +108,8 @@ export type RunOperationErrorCode =
   | "run_active"
   /** context.model_name names no configured model. */
   | "unknown_model"
+  /** context.agent_name names no custom agent. */
+  | "unknown_agent"
   | "run_not_found"
   | "assistant_not_found"
   /** Last-Event-ID is not a frame id. */

@@ -106,10 +106,12 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
     await deps.setStatus(run, "running");
     await safely(deps, "thread status", () => deps.threads.update(threadId, { status: "busy" }));
     preRun = await readHead(deps.checkpointer, threadId);
-    const context = { ...forwardedContext(run.request), ...run.request.context };
+    const context = runContext(run.request);
+    const agentName = requestedAgentName(context);
     const agent = await deps.agentFactory({
       user: run.user,
       ...(typeof context.model_name === "string" ? { modelName: context.model_name } : {}),
+      ...(agentName === undefined ? {} : { agentName }),
       subagentsEnabled: context.subagent_enabled === true,
       planMode: context.is_plan_mode === true,
     });
@@ -301,6 +303,22 @@ function serializeMetadata(metadata: Record<string, unknown> | undefined): Recor
     if (safe !== undefined) out[key] = safe;
   }
   return out;
+}
+
+/** The caller's context as the run sees it: the forwarded configurable keys, then `context` over them. */
+export function runContext(request: RunRequest): Record<string, unknown> {
+  return { ...forwardedContext(request), ...request.context };
+}
+
+/**
+ * The custom agent a run asks for: `agent_name`, unless the run is the UI's bootstrap chat
+ * (`is_bootstrap`), which talks about an agent that does not exist yet. A value that is not a
+ * string is kept as text, so it is refused like any name that names no agent.
+ */
+export function requestedAgentName(context: Readonly<Record<string, unknown>>): string | undefined {
+  const name = context.agent_name;
+  if (name === undefined || name === null || name === "" || context.is_bootstrap === true) return undefined;
+  return typeof name === "string" ? name : JSON.stringify(name);
 }
 
 function forwardedContext(request: RunRequest): Record<string, unknown> {
