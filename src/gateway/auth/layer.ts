@@ -202,7 +202,11 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
       "gateway.auth.mode is session, but gateway.auth.users is empty and no storage keeps accounts created by /api/v1/auth/initialize; declare a user ({ id, password_hash, role: admin }) or give the gateway storage.",
     );
   }
-  const accounts = createUserStore({ configUsers: auth.users, versioned: accountsCanBeCreated ? versioned : undefined, clock });
+  // Disabled mode keeps its one local user for requests without a session, but with
+  // allow_registration a client may still register accounts (DeerFlow's own browser specs do, in
+  // its auth-disabled mode), whose session cookies then name them, as a valid cookie always does.
+  const registrationEnabled = auth.allow_registration && versioned !== undefined && (auth.mode === "session" || disabled);
+  const accounts = createUserStore({ configUsers: auth.users, versioned: accountsCanBeCreated || registrationEnabled ? versioned : undefined, clock });
   let jwtSecret: Promise<Uint8Array> | undefined;
   const secret = (): Promise<Uint8Array> => {
     jwtSecret ??= (async () => {
@@ -394,8 +398,8 @@ export function createAuthLayer(options: AuthLayerOptions): AuthLayer {
     tokenLifetimeSeconds: auth.token_expiry_days * 24 * 3600,
     accounts,
     accountsCanBeCreated,
-    registrationEnabled: accountsCanBeCreated && auth.allow_registration,
-    passwordLoginAvailable: auth.users.length > 0 || accountsCanBeCreated,
+    registrationEnabled,
+    passwordLoginAvailable: auth.users.length > 0 || accountsCanBeCreated || registrationEnabled,
     async checkPassword(username, password) {
       const user = await accounts.findByLoginName(username);
       const matches = await verifyPassword(password, user?.password_hash ?? decoyHash);

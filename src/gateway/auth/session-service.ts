@@ -8,7 +8,7 @@ export interface SessionService {
   readonly accounts: UserStore;
   /** Mode session with storage: /initialize may create the first administrator. */
   readonly accountsCanBeCreated: boolean;
-  /** `gateway.auth.allow_registration` (and accounts can be created): /register is open. */
+  /** `gateway.auth.allow_registration` with storage, in mode session or disabled: /register is open. */
   readonly registrationEnabled: boolean;
   /** Whether a password login can ever succeed here (config users, or accounts that can be created). */
   readonly passwordLoginAvailable: boolean;

@@ -249,7 +249,7 @@ export function registerAuthRoutes(app: Hono<GatewayEnv>, deps: AuthRouteDeps): 
         {
           detail: sessions.accountsCanBeCreated
             ? "Self-registration is disabled on this gateway; an administrator can enable it with gateway.auth.allow_registration: true."
-            : "Self-registration needs gateway.auth.mode session and gateway.auth.allow_registration: true.",
+            : "Self-registration needs gateway.auth.allow_registration: true (in gateway.auth.mode session, or disabled).",
         },
         403,
       );
