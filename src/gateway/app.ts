@@ -45,6 +45,8 @@ import { registerAssistantRoutes } from "./routes/assistants.ts";
 import { registerHealthRoute, registerSystemRoutes } from "./routes/system.ts";
 import { registerThreadRoutes } from "./routes/threads.ts";
 import { registerAgentRoutes } from "./routes/agents.ts";
+import { registerSkillRoutes } from "./routes/skills.ts";
+import type { DeploymentFiles } from "../ports/deployment-files.ts";
 import {
   type AgentFactory,
   type GatewayEnv,
@@ -99,6 +101,8 @@ export interface GatewayOptions {
   readonly agentFactory?: AgentFactory;
   /** Default: the virtual sandbox over `storage`. */
   readonly sandbox?: SandboxProvider;
+  /** The writable skills folder `POST /api/skills/install` unpacks into; absent: installing answers 501. */
+  readonly skillsFolder?: DeploymentFiles;
   readonly extensions?: LoadedExtensions;
   /**
    * Default: the `gateway.auth` section of the config (disabled: every caller is the admin
@@ -346,6 +350,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   });
   registerAssistantRoutes(api, { config, createdAt: new Date(clock.now()).toISOString() });
   registerAgentRoutes(api, { customAgents, guard, config });
+  registerSkillRoutes(api, { storage, versioned, config, guard, sandbox, ...(options.skillsFolder ? { skillsFolder: options.skillsFolder } : {}) });
   const registerExtraRoutes =
     options.registerExtraRoutes ??
     (async (routes: Hono<GatewayEnv>, gatewayDeps: GatewayDeps): Promise<GatewayRunHooks> => {
