@@ -50,11 +50,15 @@ export function createFsDeploymentFiles(rootDir: string, description = `the fold
         // Another install may have taken the name while this one wrote: the rename then fails
         // (a non-empty folder is never replaced) and this copy goes.
         if (await exists(target)) return false;
-        await rename(staging, target);
+        try {
+          await rename(staging, target);
+        } catch (error) {
+          const code = (error as { code?: string }).code;
+          if (code === "ENOTEMPTY" || code === "EEXIST") return false;
+          throw error;
+        }
         return true;
       } catch (error) {
-        const code = (error as { code?: string }).code;
-        if (code === "ENOTEMPTY" || code === "EEXIST") return false;
         throw new DeploymentFilesError(
           "deployment_files_write_failed",
           `Could not write ${folder} into ${description} (${error instanceof Error ? error.message : String(error)}); check that the gateway may write there.`,

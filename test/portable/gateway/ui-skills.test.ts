@@ -4,6 +4,10 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { createFsDeploymentFiles } from "../../../adapters/shared/fs-deployment-files.ts";
 import { createFsDriver } from "../../../adapters/shared/fs-key-value.ts";
+import { createGatewayHost } from "../../../adapters/shared/gateway-host.ts";
+import { validateLeadConfig } from "../../../src/agents/app-config.ts";
+import { openGateway } from "../../../src/cli/serve.ts";
+import { mapEnv } from "../../../src/core/env.ts";
 import { AgentScope, Placement } from "../../../src/extension-api/index.ts";
 import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
@@ -271,5 +275,31 @@ describe("POST /api/skills/install", () => {
     expect(res.body.detail).toContain("no writable skills folder");
     expect((await call(gateway, "PUT", "/api/skills/data-analysis", withBody(admin, { enabled: false }))).body.enabled).toBe(false);
     expect((await call(gateway, "GET", "/api/skills", user)).body.skills).toHaveLength(2);
+  });
+});
+
+describe("as `serve` builds it", () => {
+  it("reads skills from skills.path and installs into it, with no restart", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "deerflow-serve-skills-"));
+    dirs.push(dir);
+    await mkdir(join(dir, "public", "data-analysis"), { recursive: true });
+    await writeFile(join(dir, "public", "data-analysis", "SKILL.md"), skillMd("data-analysis", "Analyze data."));
+    const config = validateLeadConfig({ storage: { driver: "memory" }, skills: { path: dir } }, "serve.yaml");
+    const host = createGatewayHost({ env: mapEnv({}), stderr: { write: () => undefined, isTTY: false } });
+    const { gateway, close } = await openGateway(host, { config, configDir: dir, hostname: "127.0.0.1" });
+    try {
+      // Auth off on loopback: every caller is the administrator.
+      expect((await call(gateway, "GET", "/api/skills")).body.skills.map((s: { name: string }) => s.name)).toEqual(["data-analysis"]);
+      await call(gateway, "POST", "/api/threads", { body: { thread_id: "t-serve" } });
+      const form = new FormData();
+      form.append("files", new File([(await zip([{ name: "SKILL.md", data: PDF_SKILL }])) as Uint8Array<ArrayBuffer>], "pdf-tools.skill"));
+      expect((await send(gateway, "POST", "/api/threads/t-serve/uploads", { form })).status).toBe(200);
+      const res = await call(gateway, "POST", "/api/skills/install", { body: { thread_id: "t-serve", path: "mnt/user-data/uploads/pdf-tools.skill" } });
+      expect(res.status).toBe(200);
+      expect(await tree(dir)).toEqual(["custom/pdf-tools/SKILL.md", "public/data-analysis/SKILL.md"]);
+      expect((await call(gateway, "GET", "/api/skills")).body.skills.map((s: { name: string }) => s.name)).toEqual(["data-analysis", "pdf-tools"]);
+    } finally {
+      await close();
+    }
   });
 });
