@@ -86,6 +86,10 @@ export function registerSkillRoutes(api: Hono<GatewayEnv>, deps: SkillRouteDeps)
     const name = c.req.param("name");
     const body = await parseJsonObjectBody(c, SkillUpdateSchema);
     if (!(await registry.get(name))) throw httpError(404, `Skill '${name}' not found; GET /api/skills lists the installed ones.`);
+    const allowList = registry.config.enabled;
+    if (body.enabled && allowList !== "all" && !allowList.includes(name)) {
+      throw httpError(409, `Skill '${name}' cannot be enabled here: skills.enabled in config.yaml does not list it; add it there (or set skills.enabled: all).`);
+    }
     await states.setEnabled(name, body.enabled);
     const updated = await registry.get(name);
     if (!updated) throw httpError(404, `Skill '${name}' not found`);

@@ -77,7 +77,7 @@ afterEach(async () => {
 const gatewayWith = acceptanceGateways(() => ({ env: { ADMIN_KEY, USER_KEY } }));
 
 /** A gateway over a skills folder on disk holding two bundled skills; writable unless said otherwise. */
-async function skillsGateway(options: { writable?: boolean } = {}) {
+async function skillsGateway(options: { writable?: boolean; skills?: Record<string, unknown> } = {}) {
   const dir = await mkdtemp(join(tmpdir(), "deerflow-ui-skills-"));
   dirs.push(dir);
   for (const [name, description] of [["data-analysis", "Analyze structured data and produce charts."], ["frontend-design", "Create polished frontend interfaces."]]) {
@@ -88,7 +88,7 @@ async function skillsGateway(options: { writable?: boolean } = {}) {
   storage.mount("skills", createFsDriver(dir, { readOnly: true }));
   const calls: ModelCall[] = [];
   const { gateway } = await gatewayWith(
-    { gateway: { auth }, plugins: [{ use: "./recorder.ts:install" }] },
+    { gateway: { auth }, plugins: [{ use: "./recorder.ts:install" }], ...(options.skills ? { skills: options.skills } : {}) },
     { loader: recordingLoader(calls), storage, ...(options.writable === false ? {} : { skillsFolder: createFsDeploymentFiles(dir, "the skills folder") }) },
   );
   return { gateway, dir, calls };
@@ -161,6 +161,15 @@ describe("/api/skills", () => {
     const bad = await call(gateway, "PUT", "/api/skills/data-analysis", withBody(admin, { enabled: "no" }));
     expect(bad.status).toBe(422);
     expect(bad.body.detail).toContain("enabled");
+  });
+
+  it("will not enable a skill config.yaml's skills.enabled leaves out (409), and lists it disabled", async () => {
+    const { gateway } = await skillsGateway({ skills: { enabled: ["frontend-design"] } });
+    expect((await call(gateway, "GET", "/api/skills", user)).body.skills.map((s: { enabled: boolean }) => s.enabled)).toEqual([false, true]);
+    const res = await call(gateway, "PUT", "/api/skills/data-analysis", withBody(admin, { enabled: true }));
+    expect(res.status).toBe(409);
+    expect(res.body.detail).toContain("skills.enabled in config.yaml does not list it");
+    expect((await call(gateway, "PUT", "/api/skills/frontend-design", withBody(admin, { enabled: false }))).body.enabled).toBe(false);
   });
 
   it("toggles concurrently without losing one: both skills end up off", async () => {
