@@ -45,6 +45,7 @@ import { registerAssistantRoutes } from "./routes/assistants.ts";
 import { registerHealthRoute, registerSystemRoutes } from "./routes/system.ts";
 import { registerThreadRoutes } from "./routes/threads.ts";
 import { registerAgentRoutes } from "./routes/agents.ts";
+import { registerMemoryRoutes } from "./routes/memory.ts";
 import {
   type AgentFactory,
   type GatewayEnv,
@@ -223,6 +224,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   const deps: GatewayDeps = {
     config,
     storage,
+    versioned,
     env,
     clock,
     logger,
@@ -346,6 +348,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   });
   registerAssistantRoutes(api, { config, createdAt: new Date(clock.now()).toISOString() });
   registerAgentRoutes(api, { customAgents, guard, config });
+  registerMemoryRoutes(api, { versioned, clock, config });
   const registerExtraRoutes =
     options.registerExtraRoutes ??
     (async (routes: Hono<GatewayEnv>, gatewayDeps: GatewayDeps): Promise<GatewayRunHooks> => {
