@@ -286,6 +286,23 @@ describe("memory edited here and the Memory middleware", () => {
     }
   });
 
+  it("an extraction after an import keeps the imported summaries and facts", async () => {
+    const storage = createMemoryKeyValue();
+    const { gateway } = await memoryGateway({ storage });
+    const document = { user: { topOfMind: { summary: "Shipping v2", updatedAt: "2026-11-30T00:00:00.000Z" } }, facts: [{ content: "imported fact", confidence: 0.8 }] };
+    expect((await call(gateway, "POST", "/api/memory/import", withBody(u1, document))).status).toBe(200);
+    const store = createMemoryStore(storage, systemClock, { versioned: versionedOver(storage), config: { debounce_seconds: 1 } });
+    try {
+      store.enqueue({ userId: "u1", threadId: "t1", messages: [{ id: "m1", role: "user", text: "Remember that I use Deno." }] });
+      await store.flush();
+    } finally {
+      await store.close();
+    }
+    const after = (await call(gateway, "GET", "/api/memory", u1)).body;
+    expect(after.user.topOfMind).toEqual({ summary: "Shipping v2", updatedAt: "2026-11-30T00:00:00.000Z" });
+    expect(after.facts.map((f: { content: string }) => f.content)).toEqual(["imported fact", "I use Deno"]);
+  });
+
   it("an extraction that races a UI delete and add keeps both changes", async () => {
     const storage = createMemoryKeyValue();
     const inner = versionedOver(storage);
