@@ -191,7 +191,7 @@ export function registerMemoryRoutes(api: Hono<GatewayEnv>, deps: MemoryRouteDep
       throw error;
     }
   };
-  const change = <T>(userId: string, fn: (current: MemoryDocument) => MemoryDocumentChange<T>, options?: { replaceMalformed?: boolean }) =>
+  const change = (userId: string, fn: (current: MemoryDocument) => MemoryDocumentChange, options?: { replaceMalformed?: boolean }) =>
     guarded(() => changeMemoryDocument(versioned, userId, now(), fn, options));
   const read = (userId: string) => guarded(() => readMemoryDocument(versioned, userId));
 
@@ -199,7 +199,7 @@ export function registerMemoryRoutes(api: Hono<GatewayEnv>, deps: MemoryRouteDep
   api.get("/memory/export", async (c) => c.json(documentJson(await read(authenticatedUser(c).id))));
 
   api.delete("/memory", async (c) => {
-    const { document } = await change(authenticatedUser(c).id, () => ({ facts: [], summaries: {}, result: undefined }), { replaceMalformed: true });
+    const document = await change(authenticatedUser(c).id, () => ({ facts: [], summaries: {} }), { replaceMalformed: true });
     return c.json(documentJson(document));
   });
 
@@ -223,7 +223,7 @@ export function registerMemoryRoutes(api: Hono<GatewayEnv>, deps: MemoryRouteDep
       };
     });
     const summaries = summariesOf({ user: body.user, history: body.history });
-    const { document } = await change(userId, () => ({ facts, summaries, result: undefined }), { replaceMalformed: true });
+    const document = await change(userId, () => ({ facts, summaries }), { replaceMalformed: true });
     return c.json(documentJson(document));
   });
 
@@ -240,13 +240,13 @@ export function registerMemoryRoutes(api: Hono<GatewayEnv>, deps: MemoryRouteDep
       lastConfirmedAt: stamp,
     };
     const key = memoryFactKey(fact.content);
-    const { document } = await change(userId, (current) => {
+    const document = await change(userId, (current) => {
       if (current.facts.some((existing) => memoryFactKey(existing.content) === key)) throw duplicateFact();
       const facts = capFacts([...current.facts, fact], maxFacts);
       if (!facts.includes(fact)) {
         throw httpError(409, `The fact was not stored: memory already holds ${maxFacts} facts (memory.max_facts), all more confident than this one; delete one or raise its confidence.`);
       }
-      return { facts, summaries: current.summaries, result: undefined };
+      return { facts, summaries: current.summaries };
     });
     return c.json(documentJson(document));
   });
@@ -255,7 +255,7 @@ export function registerMemoryRoutes(api: Hono<GatewayEnv>, deps: MemoryRouteDep
     const userId = authenticatedUser(c).id;
     const factId = c.req.param("factId");
     const body = await parseJsonObjectBody(c, FactPatchSchema);
-    const { document } = await change(userId, (current) => {
+    const document = await change(userId, (current) => {
       const target = current.facts.find((fact) => fact.id === factId);
       if (!target) throw factNotFound(factId);
       if (body.content !== null && body.content !== undefined) {
@@ -268,7 +268,7 @@ export function registerMemoryRoutes(api: Hono<GatewayEnv>, deps: MemoryRouteDep
         ...(typeof body.category === "string" ? { category: body.category } : {}),
         ...(typeof body.confidence === "number" ? { confidence: body.confidence } : {}),
       };
-      return { facts: current.facts.map((fact) => (fact.id === factId ? updated : fact)), summaries: current.summaries, result: undefined };
+      return { facts: current.facts.map((fact) => (fact.id === factId ? updated : fact)), summaries: current.summaries };
     });
     return c.json(documentJson(document));
   });
@@ -276,9 +276,9 @@ export function registerMemoryRoutes(api: Hono<GatewayEnv>, deps: MemoryRouteDep
   api.delete("/memory/facts/:factId", async (c) => {
     const userId = authenticatedUser(c).id;
     const factId = c.req.param("factId");
-    const { document } = await change(userId, (current) => {
+    const document = await change(userId, (current) => {
       if (!current.facts.some((fact) => fact.id === factId)) throw factNotFound(factId);
-      return { facts: current.facts.filter((fact) => fact.id !== factId), summaries: current.summaries, result: undefined };
+      return { facts: current.facts.filter((fact) => fact.id !== factId), summaries: current.summaries };
     });
     return c.json(documentJson(document));
   });

@@ -136,40 +136,40 @@ export async function readMemoryDocument(versioned: VersionedKeyValue, userId: s
   return documentOf(record);
 }
 
-export interface MemoryDocumentChange<T> {
+/** What a memory API write leaves in the record: its facts and summary sections. */
+export interface MemoryDocumentChange {
   readonly facts: readonly StoredMemoryFact[];
   readonly summaries: MemorySummaries;
-  readonly result: T;
 }
 
 /**
- * Changes a user's memory by compare-and-set: `change` is re-run on a fresh read whenever the
- * updater or another request wrote in between, so neither loses the other's facts. The thread
- * watermarks are kept, so cleared or replaced memory is not refilled from turns already processed.
- * With `replaceMalformed` (clear, import) a malformed record reads as empty and is overwritten;
- * otherwise it throws `memory_record_malformed`.
+ * Changes a user's memory by compare-and-set and returns it as written: `change` is re-run on a
+ * fresh read whenever the updater or another request wrote in between, so neither loses the
+ * other's facts. The thread watermarks are kept, so cleared or replaced memory is not refilled
+ * from turns already processed. With `replaceMalformed` (clear, import) a malformed record reads
+ * as empty and is overwritten; otherwise it throws `memory_record_malformed`.
  */
-export async function changeMemoryDocument<T>(
+export async function changeMemoryDocument(
   versioned: VersionedKeyValue,
   userId: string,
   now: string,
-  change: (current: MemoryDocument) => MemoryDocumentChange<T>,
+  change: (current: MemoryDocument) => MemoryDocumentChange,
   options: { readonly replaceMalformed?: boolean } = {},
-): Promise<{ document: MemoryDocument; result: T }> {
-  const outcome = await updateVersioned(versioned, memoryKey(userId), (text) => {
+): Promise<MemoryDocument> {
+  const written = await updateVersioned(versioned, memoryKey(userId), (text) => {
     const { record, malformed } = parseRecord(parseStoredJson(text));
     if (malformed && !options.replaceMalformed) throw malformedRecordError(userId);
     const next = change(documentOf(record));
-    const written: MemoryRecord = {
+    const result: MemoryRecord = {
       version: 1,
       facts: [...next.facts],
       watermarks: record.watermarks,
       ...(Object.keys(next.summaries).length === 0 ? {} : { summaries: next.summaries }),
       updatedAt: now,
     };
-    return { value: JSON.stringify(written), result: { document: documentOf(written), result: next.result } };
+    return { value: JSON.stringify(result), result };
   });
-  return outcome!;
+  return documentOf(written!);
 }
 
 /** A user's remembered facts, straight from storage (a malformed record reads as none). */

@@ -389,6 +389,16 @@ describe("the UI's own Next.js memory proxy (frontend/src/app/api/memory/**)", (
     expect(listed.status).toBe(200);
   });
 
+  it("with auth disabled (upstream's real-backend specs) the same proxied request is the local user's", async () => {
+    const { gateway } = await gatewayWith({});
+    const noSession = { access_token: "", csrf_token: "" };
+    const created = await gateway.fetch(proxied("POST", "/api/memory/facts", noSession, { content: "no sign-in here" }, { cookie: null, "x-csrf-token": null }));
+    expect(created.status).toBe(200);
+    const foreign = await gateway.fetch(proxied("POST", "/api/memory/facts", noSession, { content: "forged" }, { cookie: null, "x-csrf-token": null, origin: "https://evil.example" }));
+    expect(foreign.status).toBe(403);
+    expect((await call(gateway, "GET", "/api/memory")).body.facts.map((f: { content: string }) => f.content)).toEqual(["no sign-in here"]);
+  });
+
   it("still refuses a page of another site, a missing token, and, without Next's x-forwarded-* headers, an unconfigured UI origin", async () => {
     const { gateway, cookies } = await sessionGateway();
     const fact = { content: "forged" };
