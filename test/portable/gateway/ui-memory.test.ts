@@ -303,6 +303,25 @@ describe("memory edited here and the Memory middleware", () => {
     expect(after.facts.map((f: { content: string }) => f.content)).toEqual(["imported fact", "I use Deno"]);
   });
 
+  it("cleared memory is not refilled from turns the updater already processed", async () => {
+    const storage = createMemoryKeyValue();
+    const { gateway } = await memoryGateway({ storage });
+    const store = createMemoryStore(storage, systemClock, { versioned: versionedOver(storage), config: { debounce_seconds: 1 } });
+    const first = { id: "m1", role: "user" as const, text: "Remember that I live in Oslo." };
+    try {
+      store.enqueue({ userId: "u1", threadId: "t1", messages: [first] });
+      await store.flush();
+      expect((await call(gateway, "GET", "/api/memory", u1)).body.facts.map((f: { content: string }) => f.content)).toEqual(["I live in Oslo"]);
+      expect((await call(gateway, "DELETE", "/api/memory", u1)).status).toBe(200);
+      // The thread's next turn hands the whole conversation over again.
+      store.enqueue({ userId: "u1", threadId: "t1", messages: [first, { id: "m2", role: "assistant", text: "Noted." }, { id: "m3", role: "user", text: "Thanks" }] });
+      await store.flush();
+    } finally {
+      await store.close();
+    }
+    expect((await call(gateway, "GET", "/api/memory", u1)).body.facts).toEqual([]);
+  });
+
   it("an extraction that races a UI delete and add keeps both changes", async () => {
     const storage = createMemoryKeyValue();
     const inner = versionedOver(storage);
