@@ -47,6 +47,7 @@ import { registerThreadRoutes } from "./routes/threads.ts";
 import { registerAgentRoutes } from "./routes/agents.ts";
 import { registerSkillRoutes } from "./routes/skills.ts";
 import type { DeploymentFiles } from "../ports/deployment-files.ts";
+import { registerMemoryRoutes } from "./routes/memory.ts";
 import {
   type AgentFactory,
   type GatewayEnv,
@@ -227,6 +228,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   const deps: GatewayDeps = {
     config,
     storage,
+    versioned,
     env,
     clock,
     logger,
@@ -351,6 +353,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   registerAssistantRoutes(api, { config, createdAt: new Date(clock.now()).toISOString() });
   registerAgentRoutes(api, { customAgents, guard, config });
   registerSkillRoutes(api, { storage, versioned, config, guard, sandbox, ...(options.skillsFolder ? { skillsFolder: options.skillsFolder } : {}) });
+  registerMemoryRoutes(api, { versioned, clock, config });
   const registerExtraRoutes =
     options.registerExtraRoutes ??
     (async (routes: Hono<GatewayEnv>, gatewayDeps: GatewayDeps): Promise<GatewayRunHooks> => {
