@@ -45,6 +45,8 @@ import { registerAssistantRoutes } from "./routes/assistants.ts";
 import { registerHealthRoute, registerSystemRoutes } from "./routes/system.ts";
 import { registerThreadRoutes } from "./routes/threads.ts";
 import { registerAgentRoutes } from "./routes/agents.ts";
+import { registerMcpRoutes } from "./routes/mcp.ts";
+import { LiveMcpConfig } from "../mcp/live-config.ts";
 import {
   type AgentFactory,
   type GatewayEnv,
@@ -109,8 +111,13 @@ export interface GatewayOptions {
   readonly listening?: { readonly host: string };
   /** A custom AuthorizationProvider object, used instead of the configured one. */
   readonly authorizationProvider?: AuthorizationProvider;
-  /** More tools for every lead agent (MCP servers' tools, an embedder's own). */
+  /** More tools for every lead agent (an embedder's own). */
   readonly extraTools?: readonly AgentTool[];
+  /**
+   * extensions_config.json: served and written by /api/mcp/config, and its MCP servers' tools given
+   * to every run as the file is then. Default: no file (no MCP tools; writes refused).
+   */
+  readonly mcpConfig?: LiveMcpConfig;
   /** Middlewares named in config (`extensions.middlewares`), already loaded. */
   readonly configuredMiddlewares?: readonly AgentMiddleware[];
   /** Told of every extension diagnostic as it happens (they are also kept in `diagnostics`). */
@@ -206,6 +213,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   const threads = options.threads ?? new KeyValueThreadStore({ storage, clock, versioned });
   const guard = createRouteGuard(threads);
   const customAgents = new CustomAgentStore({ storage, versioned, clock });
+  const mcpConfig = options.mcpConfig ?? new LiveMcpConfig({ file: { fileName: "extensions_config.json", read: async () => undefined }, readOnlyReason: "this gateway was started without one" });
   const ownSandbox = options.sandbox === undefined;
   const sandbox = options.sandbox ?? createVirtualSandboxProvider({ storage, versioned, defaultTimeoutMs: config.sandbox.command_timeout_ms });
   const defaultFactory: LeadAgentFactory | undefined = options.agentFactory
@@ -217,6 +225,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
         services: { clock, storage, versioned, sandbox, env, baseDir: config.storage.base },
         onDiagnostic: reportDiagnostic,
         customAgents,
+        liveTools: () => mcpConfig.current(),
         ...leadAgentExtras({ ...options, extensions }),
       });
   const agentFactory: AgentFactory = options.agentFactory ?? defaultFactory!;
@@ -346,6 +355,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   });
   registerAssistantRoutes(api, { config, createdAt: new Date(clock.now()).toISOString() });
   registerAgentRoutes(api, { customAgents, guard, config });
+  registerMcpRoutes(api, { guard, mcp: mcpConfig });
   const registerExtraRoutes =
     options.registerExtraRoutes ??
     (async (routes: Hono<GatewayEnv>, gatewayDeps: GatewayDeps): Promise<GatewayRunHooks> => {

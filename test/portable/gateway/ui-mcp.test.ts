@@ -1,0 +1,238 @@
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { writeFileAtomic } from "../../../adapters/shared/extension-manager-host.ts";
+import type { AgentAssemblyDescriptor } from "../../../src/extension-api/index.ts";
+import { LiveMcpConfig, type ExtensionsConfigFile } from "../../../src/mcp/index.ts";
+import { mapEnv } from "../../../src/core/env.ts";
+import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
+import { acceptanceGateways, call, human, type SendOptions } from "../../fixtures/plugins/gateway-harness.ts";
+import { startTestMcpServer, type TestMcpServer } from "../../mcp/http-server.ts";
+
+/*
+ * Settings → Tools as DeerFlow's UI uses it (GET, PUT, PATCH /api/mcp/config) through a real
+ * gateway with api_key auth, over a real extensions_config.json in a temporary folder: secrets
+ * masked and kept across the UI's round trip, schema failures refused with the file untouched,
+ * administrators only for writes, concurrent toggles both kept, and the next run's MCP tools
+ * following the file (a real Streamable HTTP MCP server in this process) without a restart.
+ */
+
+const ADMIN_KEY = "admin-key-0123456789abcdef";
+const USER_KEY = "user-key-0123456789abcdef";
+const ENV = { ADMIN_KEY, USER_KEY, GITHUB_TOKEN_REF: "from-env" };
+const auth = {
+  mode: "api_key",
+  api_keys: [
+    { key_env: "ADMIN_KEY", user_id: "ops", role: "admin" },
+    { key_env: "USER_KEY", user_id: "u1", role: "user" },
+  ],
+};
+const admin: SendOptions = { headers: { "x-api-key": ADMIN_KEY } };
+const user: SendOptions = { headers: { "x-api-key": USER_KEY } };
+const withBody = (who: SendOptions, body: unknown): SendOptions => ({ ...who, body });
+
+const SECRET = "ghp_verysecret_0123456789";
+const BEARER = "Bearer sk-live-abcdef987654";
+
+let mcpServer: TestMcpServer;
+let dir: string;
+let fileName: string;
+const live: LiveMcpConfig[] = [];
+
+beforeAll(async () => {
+  mcpServer = await startTestMcpServer();
+});
+afterAll(async () => {
+  await mcpServer.close();
+});
+afterEach(async () => {
+  await Promise.all(live.splice(0).map((config) => config.close()));
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+async function freshFile(content: unknown): Promise<void> {
+  dir = await mkdtemp(join(tmpdir(), "ui-mcp-"));
+  fileName = join(dir, "extensions_config.json");
+  await writeFileAtomic(fileName, JSON.stringify(content, null, 2));
+}
+
+const readText = async (): Promise<string | undefined> => readFile(fileName, "utf8").catch(() => undefined);
+const readJson = async (): Promise<any> => JSON.parse((await readText())!);
+
+function diskFile(options: { writable?: boolean; beforeWrite?: () => Promise<void> } = {}): ExtensionsConfigFile {
+  return {
+    fileName,
+    read: readText,
+    ...(options.writable === false
+      ? {}
+      : {
+          write: async (text: string) => {
+            await options.beforeWrite?.();
+            await writeFileAtomic(fileName, text);
+          },
+        }),
+  };
+}
+
+/** Every descriptor the gateway's assemblies report, through a real agent-assembly observer. */
+function observingLoader(seen: AgentAssemblyDescriptor[]): ModuleLoader {
+  return {
+    async load() {
+      return {
+        install: (registry: { agentAssemblyObserver(o: { onAgentAssembled(d: AgentAssemblyDescriptor): void }): void }) =>
+          registry.agentAssemblyObserver({ onAgentAssembled: (descriptor) => void seen.push(descriptor) }),
+      };
+    },
+  };
+}
+
+const gatewayWith = acceptanceGateways(() => ({ env: ENV }));
+
+async function mcpGateway(file: ExtensionsConfigFile = diskFile(), seen: AgentAssemblyDescriptor[] = []) {
+  const mcpConfig = new LiveMcpConfig({ file, env: mapEnv(ENV) });
+  live.push(mcpConfig);
+  const { gateway } = await gatewayWith(
+    { gateway: { auth }, plugins: [{ use: "./observer.ts:install" }] },
+    { loader: observingLoader(seen), mcpConfig },
+  );
+  return gateway;
+}
+
+const github = {
+  enabled: true,
+  type: "stdio",
+  command: "npx",
+  args: ["-y", "@modelcontextprotocol/server-github"],
+  env: { GITHUB_TOKEN: SECRET, FROM_ENV: "$GITHUB_TOKEN_REF" },
+  description: "GitHub MCP server",
+};
+const remote = { enabled: false, type: "http", url: "https://mcp.example.com/mcp", headers: { Authorization: BEARER }, description: "" };
+
+describe("/api/mcp/config", () => {
+  it("shows every user the servers with their secrets masked; placeholders are shown as written", async () => {
+    await freshFile({ mcpServers: { github, remote }, skills: { pdf: { enabled: false } } });
+    const gateway = await mcpGateway();
+    const read = await call(gateway, "GET", "/api/mcp/config", user);
+    expect(read.status).toBe(200);
+    expect(read.body.mcp_servers.github).toMatchObject({ enabled: true, command: "npx", description: "GitHub MCP server", env: { GITHUB_TOKEN: "***", FROM_ENV: "$GITHUB_TOKEN_REF" } });
+    expect(read.body.mcp_servers.remote).toMatchObject({ enabled: false, url: "https://mcp.example.com/mcp", headers: { Authorization: "***" } });
+    expect(JSON.stringify(read.body)).not.toContain("verysecret");
+    expect(JSON.stringify(read.body)).not.toContain("sk-live");
+  });
+
+  it("keeps the stored secrets when the UI sends the masked config back, and never echoes them", async () => {
+    await freshFile({ mcpServers: { github, remote }, skills: { pdf: { enabled: false } }, mcpInterceptors: ["x"] });
+    const gateway = await mcpGateway();
+    const masked = (await call(gateway, "GET", "/api/mcp/config", admin)).body;
+    masked.mcp_servers.github.description = "GitHub, edited";
+    const put = await call(gateway, "PUT", "/api/mcp/config", withBody(admin, masked));
+    expect(put.status).toBe(200);
+    expect(put.body.mcp_servers.github).toMatchObject({ description: "GitHub, edited", env: { GITHUB_TOKEN: "***" } });
+    expect(JSON.stringify(put.body)).not.toContain("verysecret");
+    const onDisk = await readJson();
+    expect(onDisk.mcpServers.github.env).toEqual({ GITHUB_TOKEN: SECRET, FROM_ENV: "$GITHUB_TOKEN_REF" });
+    expect(onDisk.mcpServers.github.description).toBe("GitHub, edited");
+    expect(onDisk.mcpServers.remote.headers).toEqual({ Authorization: BEARER });
+    // The file's other sections are not this route's and stay as they were.
+    expect(onDisk.skills).toEqual({ pdf: { enabled: false } });
+    expect(onDisk.mcpInterceptors).toEqual(["x"]);
+
+    const patched = await call(gateway, "PATCH", "/api/mcp/config", withBody(admin, { server_name: "github", enabled: false }));
+    expect(patched.status).toBe(200);
+    expect(patched.body.mcp_servers.github).toMatchObject({ enabled: false, env: { GITHUB_TOKEN: "***" } });
+    expect(JSON.stringify(patched.body)).not.toContain("verysecret");
+    expect((await readJson()).mcpServers.github.env.GITHUB_TOKEN).toBe(SECRET);
+
+    // A new secret replaces the old one; "***" for a key the server never had is refused.
+    masked.mcp_servers.github.env.GITHUB_TOKEN = "ghp_rotated";
+    expect((await call(gateway, "PUT", "/api/mcp/config", withBody(admin, masked))).status).toBe(200);
+    expect((await readJson()).mcpServers.github.env.GITHUB_TOKEN).toBe("ghp_rotated");
+    masked.mcp_servers.github.env.NEW_KEY = "***";
+    const refused = await call(gateway, "PUT", "/api/mcp/config", withBody(admin, masked));
+    expect(refused.status).toBe(422);
+    expect(refused.body.detail).toContain("mcp_servers.github.env.NEW_KEY");
+  });
+
+  it("refuses a config that fails the loader's schema with 422 naming the key, the file untouched", async () => {
+    await freshFile({ mcpServers: { github } });
+    const before = await readText();
+    const gateway = await mcpGateway();
+    const bad = await call(gateway, "PUT", "/api/mcp/config", withBody(admin, { mcp_servers: { github: { ...github, command: 5 } } }));
+    expect(bad.status).toBe(422);
+    expect(bad.body.detail).toContain("mcpServers.github.command");
+    const incomplete = await call(gateway, "PUT", "/api/mcp/config", withBody(admin, { mcp_servers: { web: { type: "http" } } }));
+    expect(incomplete.status).toBe(422);
+    expect(incomplete.body.detail).toContain("mcpServers.web.url");
+    const notAnObject = await call(gateway, "PUT", "/api/mcp/config", withBody(admin, { mcp_servers: [] }));
+    expect(notAnObject.status).toBe(422);
+    expect(notAnObject.body.detail).toContain("mcp_servers");
+    const badPatch = await call(gateway, "PATCH", "/api/mcp/config", withBody(admin, { server_name: "github", enabled: "yes" }));
+    expect(badPatch.status).toBe(422);
+    expect(badPatch.body.detail).toContain("enabled");
+    expect((await call(gateway, "PATCH", "/api/mcp/config", withBody(admin, { server_name: "nope", enabled: true }))).status).toBe(404);
+    expect(await readText()).toBe(before);
+  });
+
+  it("lets only an administrator change it (403 for a user, the file untouched)", async () => {
+    await freshFile({ mcpServers: { github } });
+    const before = await readText();
+    const gateway = await mcpGateway();
+    const put = await call(gateway, "PUT", "/api/mcp/config", withBody(user, { mcp_servers: {} }));
+    expect(put.status).toBe(403);
+    const patch = await call(gateway, "PATCH", "/api/mcp/config", withBody(user, { server_name: "github", enabled: false }));
+    expect(patch.status).toBe(403);
+    expect(await readText()).toBe(before);
+  });
+
+  it("keeps both of two concurrent toggles", async () => {
+    await freshFile({ mcpServers: { github: { ...github, enabled: false }, remote } });
+    // Every write waits a little, so two unserialized read-modify-writes would both read the old file.
+    const gateway = await mcpGateway(diskFile({ beforeWrite: () => new Promise((resolve) => setTimeout(resolve, 20)) }));
+    const [a, b] = await Promise.all([
+      call(gateway, "PATCH", "/api/mcp/config", withBody(admin, { server_name: "github", enabled: true })),
+      call(gateway, "PATCH", "/api/mcp/config", withBody(admin, { server_name: "remote", enabled: true })),
+    ]);
+    expect([a.status, b.status]).toEqual([200, 200]);
+    const onDisk = await readJson();
+    expect(onDisk.mcpServers.github.enabled).toBe(true);
+    expect(onDisk.mcpServers.remote.enabled).toBe(true);
+  });
+
+  it("answers a clear 409 where the file cannot be written; reading still works", async () => {
+    await freshFile({ mcpServers: { github } });
+    const gateway = await mcpGateway(diskFile({ writable: false }));
+    expect((await call(gateway, "GET", "/api/mcp/config", user)).body.mcp_servers.github.env.GITHUB_TOKEN).toBe("***");
+    const put = await call(gateway, "PUT", "/api/mcp/config", withBody(admin, { mcp_servers: {} }));
+    expect(put.status).toBe(409);
+    expect(put.body.detail).toMatch(/cannot be written here/);
+    expect((await readJson()).mcpServers.github.env.GITHUB_TOKEN).toBe(SECRET);
+  });
+
+  it("a gateway without a file lists no servers and refuses writes", async () => {
+    const { gateway } = await gatewayWith({ gateway: { auth } });
+    expect((await call(gateway, "GET", "/api/mcp/config", user)).body).toEqual({ mcp_servers: {} });
+    expect((await call(gateway, "PATCH", "/api/mcp/config", withBody(admin, { server_name: "x", enabled: true }))).status).toBe(409);
+  });
+
+  it("gives the next run the MCP tools of the new config, without a restart", async () => {
+    await freshFile({ mcpServers: {} });
+    const seen: AgentAssemblyDescriptor[] = [];
+    const gateway = await mcpGateway(diskFile(), seen);
+    const run = async (threadId: string) => {
+      await call(gateway, "POST", "/api/threads", withBody(admin, { thread_id: threadId }));
+      const response = await call(gateway, "POST", `/api/threads/${threadId}/runs/wait`, withBody(admin, { input: human("hello") }));
+      expect(response.status).toBe(200);
+      return seen.at(-1)!.tools.filter((tool) => tool.mcp_server !== null).map((tool) => tool.name);
+    };
+    expect(await run("t-before")).toEqual([]);
+
+    const calc = { type: "http", url: mcpServer.url, description: "calculator" };
+    const put = await call(gateway, "PUT", "/api/mcp/config", withBody(admin, { mcp_servers: { calc } }));
+    expect(put.status).toBe(200);
+    expect(await run("t-after-put")).toEqual(expect.arrayContaining(["calc_add", "calc_count"]));
+
+    expect((await call(gateway, "PATCH", "/api/mcp/config", withBody(admin, { server_name: "calc", enabled: false }))).status).toBe(200);
+    expect(await run("t-after-disable")).toEqual([]);
+  });
+});
