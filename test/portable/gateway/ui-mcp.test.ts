@@ -5,6 +5,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { writeFileAtomic } from "../../../adapters/shared/extension-manager-host.ts";
 import type { AgentAssemblyDescriptor } from "../../../src/extension-api/index.ts";
 import { LiveMcpConfig, type ExtensionsConfigFile } from "../../../src/mcp/index.ts";
+import { validateLeadConfig } from "../../../src/agents/app-config.ts";
+import { openGateway, type GatewayHost } from "../../../src/cli/serve.ts";
+import { systemClock } from "../../../src/core/clock.ts";
+import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { mapEnv } from "../../../src/core/env.ts";
 import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
 import { acceptanceGateways, call, human, type SendOptions } from "../../fixtures/plugins/gateway-harness.ts";
@@ -234,5 +239,40 @@ describe("/api/mcp/config", () => {
 
     expect((await call(gateway, "PATCH", "/api/mcp/config", withBody(admin, { server_name: "calc", enabled: false }))).status).toBe(200);
     expect(await run("t-after-disable")).toEqual([]);
+  });
+});
+
+describe("serve's gateway and extensions_config.json", () => {
+  /** The host `serve` assembles the gateway from, with its files in a map. */
+  function filesHost(files: Map<string, string>, writable: boolean): GatewayHost {
+    const storage = createMemoryKeyValue();
+    return {
+      env: mapEnv({}),
+      clock: systemClock,
+      stderr: { write: () => undefined, isTTY: false },
+      readFile: async (path) => files.get(path),
+      ...(writable ? { writeFileAtomic: async (path: string, text: string) => void files.set(path, text) } : {}),
+      createModuleLoader: () => ({ load: async () => ({}) }),
+      createStorage: () => storage,
+      createSandboxProvider: (_config, kv) => createVirtualSandboxProvider({ storage: kv }),
+    };
+  }
+
+  it("writes the file beside the config through the host, and refuses where the host cannot write", async () => {
+    const path = "/deploy/extensions_config.json";
+    for (const writable of [true, false]) {
+      const files = new Map([[path, JSON.stringify({ mcpServers: { github } })]]);
+      const opened = await openGateway(filesHost(files, writable), { config: validateLeadConfig({}, "config.yaml"), configDir: "/deploy", hostname: "127.0.0.1" });
+      try {
+        const patch = await opened.gateway.fetch(
+          new Request("http://localhost/api/mcp/config", { method: "PATCH", headers: { "content-type": "application/json" }, body: JSON.stringify({ server_name: "github", enabled: false }) }),
+        );
+        expect(patch.status).toBe(writable ? 200 : 409);
+        expect(JSON.parse(files.get(path)!).mcpServers.github.enabled).toBe(!writable);
+        expect(JSON.parse(files.get(path)!).mcpServers.github.env.GITHUB_TOKEN).toBe(SECRET);
+      } finally {
+        await opened.close();
+      }
+    }
   });
 });
