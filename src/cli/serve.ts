@@ -7,8 +7,9 @@ import { assertModelApiKeysSet } from "../models/factory.ts";
 import { createGateway, type Gateway } from "../gateway/app.ts";
 import { parseGatewayConfig } from "../config/gateway.ts";
 import type { HttpServerHandle } from "../ports/http-server.ts";
-import { EXTENSIONS_CONFIG_FILE_NAME, LiveMcpConfig } from "../mcp/index.ts";
+import type { LiveMcpConfig } from "../mcp/index.ts";
 import type { CliHost, SharedStorage } from "./host.ts";
+import { liveMcpConfig } from "./run.ts";
 
 export interface ServeCommandOptions {
   readonly config: LeadConfig;
@@ -101,21 +102,6 @@ export async function openGateway(host: GatewayHost, options: OpenGatewayOptions
     await mcp?.close().catch(() => {});
     throw error;
   }
-}
-
-/**
- * extensions_config.json beside the config (or $DEER_FLOW_EXTENSIONS_CONFIG_PATH), read and written
- * through the host's files; a server that cannot be reached is reported and left out.
- */
-function liveMcpConfig(host: GatewayHost, configDir: string): LiveMcpConfig {
-  const fileName = host.env.get("DEER_FLOW_EXTENSIONS_CONFIG_PATH") ?? `${configDir}/${EXTENSIONS_CONFIG_FILE_NAME}`;
-  const write = host.writeFileAtomic?.bind(host);
-  return new LiveMcpConfig({
-    file: { fileName, read: () => host.readFile(fileName), ...(write ? { write: (text: string) => write(fileName, text) } : {}) },
-    env: host.env,
-    ...(host.mcpStdio ? { client: { stdio: host.mcpStdio } } : {}),
-    onFailure: (failure) => host.stderr.write(`warning: MCP server ${failure.server} left out: ${failure.message}\n`),
-  });
 }
 
 /**
