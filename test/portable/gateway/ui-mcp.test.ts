@@ -220,7 +220,7 @@ describe("/api/mcp/config", () => {
     expect((await call(gateway, "PATCH", "/api/mcp/config", withBody(admin, { server_name: "x", enabled: true }))).status).toBe(409);
   });
 
-  it("gives the next run the MCP tools of the new config, without a restart", async () => {
+  it("gives the next run the MCP tools of the file as it is then, without a restart", async () => {
     await freshFile({ mcpServers: {} });
     const seen: AgentAssemblyDescriptor[] = [];
     const gateway = await mcpGateway(diskFile(), seen);
@@ -239,6 +239,10 @@ describe("/api/mcp/config", () => {
 
     expect((await call(gateway, "PATCH", "/api/mcp/config", withBody(admin, { server_name: "calc", enabled: false }))).status).toBe(200);
     expect(await run("t-after-disable")).toEqual([]);
+
+    // A change made by hand (or by another gateway process over the same file) counts too.
+    await writeFileAtomic(fileName, JSON.stringify({ mcpServers: { maths: calc } }));
+    expect(await run("t-after-hand-edit")).toEqual(expect.arrayContaining(["maths_add"]));
   });
 });
 
