@@ -3,6 +3,8 @@ import * as v from "valibot";
 import { ConfigError } from "../../config/index.ts";
 import { DeerflowError } from "../../core/errors.ts";
 import type { LiveMcpConfig } from "../../mcp/live-config.ts";
+import type { Env } from "../../ports/runtime-ports.ts";
+import { stdioServerRefusal } from "../mcp-command-policy.ts";
 import { httpError, JsonObjectSchema, jsonObject, parseJsonObjectBody } from "../errors.ts";
 import type { GatewayEnv, RouteGuard } from "../types.ts";
 
@@ -14,12 +16,15 @@ import type { GatewayEnv, RouteGuard } from "../types.ts";
  * and holds no secret, is shown as written), and "***" sent back for a key the server already has
  * keeps the stored value, so the UI's read-modify-write round trip cannot destroy a secret. The
  * file is validated with the loader's own schema before it is written (atomically), and the next
- * run's MCP tools come from the new file.
+ * run's MCP tools come from the new file. A stdio server the API adds or whose launch it changes
+ * must pass the command policy (mcp-command-policy.ts).
  */
 
 export interface McpRouteDeps {
   readonly guard: RouteGuard;
   readonly mcp: LiveMcpConfig;
+  /** Reads DEER_FLOW_MCP_STDIO_COMMAND_ALLOWLIST (what a stdio server written here may launch). */
+  readonly env: Env;
 }
 
 /** What a masked secret reads as; upstream's spelling, so its UI shows the same. */
@@ -82,6 +87,15 @@ function mergeServer(name: string, incoming: Json, stored: Json | undefined): Js
   return merged;
 }
 
+/** What a server launches; an entry whose launch is unchanged (written by hand, say) is not re-judged. */
+const launchOf = (server: Json | undefined): string => JSON.stringify([server?.["type"] ?? server?.["transport"] ?? "stdio", server?.["command"], server?.["args"], server?.["env"]]);
+
+function checkLaunch(name: string, merged: Json, stored: Json | undefined, env: Env): void {
+  if (stored && launchOf(stored) === launchOf(merged)) return;
+  const refusal = stdioServerRefusal(merged, env);
+  if (refusal) throw httpError(422, `Invalid request body: mcp_servers.${name}.${refusal[0]}: ${refusal[1]}.`);
+}
+
 /** The update's refusals as the UI reads them: `detail` names the key, the file is left as it was. */
 async function applying(mcp: LiveMcpConfig, change: (file: Json) => Json): Promise<Json> {
   try {
@@ -108,7 +122,7 @@ async function readFile(mcp: LiveMcpConfig): Promise<Json> {
 }
 
 export function registerMcpRoutes(api: Hono<GatewayEnv>, deps: McpRouteDeps): void {
-  const { guard, mcp } = deps;
+  const { guard, mcp, env } = deps;
   const what = "the MCP configuration";
 
   api.get("/mcp/config", async (c) => c.json(mcpConfigJson(await readFile(mcp))));
@@ -119,7 +133,12 @@ export function registerMcpRoutes(api: Hono<GatewayEnv>, deps: McpRouteDeps): vo
     const written = await applying(mcp, (file) => {
       const stored = serversOf(file);
       const servers = Object.fromEntries(
-        Object.entries(body.mcp_servers).map(([name, server]) => [name, mergeServer(name, server, isJson(stored[name]) ? stored[name] : undefined)]),
+        Object.entries(body.mcp_servers).map(([name, server]) => {
+          const before = isJson(stored[name]) ? stored[name] : undefined;
+          const merged = mergeServer(name, server, before);
+          checkLaunch(name, merged, before, env);
+          return [name, merged];
+        }),
       );
       // The file's other sections (skills, middlewares, ...) belong to other readers and stay as they are.
       return { ...file, mcpServers: servers };
