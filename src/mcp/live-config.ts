@@ -46,6 +46,7 @@ interface Loaded {
   readonly toolset: Promise<McpToolset>;
 }
 
+const MAX_UPDATE_ATTEMPTS = 5;
 const NO_TOOLS: LiveMcpTools = Object.freeze({ revision: "none", tools: Object.freeze([]) as readonly AgentTool[] });
 
 export class LiveMcpConfig {
@@ -87,10 +88,16 @@ export class LiveMcpConfig {
           `${this.fileName} cannot be written here: ${this.#options.readOnlyReason ?? "this host has no writable file system (Deno Deploy, Workers)"}. Edit the file where the gateway is deployed instead.`,
         );
       }
-      const next = await change(structuredClone(await this.read()));
-      parseMcpServersConfig(next, { ...(this.#options.env ? { env: this.#options.env } : {}), fileName: this.fileName });
-      await write(`${JSON.stringify(next, null, 2)}\n`);
-      return next;
+      // Another process over the same file (a second gateway worker) holds no part of this lock, so
+      // the change is made again whenever the file moved while it was being made.
+      for (let attempt = 1; ; attempt++) {
+        const text = await this.#options.file.read();
+        const next = await change(parseFileText(text, this.fileName));
+        parseMcpServersConfig(next, { ...(this.#options.env ? { env: this.#options.env } : {}), fileName: this.fileName });
+        if ((await this.#options.file.read()) !== text && attempt < MAX_UPDATE_ATTEMPTS) continue;
+        await write(`${JSON.stringify(next, null, 2)}\n`);
+        return next;
+      }
     });
     this.#writing = run.catch(() => undefined);
     return run;

@@ -231,6 +231,32 @@ describe("/api/mcp/config", () => {
     expect(onDisk.mcpServers.remote.enabled).toBe(true);
   });
 
+  it("keeps a change another gateway process made to the file while this one was writing", async () => {
+    await freshFile({ mcpServers: { github: { ...github, enabled: false }, remote } });
+    let reads = 0;
+    const file = diskFile();
+    const racing: ExtensionsConfigFile = {
+      ...file,
+      read: async () => {
+        reads += 1;
+        // Between this process's read and its write, another process enables "remote".
+        if (reads === 2) {
+          const other = await readJson();
+          other.mcpServers.remote.enabled = true;
+          await writeFileAtomic(fileName, JSON.stringify(other));
+        }
+        return file.read();
+      },
+    };
+    const gateway = await mcpGateway(racing);
+    reads = 0;
+    const patch = await call(gateway, "PATCH", "/api/mcp/config", withBody(admin, { server_name: "github", enabled: true }));
+    expect(patch.status).toBe(200);
+    const onDisk = await readJson();
+    expect(onDisk.mcpServers.github.enabled).toBe(true);
+    expect(onDisk.mcpServers.remote.enabled).toBe(true);
+  });
+
   it("answers a clear 409 where the file cannot be written; reading still works", async () => {
     await freshFile({ mcpServers: { github } });
     const gateway = await mcpGateway(diskFile({ writable: false }));
