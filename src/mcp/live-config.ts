@@ -55,6 +55,9 @@ export class LiveMcpConfig {
   /** Writes, one at a time: each reads the file afresh under it, so no change overwrites another. */
   #writing: Promise<unknown> = Promise.resolve();
   #closed = false;
+  /** Reads of the file for `current`, numbered, and the newest whose text is applied. */
+  #reads = 0;
+  #appliedRead = 0;
 
   constructor(options: LiveMcpConfigOptions) {
     this.#options = options;
@@ -110,24 +113,32 @@ export class LiveMcpConfig {
    */
   async current(): Promise<LiveMcpTools> {
     if (this.#closed) return NO_TOOLS;
+    const read = ++this.#reads;
     const text = await this.#options.file.read();
+    // A read that finished after a newer one (the file changed in between) takes the newer state
+    // rather than reloading, and closing, what a run that started since already uses.
+    if (read < this.#appliedRead) return this.#tools(this.#loaded);
+    this.#appliedRead = read;
     if (text === undefined) {
       this.#replace(undefined);
       return NO_TOOLS;
     }
-    let loaded = this.#loaded;
-    if (loaded?.text !== text) {
+    if (this.#loaded?.text !== text) {
       const json = parseFileText(text, this.fileName);
       const config = parseMcpServersConfig(json, { ...(this.#options.env ? { env: this.#options.env } : {}), fileName: this.fileName });
       const toolset = loadMcpTools(config, this.#options.client ?? {}).then((opened) => {
         for (const failure of opened.failures) this.#options.onFailure?.(failure);
         return opened;
       });
-      loaded = { text, toolset };
-      this.#replace(loaded);
+      this.#replace({ text, toolset });
     }
+    return this.#tools(this.#loaded);
+  }
+
+  async #tools(loaded: Loaded | undefined): Promise<LiveMcpTools> {
+    if (!loaded) return NO_TOOLS;
     const toolset = await loaded.toolset;
-    return { revision: await revisionOf(text), tools: toolset.tools };
+    return { revision: await revisionOf(loaded.text), tools: toolset.tools };
   }
 
   /** Stops every MCP session of the loaded toolset. */

@@ -333,3 +333,18 @@ describe("serve's gateway and extensions_config.json", () => {
     }
   });
 });
+
+describe("LiveMcpConfig", () => {
+  it("a run whose read of the file finished after a newer one's takes the newer state instead of reloading the old", async () => {
+    const pending: Array<(text: string) => void> = [];
+    const config = new LiveMcpConfig({ file: { fileName: "extensions_config.json", read: () => new Promise<string>((resolve) => pending.push(resolve)) } });
+    live.push(config);
+    const older = config.current();
+    const newer = config.current();
+    pending[1]!(JSON.stringify({ mcpServers: {} }));
+    const newerTools = await newer;
+    pending[0]!(JSON.stringify({ mcpServers: {}, skills: {} }));
+    const olderTools = await older;
+    expect(olderTools.revision).toBe(newerTools.revision);
+  });
+});
