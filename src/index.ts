@@ -71,7 +71,7 @@ export { createGuardrailMiddleware } from "./middlewares/guardrail/index.ts";
 export { createDeferredToolFilterMiddleware } from "./middlewares/deferred-tool-filter.ts";
 export { createMcpRoutingMiddleware } from "./middlewares/mcp-routing.ts";
 export * from "./authz/index.ts";
-export { loadMcpTools, parseMcpServersConfig } from "./mcp/index.ts";
+export { loadMcpTools, parseMcpServersConfig, LiveMcpConfig, type ExtensionsConfigFile } from "./mcp/index.ts";
 export { assembleDeferredTools, createToolSearchTool } from "./tools/tool-search.ts";
 export { createWebTools, type WebSearchProvider } from "./tools/web.ts";
 export { createPresentFileTool } from "./tools/present-file.ts";

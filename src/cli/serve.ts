@@ -7,9 +7,9 @@ import { assertModelApiKeysSet } from "../models/factory.ts";
 import { createGateway, type Gateway } from "../gateway/app.ts";
 import { parseGatewayConfig } from "../config/gateway.ts";
 import type { HttpServerHandle } from "../ports/http-server.ts";
-import type { McpToolset } from "../mcp/index.ts";
+import type { LiveMcpConfig } from "../mcp/index.ts";
 import type { CliHost, SharedStorage } from "./host.ts";
-import { loadMcpServers } from "./run.ts";
+import { liveMcpConfig } from "./run.ts";
 
 export interface ServeCommandOptions {
   readonly config: LeadConfig;
@@ -24,7 +24,7 @@ export interface ServeCommandOptions {
 }
 
 /** What assembling the gateway needs from the host: no terminal input, no server, no signals. */
-export type GatewayHost = Pick<CliHost, "env" | "clock" | "stderr" | "readFile" | "mcpStdio" | "createModuleLoader" | "createStorage" | "openSharedStorage" | "createSandboxProvider" | "createSkillsFolder" | "reclaimMemory">;
+export type GatewayHost = Pick<CliHost, "env" | "clock" | "stderr" | "readFile" | "writeFileAtomic" | "mcpStdio" | "createModuleLoader" | "createStorage" | "openSharedStorage" | "createSandboxProvider" | "createSkillsFolder" | "reclaimMemory">;
 
 export interface OpenGatewayOptions {
   readonly config: LeadConfig;
@@ -48,7 +48,7 @@ export interface OpenedGateway {
 export async function openGateway(host: GatewayHost, options: OpenGatewayOptions): Promise<OpenedGateway> {
   const { config } = options;
   const reportDiagnostic = (d: ExtensionDiagnostic) => host.stderr.write(`${d.level}: extension ${d.source}: ${d.message}\n`);
-  let mcp: McpToolset | undefined;
+  let mcp: LiveMcpConfig | undefined;
   let shared: SharedStorage | undefined;
   try {
     // A model that cannot authenticate would fail every request that uses it: refuse before
@@ -56,7 +56,9 @@ export async function openGateway(host: GatewayHost, options: OpenGatewayOptions
     assertModelApiKeysSet(config, host.env);
     const moduleLoader = host.createModuleLoader(options.configDir);
     const configuredMiddlewares = await loadConfiguredMiddlewares(config.extensions.middlewares, moduleLoader);
-    mcp = await loadMcpServers(host, options.configDir);
+    mcp = liveMcpConfig(host, options.configDir);
+    // Loaded now so a file that fails its schema stops the start; later runs re-read it.
+    await mcp.current();
     const loaded = await loadExtensions(config.plugins, moduleLoader, { onDiagnostic: reportDiagnostic });
     const storageOptions = { skillsDir: config.skills?.path };
     if (config.storage.driver === "postgres" || config.storage.driver === "deno-kv") shared = await host.openSharedStorage?.(config.storage, storageOptions);
@@ -75,7 +77,7 @@ export async function openGateway(host: GatewayHost, options: OpenGatewayOptions
       sandbox: host.createSandboxProvider(config, storage),
       ...(config.skills?.path && host.createSkillsFolder ? { skillsFolder: host.createSkillsFolder(config.skills.path) } : {}),
       extensions: loaded.extensions,
-      extraTools: mcp?.tools ?? [],
+      mcpConfig: mcp,
       configuredMiddlewares,
       listening: { host: options.hostname },
       ...(host.reclaimMemory ? { runs: { reclaimMemory: host.reclaimMemory } } : {}),
