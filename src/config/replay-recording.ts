@@ -1,4 +1,5 @@
 import * as v from "valibot";
+import type { Assert, SameType } from "../core/types.ts";
 import { ConfigError } from "./errors.ts";
 import { describeIssue } from "./issues.ts";
 
@@ -63,10 +64,49 @@ export const ReplayRecordingSchema = v.object({
   ),
 });
 
-export type ReplayRecording = v.InferOutput<typeof ReplayRecordingSchema>;
+/** A recorded tool call: the real tool runs it when the turn is played. */
+export interface RecordedToolCall {
+  name: string;
+  args: { [key: string]: unknown };
+  id?: string | null | undefined;
+}
+export interface RecordedUsage {
+  input_tokens: number;
+  output_tokens: number;
+  total_tokens: number;
+}
+/** The AI message one model call returned, as LangChain's message_to_dict writes it. */
+export interface RecordedMessage {
+  type: "ai";
+  data: {
+    content: string | unknown[];
+    tool_calls?: RecordedToolCall[] | null | undefined;
+    id?: string | null | undefined;
+    response_metadata?: { finish_reason?: string | null | undefined } | null | undefined;
+    usage_metadata?: RecordedUsage | null | undefined;
+  };
+}
+export interface RecordedTurn {
+  caller: string;
+  output: RecordedMessage;
+}
+export interface ReplayRecording {
+  scenario?: string | null | undefined;
+  mode?: string | null | undefined;
+  model?: string | null | undefined;
+  prompt: string;
+  turns: RecordedTurn[];
+}
 /** A recording as written: a turn's caller may be left out (lead_agent). */
-export type ReplayRecordingInput = v.InferInput<typeof ReplayRecordingSchema>;
-export type RecordedTurn = ReplayRecording["turns"][number];
+export interface ReplayRecordingInput extends Omit<ReplayRecording, "turns"> {
+  turns: RecordedTurnInput[];
+}
+export interface RecordedTurnInput {
+  caller?: string | undefined;
+  output: RecordedMessage;
+}
+type _RecordingMatches = Assert<SameType<ReplayRecording, v.InferOutput<typeof ReplayRecordingSchema>>>;
+type _RecordingInputMatches = Assert<SameType<ReplayRecordingInput, v.InferInput<typeof ReplayRecordingSchema>>>;
 
 /** Parses a fixture file's text; throws ConfigError naming the file and the first bad field (`turns[2].output.type`). */
 export function parseReplayRecording(source: string, fileName: string): ReplayRecording {

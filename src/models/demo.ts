@@ -106,8 +106,8 @@ const DEMO_FOOTER =
  * conversation: its own tool rounds since the user's last message and the tools that are bound.
  */
 export class DemoChatModel extends ScriptedChatModel {
-  protected readonly marker = DEMO_MODEL_MARKER;
-  protected readonly reportedModelName = DEMO_MODEL_NAME;
+  protected readonly marker: string = DEMO_MODEL_MARKER;
+  protected readonly reportedModelName: string = DEMO_MODEL_NAME;
 
   static override lc_name(): string {
     return "DemoChatModel";

@@ -20,6 +20,7 @@ const CALLER_TAG_PREFIXES = ["middleware:", "subagent:"];
 const CALLER_ALIASES: Readonly<Record<string, string>> = { title_agent: "middleware:title" };
 /** How much of the recorded prompt a host call (title, suggestions) must quote to be about this session. */
 const PROMPT_QUOTE_CHARS = 48;
+const MAX_PENDING_CALLERS = 256;
 
 export interface ReplayChatModelFields extends ScriptedChatModelFields {
   readonly recording: ReplayRecording;
@@ -66,6 +67,8 @@ class CallerCapture extends BaseCallbackHandler {
     _metadata?: Record<string, unknown>,
     runName?: string,
   ): void {
+    // A call that never reached the model (aborted first) leaves its entry; keep the map small.
+    if (this.callers.size >= MAX_PENDING_CALLERS) this.callers.delete(this.callers.keys().next().value!);
     this.callers.set(runId, replayCaller(tags, runName));
   }
 }
@@ -78,7 +81,7 @@ class CallerCapture extends BaseCallbackHandler {
  * the prompt and the fixture, never a made-up answer.
  */
 export class ReplayChatModel extends ScriptedChatModel {
-  protected readonly marker = REPLAY_MODEL_MARKER;
+  protected readonly marker: string = REPLAY_MODEL_MARKER;
   protected readonly reportedModelName: string;
   readonly recording: ReplayRecording;
   readonly source: string;
