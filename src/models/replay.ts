@@ -32,13 +32,15 @@ export interface ReplayChatModelFields extends ScriptedChatModelFields {
 
 /**
  * Who makes a model call, as upstream's recorder names it: a `lead_agent`, `middleware:*` or
- * `subagent:*` tag wins, else the run name (`suggest_agent` ...), else the lead agent.
+ * `subagent:*` tag wins, else the run name when it is one of `callers` (`suggest_agent` ...; the
+ * graph names its own steps too, "model" for the agent's call, which are not callers), else the
+ * lead agent.
  */
-export function replayCaller(tags: readonly string[] | undefined, runName: string | undefined): string {
+export function replayCaller(tags: readonly string[] | undefined, runName: string | undefined, callers?: ReadonlySet<string>): string {
   const tag = tags?.find((t) => t === LEAD_CALLER || CALLER_TAG_PREFIXES.some((prefix) => t.startsWith(prefix)));
-  const name = (tag ?? runName ?? "").trim();
-  if (name === "") return LEAD_CALLER;
-  return CALLER_ALIASES[name] ?? name;
+  if (tag !== undefined) return CALLER_ALIASES[tag] ?? tag;
+  const name = CALLER_ALIASES[runName?.trim() ?? ""] ?? runName?.trim() ?? "";
+  return name !== "" && (callers === undefined || callers.has(name)) ? name : LEAD_CALLER;
 }
 
 /** Text as the recording is matched: reminders and the input guard dropped, whitespace collapsed. */
@@ -51,7 +53,10 @@ function normalized(text: string): string {
 /** Remembers each model call's caller at its start, where the run name is still known. */
 class CallerCapture extends BaseCallbackHandler {
   readonly name = "deerflow_replay_caller";
-  constructor(private readonly callers: Map<string, string>) {
+  constructor(
+    private readonly callers: Map<string, string>,
+    private readonly recorded: ReadonlySet<string>,
+  ) {
     super();
     // Synchronously, so the caller is known before the call itself looks for it.
     this.awaitHandlers = true;
@@ -69,7 +74,7 @@ class CallerCapture extends BaseCallbackHandler {
   ): void {
     // A call that never reached the model (aborted first) leaves its entry; keep the map small.
     if (this.callers.size >= MAX_PENDING_CALLERS) this.callers.delete(this.callers.keys().next().value!);
-    this.callers.set(runId, replayCaller(tags, runName));
+    this.callers.set(runId, replayCaller(tags, runName, this.recorded));
   }
 }
 
@@ -96,7 +101,8 @@ export class ReplayChatModel extends ScriptedChatModel {
   constructor(fields: ReplayChatModelFields) {
     const { recording, source, modelName, ...rest } = fields;
     const callers = new Map<string, string>();
-    super({ ...rest, callbacks: [new CallerCapture(callers), ...(Array.isArray(rest.callbacks) ? rest.callbacks : [])] });
+    const recorded = new Set(recording.turns.map((turn) => turn.caller));
+    super({ ...rest, callbacks: [new CallerCapture(callers, recorded), ...(Array.isArray(rest.callbacks) ? rest.callbacks : [])] });
     this.#callers = callers;
     this.recording = recording;
     this.source = source;

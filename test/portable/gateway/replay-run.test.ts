@@ -88,6 +88,16 @@ describe("use: replay through the gateway", () => {
     expect(state.body.values.messages.at(-1).content).toBe("hi from replay.");
   });
 
+  it("plays it the same through runs/wait, with the prompt as content blocks as the UI sends it", async () => {
+    const gateway = await replayGateway();
+    await call(gateway, "POST", "/api/threads", { body: { thread_id: "replay-w" } });
+    const input = { messages: [{ type: "human", content: [{ type: "text", text: PROMPT }] }] };
+    const waited = await call(gateway, "POST", "/api/threads/replay-w/runs/wait", { body: { input, context: CONTEXT } });
+    expect(waited.status).toBe(200);
+    expect(waited.body.messages.at(-1).content).toBe("hi from replay.");
+    expect(await (await send(gateway, "GET", "/api/threads/replay-w/artifacts/mnt/user-data/outputs/note.txt")).text()).toBe("hi from replay.");
+  });
+
   it("titles the thread with the recorded title when the replay model is the title model", async () => {
     const gateway = await replayGateway({ title: { model_name: "scenario-model" } });
     await streamRun(gateway, "replay-2", PROMPT);

@@ -97,6 +97,11 @@ describe("ReplayChatModel", () => {
     expect(suggestions.content).toBe(SUGGESTIONS);
   });
 
+  it("takes a run name for a caller only when the recording has that caller (the graph names its step \"model\")", async () => {
+    const reply = (await replayModel().invoke([new HumanMessage(PROMPT)], { runName: "model" })) as AIMessage;
+    expect(reply.tool_calls?.[0]?.name).toBe("write_file");
+  });
+
   it("fails a prompt it has no recording for, naming the prompt's first words and the fixture", async () => {
     const model = replayModel();
     await expect(model.invoke([new HumanMessage("Tell me a joke about penguins, please, a long one")])).rejects.toMatchObject({
