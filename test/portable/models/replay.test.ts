@@ -93,7 +93,13 @@ describe("ReplayChatModel", () => {
     const titlePrompt = `Write a short title for this conversation.\nUser: ${PROMPT}\nAssistant: hi from replay.`;
     const title = await model.invoke(titlePrompt, { runName: "title_agent", tags: ["middleware:title", "langsmith:nostream"] });
     expect(title.content).toBe("Direct File Creation and Readback");
-    const suggestions = await model.invoke([new HumanMessage(`Suggest three follow-ups.\n\nUser: ${PROMPT}\nAssistant: hi from replay.`)], { runName: "suggest_agent" });
+    const suggestions = await model.invoke(
+      [
+        new SystemMessage("You are generating follow-up questions. Output MUST be a JSON array of strings only."),
+        new HumanMessage(`Conversation Context:\nUser: ${PROMPT}\nAssistant: hi from replay.\n\nGenerate 3 follow-up questions`),
+      ],
+      { runName: "suggest_agent", tags: ["langsmith:nostream"] },
+    );
     expect(suggestions.content).toBe(SUGGESTIONS);
   });
 
