@@ -123,8 +123,13 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
     memoryStore = assembly.memoryStore;
     const modelName = assembly.model.name;
     const isDemo = assembly.model.is_demo;
+    const label = isDemo
+      ? " (built-in demo model: a scripted offline session, no provider is called)"
+      : assembly.model.provider === "replay"
+        ? ` (replay model: plays the recorded session ${assembly.model.model}, no provider is called)`
+        : "";
     stdout.write(
-      `deerflow-edge · model ${modelName}${isDemo ? " (built-in demo model: a scripted offline session, no provider is called)" : ""}` +
+      `deerflow-edge · model ${modelName}${label}` +
         ` · thread ${threadId}${assembly.agent.tools.some((t) => t.name === "task") ? " · subagents on" : ""} · ${options.configSource}\n\n`,
     );
     stdout.write(`> ${options.prompt}\n\n`);

@@ -3,7 +3,7 @@ import type { LeadConfig } from "../agents/app-config.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import type { ExtensionDiagnostic } from "../extensions/diagnostics.ts";
 import { loadExtensions } from "../extensions/loader.ts";
-import { assertModelApiKeysSet } from "../models/factory.ts";
+import { assertModelApiKeysSet, assertReplayRecordingsLoaded, describeModel } from "../models/factory.ts";
 import { createGateway, type Gateway } from "../gateway/app.ts";
 import { parseGatewayConfig } from "../config/gateway.ts";
 import type { HttpServerHandle } from "../ports/http-server.ts";
@@ -54,6 +54,7 @@ export async function openGateway(host: GatewayHost, options: OpenGatewayOptions
     // A model that cannot authenticate would fail every request that uses it: refuse before
     // anything loads or any port opens.
     assertModelApiKeysSet(config, host.env);
+    assertReplayRecordingsLoaded(config);
     const moduleLoader = host.createModuleLoader(options.configDir);
     const configuredMiddlewares = await loadConfiguredMiddlewares(config.extensions.middlewares, moduleLoader);
     mcp = liveMcpConfig(host, options.configDir);
@@ -105,6 +106,14 @@ export async function openGateway(host: GatewayHost, options: OpenGatewayOptions
   }
 }
 
+/** What the start line says after a model's name: the demo and replay models are not providers. */
+function modelLabel(config: LeadConfig, name: string): string {
+  const provider = describeModel(name, config).provider;
+  if (provider === "demo") return " (built-in demo model)";
+  if (provider === "replay") return " (replay model: plays a recorded session, no provider is called)";
+  return "";
+}
+
 /**
  * `deerflow-edge serve`: the gateway on this runtime's HTTP server. Starting loads what is
  * installed (plugins, MCP servers, configured middlewares) and never resolves or installs a
@@ -131,7 +140,7 @@ export async function serveCommand(host: CliHost, options: ServeCommandOptions):
     const model = gateway.deps.config.default_model ?? (gateway.deps.config.models[0]?.name ?? "demo");
     const auth = gatewayConfig.auth.mode === "disabled" ? "auth off (loopback only)" : `auth ${gatewayConfig.auth.mode}`;
     host.stdout.write(
-      `deerflow-edge gateway · ${server.url} · ${auth} · model ${model}${model === "demo" ? " (built-in demo model)" : ""} · ${options.configSource}\n` +
+      `deerflow-edge gateway · ${server.url} · ${auth} · model ${model}${modelLabel(gateway.deps.config, model)} · ${options.configSource}\n` +
         `  LangGraph Platform API under ${server.url}/api (threads, runs, SSE streams)\n` +
         `  next: curl ${server.url}/api/ok   or point @langchain/langgraph-sdk's Client at apiUrl "${server.url}/api"\n` +
         `  stop with Ctrl-C\n`,
