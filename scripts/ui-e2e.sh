@@ -88,12 +88,19 @@ cp "$root/test/ui/playwright.real-backend.config.ts" "$front/playwright.deerflow
 cp "$root/test/ui/playwright.config.ts" "$front/playwright.deerflow-edge.config.ts"
 cp "$root"/test/ui/*.spec.ts "$front/tests/deerflow-edge/"
 
-for port in 8001 3000; do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-    echo "ui-e2e: port $port is in use; the suite serves the gateway on 8001 and the UI on 3000, stop what holds it" >&2
-    exit 1
-  fi
-done
+# Both suites serve the gateway on 8001 and the UI on 3000; a suite's servers take a few seconds
+# to stop (the gateway drains its runs), so each suite waits for the ports before it starts.
+wait_for_free_ports() {
+  local port tries
+  for port in 8001 3000; do
+    for tries in $(seq 1 30); do
+      (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || continue 2
+      sleep 1
+    done
+    echo "ui-e2e: port $port is in use; stop what holds it" >&2
+    return 1
+  done
+}
 
 rm -rf "$reports"
 mkdir -p "$reports"
@@ -116,6 +123,7 @@ for suite in $suites; do
     *) echo "ui-e2e: unknown suite $suite (real-backend, journeys)" >&2; exit 1 ;;
   esac
   say "suite $suite ($(elapsed) so far)"
+  wait_for_free_ports
   (cd "$front" && exec setsid ./node_modules/.bin/playwright test --config "$config") &
   runner=$!
   wait "$runner" || status=1

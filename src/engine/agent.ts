@@ -285,7 +285,7 @@ export class Agent {
 
   async #isPaused(config: LangGraphRunnableConfig): Promise<boolean> {
     if (!this.checkpointer || config.configurable?.thread_id === undefined) return false;
-    const snapshot = await withoutAmbientRun(() => this.graph.getState(config as never));
+    const snapshot = await withoutAmbientRun(() => this.graph.getState(headOf(config) as never));
     return snapshot.next.length > 0;
   }
 
@@ -295,7 +295,7 @@ export class Agent {
     let state = ticket.lastState;
     if (!state && this.checkpointer && config.configurable?.thread_id !== undefined) {
       try {
-        state = (await withoutAmbientRun(() => this.graph.getState(config as never))).values as EngineState;
+        state = (await withoutAmbientRun(() => this.graph.getState(headOf(config) as never))).values as EngineState;
       } catch (error) {
         ticket.record.cleanupErrors.push(error);
       }
@@ -439,6 +439,16 @@ export class Agent {
     await this.#runHooks(this.#hooks.afterAgent, state, runtime, ticket, writes);
     return new Command({ update: writes });
   }
+}
+
+/**
+ * The run's config pointed at the thread's newest checkpoint. A run started from an earlier one
+ * (`checkpoint_id`: regenerate, edit, time travel) must be judged, and cleaned up, on where it
+ * ended, not on the checkpoint it branched from, whose pending `next` would read as a pause.
+ */
+function headOf(config: LangGraphRunnableConfig): LangGraphRunnableConfig {
+  const { checkpoint_id: _from, ...configurable } = config.configurable ?? {};
+  return { ...config, configurable };
 }
 
 export function createAgent(options: CreateAgentOptions): Agent {

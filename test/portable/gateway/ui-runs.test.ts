@@ -151,6 +151,12 @@ describe("regenerate and edit (runs/regenerate/prepare, runs/edit-regenerate/pre
     expect(after.filter((m) => m.type === "human").map((m) => m.id)).toEqual(before.filter((m) => m.type === "human").map((m) => m.id));
     const newest = await call(g, "GET", `/api/threads/${threadId}/runs?limit=1`);
     expect(newest.body[0].metadata).toMatchObject({ regenerate_from_run_id: prepared.body.target_run_id });
+    // The branch run finished: judged on where it ended, not on the checkpoint it started from.
+    expect(newest.body[0].status).toBe("success");
+    // So the regenerated turn can be edited next, as the UI offers at once.
+    const human = after.findLast((m) => m.type === "human");
+    const edit = await call(g, "POST", `/api/threads/${threadId}/runs/edit-regenerate/prepare`, { human_message_id: human.id, replacement_text: "a third question" });
+    expect(edit.status, JSON.stringify(edit.body)).toBe(200);
   });
 
   it("edit: the branch holds the replacement prompt and its answer, and neither the old prompt nor its answer", async () => {
