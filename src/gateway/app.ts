@@ -37,6 +37,7 @@ import { registerModelRoutes } from "./routes/models.ts";
 import { registerFileRoutes } from "./routes/files.ts";
 import { registerRunsPart, type RunsPartOptions } from "./routes/runs.ts";
 import { registerRunActionRoutes } from "./routes/run-actions.ts";
+import { registerThreadToolRoutes } from "./routes/thread-tools.ts";
 import { consoleLogger, errorResponse, type GatewayLogger } from "./errors.ts";
 import { methodNotAllowedOr } from "./method-not-allowed.ts";
 import { createRequestLimits } from "./request-limits.ts";
@@ -372,6 +373,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
     hasActiveRun: (threadId) => runHooks?.hasActiveRun?.(threadId) ?? false,
     reserveThread: async (threadId) => (await runHooks?.reserveThread?.(threadId)) ?? (() => undefined),
   });
+  registerThreadToolRoutes(api, deps, runHooks);
   // Hono copies a sub-app's routes when it is mounted, so every /api route exists by now.
   app.route("/api", api);
   registerHealthRoute(app);

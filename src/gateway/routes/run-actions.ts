@@ -12,7 +12,7 @@ import { RunScope } from "../../engine/run-scope.ts";
 import type { AgentRuntime } from "../../engine/types.ts";
 import { INJECTED_USER_MESSAGE_ID_SUFFIX } from "../../middlewares/dynamic-context.ts";
 import { ORIGINAL_USER_CONTENT_KEY } from "../../middlewares/input-sanitization.ts";
-import { HIDE_FROM_UI, SUMMARY_MESSAGE_NAME, isHidden } from "../../middlewares/messages.ts";
+import { HIDE_FROM_UI, isHiddenFromHistory } from "../../middlewares/messages.ts";
 import { SUMMARIZATION_NAME, SummarizationError, type SummarizationMiddleware } from "../../middlewares/summarization/index.ts";
 import { readHead } from "../../runtime/runs/checkpoints.ts";
 import type { RunManager } from "../../runtime/runs/manager.ts";
@@ -68,12 +68,8 @@ function kwargsOf(message: BaseMessage): Values {
   return { ...(message.additional_kwargs ?? {}) } as Values;
 }
 
-function isHiddenOrControl(message: BaseMessage): boolean {
-  return message.type === "remove" || message.name === SUMMARY_MESSAGE_NAME || isHidden(message);
-}
-
-const isVisibleHuman = (message: BaseMessage) => message.type === "human" && !isHiddenOrControl(message);
-const isVisibleAi = (message: BaseMessage) => message.type === "ai" && !isHiddenOrControl(message);
+const isVisibleHuman = (message: BaseMessage) => message.type === "human" && !isHiddenFromHistory(message);
+const isVisibleAi = (message: BaseMessage) => message.type === "ai" && !isHiddenFromHistory(message);
 
 function toolCallsOf(message: BaseMessage): unknown[] {
   const calls = (message as { tool_calls?: unknown }).tool_calls;
