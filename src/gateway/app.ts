@@ -37,7 +37,7 @@ import { registerModelRoutes } from "./routes/models.ts";
 import { registerFileRoutes } from "./routes/files.ts";
 import { registerRunsPart, type RunsPartOptions } from "./routes/runs.ts";
 import { registerRunActionRoutes } from "./routes/run-actions.ts";
-import { registerThreadToolRoutes } from "./routes/thread-tools.ts";
+import { registerThreadToolRoutes, type ThreadToolRoutes } from "./routes/thread-tools.ts";
 import { consoleLogger, errorResponse, type GatewayLogger } from "./errors.ts";
 import { methodNotAllowedOr } from "./method-not-allowed.ts";
 import { createRequestLimits } from "./request-limits.ts";
@@ -329,6 +329,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   registerModelRoutes(app, { config, authorizer });
 
   const api = new Hono<GatewayEnv>();
+  let threadTools: ThreadToolRoutes | undefined;
   registerSystemRoutes(api, options.version === undefined ? {} : { version: options.version });
   registerThreadRoutes(api, {
     threads,
@@ -340,6 +341,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
     reserveThread: async (threadId) => (await runHooks?.reserveThread?.(threadId)) ?? (() => undefined),
     onThreadDeleted: async (thread) => {
       await runHooks?.onThreadDeleted?.(thread);
+      await threadTools?.forgetThread(thread.thread_id);
       // The thread's uploads and outputs live in its owner's sandbox; left there, a thread created
       // later with the same id would inherit them.
       if (thread.owner_id) await sandbox.forget?.({ userId: thread.owner_id, threadId: thread.thread_id });
@@ -373,7 +375,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
     hasActiveRun: (threadId) => runHooks?.hasActiveRun?.(threadId) ?? false,
     reserveThread: async (threadId) => (await runHooks?.reserveThread?.(threadId)) ?? (() => undefined),
   });
-  registerThreadToolRoutes(api, deps, runHooks);
+  threadTools = registerThreadToolRoutes(api, deps, runHooks);
   // Hono copies a sub-app's routes when it is mounted, so every /api route exists by now.
   app.route("/api", api);
   registerHealthRoute(app);

@@ -106,7 +106,13 @@ interface UsageTotals {
   total: number;
 }
 
-export function registerThreadToolRoutes(api: Hono<GatewayEnv>, deps: ThreadToolRouteDeps, hooks: GatewayRunHooks | undefined): void {
+/** What the routes keep per thread beyond its checkpoints, for the thread's deletion. */
+export interface ThreadToolRoutes {
+  /** Removes a deleted thread's message seqs and run feedback. */
+  forgetThread(threadId: string): Promise<void>;
+}
+
+export function registerThreadToolRoutes(api: Hono<GatewayEnv>, deps: ThreadToolRouteDeps, hooks: GatewayRunHooks | undefined): ThreadToolRoutes {
   const { checkpointer, guard, threads } = deps;
   const seqs = new MessageSeqStore(deps.storage);
   const feedback = new RunFeedbackStore(deps.storage);
@@ -403,4 +409,11 @@ export function registerThreadToolRoutes(api: Hono<GatewayEnv>, deps: ThreadTool
     if (!deleted) throw httpError(404, "No feedback found for this run");
     return c.json({ success: true });
   });
+
+  return {
+    async forgetThread(threadId: string): Promise<void> {
+      await seqs.deleteThread(threadId);
+      await feedback.deleteThread(threadId);
+    },
+  };
 }

@@ -345,6 +345,21 @@ describe("PUT/DELETE /api/threads/{id}/runs/{rid}/feedback", () => {
   });
 });
 
+describe("thread deletion", () => {
+  it("removes the thread's message seqs and feedback from storage", async () => {
+    const g = await gateway();
+    const threadId = await newThread(g);
+    await runTurn(g, threadId, "h1", "one");
+    await page(g, threadId);
+    const runId = (await call(g, "GET", `/api/threads/${threadId}/runs`)).body[0].run_id;
+    expect((await call(g, "PUT", `/api/threads/${threadId}/runs/${runId}/feedback`, { rating: 1 })).status).toBe(200);
+    const kept = async () => [...(await g.deps.storage.getKeys("gateway:message-seqs")), ...(await g.deps.storage.getKeys("gateway:run-feedback"))];
+    expect(await kept()).toHaveLength(2);
+    expect((await call(g, "DELETE", `/api/threads/${threadId}`)).status).toBe(200);
+    expect(await kept()).toEqual([]);
+  });
+});
+
 describe("restart over fs storage", () => {
   it("a new gateway over the same folder reads back the same seqs and the feedback", async () => {
     const dir = await mkdtemp(join(tmpdir(), "deerflow-thread-tools-"));
