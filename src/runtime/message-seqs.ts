@@ -49,16 +49,17 @@ export class MessageSeqStore {
   }
 
   /**
-   * The seq of every id in `ids`, giving the ids that have none yet the next seqs in the order
-   * they are listed (conversation order), all stamped `now`.
+   * The seq of every message in `messages`, giving those that have none yet the next seqs in the
+   * order they are listed (conversation order), created at their `at`.
    */
-  async assign(threadId: string, ids: readonly string[], now: string): Promise<Map<string, MessageSeq>> {
+  async assign(threadId: string, messages: readonly { readonly id: string; readonly at: string }[]): Promise<Map<string, MessageSeq>> {
+    const ids = messages.map((message) => message.id);
     const result = await updateVersioned(this.#versioned, this.#key(threadId), (text) => {
       const record = parseRecord(text);
       let changed = false;
-      for (const id of ids) {
+      for (const { id, at } of messages) {
         if (Object.hasOwn(record.seqs, id)) continue;
-        record.seqs[id] = [record.next++, now];
+        record.seqs[id] = [record.next++, at];
         changed = true;
       }
       const seqs = new Map<string, MessageSeq>();

@@ -144,7 +144,16 @@ export function registerThreadToolRoutes(api: Hono<GatewayEnv>, deps: ThreadTool
     const user = authenticatedUser(c);
     const messages = messagesOf(await readHead(checkpointer, threadId));
     // Every message with an id gets its seq, hidden ones too, so a seq follows conversation order.
-    const known = await seqs.assign(threadId, messages.flatMap((message) => (message.id ? [message.id] : [])), nowIso());
+    // A user message carries when its turn started (ThreadData's stamp); the rest are dated when first listed.
+    const now = nowIso();
+    const known = await seqs.assign(
+      threadId,
+      messages.flatMap((message) => {
+        if (!message.id) return [];
+        const stamped = message.type === "human" ? message.additional_kwargs?.timestamp : undefined;
+        return [{ id: message.id, at: typeof stamped === "string" && stamped <= now ? stamped : now }];
+      }),
+    );
     const runIds = turnRunIds(messages);
     const rows = messages.flatMap((message, index) => {
       if (!message.id || isHiddenFromHistory(message)) return [];

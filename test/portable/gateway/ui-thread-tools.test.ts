@@ -128,17 +128,30 @@ describe("GET /api/threads/{id}/messages/page", () => {
     await runTurn(g, threadId, "h1", "one");
     const before = seqById((await page(g, threadId)).data);
     await runTurn(g, threadId, "h2", "two");
+    // Two readers give the new messages their seqs at once: they agree, and no seq is given twice.
+    const [a, b] = await Promise.all([page(g, threadId), page(g, threadId)]);
+    expect(seqById(a.data)).toEqual(seqById(b.data));
     const rows = (await page(g, threadId)).data;
+    expect(seqById(rows)).toEqual(seqById(a.data));
     const after = seqById(rows);
     for (const [id, seq] of Object.entries(before)) expect(after[id]).toBe(seq);
     const newSeqs = rows.filter((row: any) => !(row.content.id in before)).map((row: any) => row.seq);
     expect(newSeqs.length).toBe(rows.length - Object.keys(before).length);
     expect(newSeqs.length).toBeGreaterThan(0);
     expect(Math.min(...newSeqs)).toBeGreaterThan(Math.max(...(Object.values(before) as number[])));
-    // Two readers at once never give one seq twice.
-    const [a, b] = await Promise.all([page(g, threadId), page(g, threadId)]);
-    expect(seqById(a.data)).toEqual(seqById(b.data));
     expect(new Set(rows.map((row: any) => row.seq)).size).toBe(rows.length);
+  });
+
+  it("keeps the seqs of the messages a compaction preserved, though the messages before them are gone", async () => {
+    const g = await gateway({ summarization: { enabled: true, keep: { type: "messages", value: 2 } } });
+    const threadId = await newThread(g);
+    for (const [id, text] of [["h1", "one"], ["h2", "two"], ["h3", "three"]] as const) await runTurn(g, threadId, id, text);
+    const before = seqById((await page(g, threadId)).data);
+    expect((await call(g, "POST", `/api/threads/${threadId}/compact`, { force: true })).body.compacted).toBe(true);
+    const after = (await page(g, threadId)).data;
+    expect(after.length).toBeGreaterThan(0);
+    expect(after.length).toBeLessThan(Object.keys(before).length);
+    for (const row of after) expect(row.seq).toBe(before[row.content.id]);
   });
 
   it("answers 422 for a limit outside 1..200, a bad before_seq or after_seq, and 404 for another user's thread", async () => {
@@ -272,6 +285,18 @@ describe("GET/PUT/DELETE /api/threads/{id}/goal", () => {
     // The next run does not bring it back.
     await runTurn(g, threadId, "h2", "two");
     expect((await call(g, "GET", `/api/threads/${threadId}/goal`)).body).toEqual({ goal: null });
+  });
+
+  it("answers 409 while the thread is held (a run or a delete), and writes nothing", async () => {
+    const g = await gateway();
+    const threadId = await newThread(g);
+    const release = await g.runs!.reserveThread(threadId);
+    const put = await call(g, "PUT", `/api/threads/${threadId}/goal`, { objective: "Wait" });
+    expect(put.status).toBe(409);
+    expect((await call(g, "DELETE", `/api/threads/${threadId}/goal`)).status).toBe(409);
+    await release();
+    expect((await call(g, "GET", `/api/threads/${threadId}/goal`)).body).toEqual({ goal: null });
+    expect((await call(g, "PUT", `/api/threads/${threadId}/goal`, { objective: "Now" })).status).toBe(200);
   });
 
   it("defaults max_continuations to 8 and creates the thread the new-chat page names", async () => {
