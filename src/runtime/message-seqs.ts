@@ -25,11 +25,11 @@ interface SeqRecord {
 
 function parseRecord(text: string | null): SeqRecord {
   const value = parseStoredJson(text);
-  if (typeof value !== "object" || value === null) return { next: 1, seqs: {} };
-  const { next, seqs } = value as Partial<SeqRecord>;
+  const { next, seqs } = (typeof value === "object" && value !== null ? value : {}) as Partial<SeqRecord>;
   return {
     next: typeof next === "number" && Number.isInteger(next) && next >= 1 ? next : 1,
-    seqs: typeof seqs === "object" && seqs !== null ? { ...seqs } : {},
+    // Without a prototype: a message id is the client's to choose, `__proto__` included.
+    seqs: Object.assign(Object.create(null) as Record<string, [number, string]>, typeof seqs === "object" && seqs !== null ? seqs : {}),
   };
 }
 
