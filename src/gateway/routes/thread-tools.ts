@@ -28,8 +28,8 @@ import type { GatewayEnv, GatewayUser } from "../types.ts";
  * (messages/page, thread-global seqs), token usage, branching a thread at a turn, the thread goal,
  * and thumbs feedback on a run. Every route goes through the guard: another user's thread is a 404.
  *
- * History and usage are read from the thread's head checkpoint: messages a compaction removed, and
- * the answers a regenerate replaced, are no longer in it, so the page no longer lists them.
+ * History and usage are read from the thread's checkpoints: the head, and for the messages a
+ * compaction removed, the head's ancestors. Answers a regenerate replaced are not listed.
  */
 
 export type ThreadToolRouteDeps = Pick<GatewayDeps, "checkpointer" | "guard" | "threads" | "storage" | "agentFactory" | "clock" | "config">;
@@ -86,6 +86,11 @@ function messagesOf(tuple: CheckpointTuple | undefined): BaseMessage[] {
   return Array.isArray(messages) ? (messages as BaseMessage[]) : [];
 }
 
+function hasSummary(tuple: CheckpointTuple): boolean {
+  const summary = valuesOf(tuple).summary_text;
+  return typeof summary === "string" && summary !== "";
+}
+
 /** The run a message belongs to: ThreadData stamps the run on the user message that opens each turn. */
 function turnRunIds(messages: readonly BaseMessage[]): (string | null)[] {
   let current: string | null = null;
@@ -134,6 +139,36 @@ export function registerThreadToolRoutes(api: Hono<GatewayEnv>, deps: ThreadTool
     }
   }
 
+  /**
+   * The thread's conversation as the user saw it: the head's messages, plus those a compaction
+   * took out of the context since (they are in the head's ancestors, before the compaction). An
+   * answer a regenerate replaced is in another line of checkpoints, so it stays out. Each message
+   * in its newest version, in the order it first appeared.
+   */
+  async function conversation(threadId: string, head: CheckpointTuple | undefined): Promise<BaseMessage[]> {
+    if (!head || !hasSummary(head)) return messagesOf(head);
+    const lists: BaseMessage[][] = [messagesOf(head)];
+    let tuple: CheckpointTuple | undefined = head;
+    for (let depth = 0; tuple && hasSummary(tuple) && depth < MAX_LINEAGE_DEPTH; depth++) {
+      const parentId = tuple.parentConfig?.configurable?.checkpoint_id;
+      if (typeof parentId !== "string") break;
+      tuple = await checkpointer.getTuple({ configurable: { thread_id: threadId, checkpoint_ns: String(tuple.config.configurable?.checkpoint_ns ?? ""), checkpoint_id: parentId } });
+      if (tuple) lists.push(messagesOf(tuple));
+    }
+    const newest = new Map<string, BaseMessage>();
+    for (const list of lists) for (const message of list) if (message.id && !newest.has(message.id)) newest.set(message.id, message);
+    const seen = new Set<string>();
+    const ordered: BaseMessage[] = [];
+    for (const list of lists.reverse()) {
+      for (const message of list) {
+        if (!message.id || seen.has(message.id)) continue;
+        seen.add(message.id);
+        ordered.push(newest.get(message.id)!);
+      }
+    }
+    return ordered;
+  }
+
   // -- history page ---------------------------------------------------------------------------
 
   api.get("/threads/:thread_id/messages/page", async (c) => {
@@ -142,7 +177,7 @@ export function registerThreadToolRoutes(api: Hono<GatewayEnv>, deps: ThreadTool
     const query = parseRequest(PageQuerySchema, { limit: c.req.query("limit"), before_seq: c.req.query("before_seq"), after_seq: c.req.query("after_seq") }, "query");
     const limit = query.limit ?? PAGE_LIMIT_DEFAULT;
     const user = authenticatedUser(c);
-    const messages = messagesOf(await readHead(checkpointer, threadId));
+    const messages = await conversation(threadId, await readHead(checkpointer, threadId));
     // Every message with an id gets its seq, hidden ones too, so a seq follows conversation order.
     // A user message carries when its turn started (ThreadData's stamp); the rest are dated when first listed.
     const now = nowIso();
@@ -181,7 +216,9 @@ export function registerThreadToolRoutes(api: Hono<GatewayEnv>, deps: ThreadTool
   api.get("/threads/:thread_id/token-usage", async (c) => {
     const threadId = c.req.param("thread_id");
     await guard.thread(c, "threads:read", threadId, { requireExisting: true });
-    const messages = messagesOf(await readHead(checkpointer, threadId));
+    const head = await readHead(checkpointer, threadId);
+    // Usage counts every model call of the conversation, compacted or not; context usage the head only.
+    const messages = await conversation(threadId, head);
     const runIds = turnRunIds(messages);
     const records = new Map<string, RunRecord | undefined>();
     for (const runId of new Set(runIds)) if (runId) records.set(runId, await hooks?.runs?.get(threadId, runId));
@@ -221,7 +258,7 @@ export function registerThreadToolRoutes(api: Hono<GatewayEnv>, deps: ThreadTool
     });
     const latestRun = [...runIds].reverse().find((id) => id !== null) ?? null;
     const contextWindow = deps.config.models.find((model) => model.name === modelOfRun(latestRun))?.context_window ?? null;
-    const visible = messages.filter((message) => message.type !== "remove");
+    const visible = messagesOf(head).filter((message) => message.type !== "remove");
     const tokenCount = visible.length === 0 ? 0 : countTokensApproximately(visible);
     return c.json({
       thread_id: threadId,

@@ -142,16 +142,31 @@ describe("GET /api/threads/{id}/messages/page", () => {
     expect(new Set(rows.map((row: any) => row.seq)).size).toBe(rows.length);
   });
 
-  it("keeps the seqs of the messages a compaction preserved, though the messages before them are gone", async () => {
+  it("still lists what a compaction took out of the context, under the same seqs, in conversation order", async () => {
     const g = await gateway({ summarization: { enabled: true, keep: { type: "messages", value: 2 } } });
     const threadId = await newThread(g);
     for (const [id, text] of [["h1", "one"], ["h2", "two"], ["h3", "three"]] as const) await runTurn(g, threadId, id, text);
-    const before = seqById((await page(g, threadId)).data);
-    expect((await call(g, "POST", `/api/threads/${threadId}/compact`, { force: true })).body.compacted).toBe(true);
+    const before = (await page(g, threadId)).data;
+    const compacted = await call(g, "POST", `/api/threads/${threadId}/compact`, { force: true });
+    expect(compacted.body.compacted).toBe(true);
+    expect((await stateOf(g, threadId)).values.messages.length).toBeLessThan(before.length);
     const after = (await page(g, threadId)).data;
-    expect(after.length).toBeGreaterThan(0);
-    expect(after.length).toBeLessThan(Object.keys(before).length);
-    for (const row of after) expect(row.seq).toBe(before[row.content.id]);
+    expect(after.map((row: any) => [row.content.id, row.seq])).toEqual(before.map((row: any) => [row.content.id, row.seq]));
+    // A turn after it comes after everything.
+    await runTurn(g, threadId, "h4", "four");
+    const later = (await page(g, threadId)).data;
+    expect(later.slice(0, before.length).map((row: any) => row.content.id)).toEqual(before.map((row: any) => row.content.id));
+    expect(later.at(-1).content.type).toBe("ai");
+  });
+
+  it("orders a history compacted before it was ever listed as it was spoken", async () => {
+    const g = await gateway({ summarization: { enabled: true, keep: { type: "messages", value: 2 } } });
+    const threadId = await newThread(g);
+    for (const [id, text] of [["h1", "one"], ["h2", "two"], ["h3", "three"]] as const) await runTurn(g, threadId, id, text);
+    const spoken = (await stateOf(g, threadId)).values.messages.filter((m: any) => m.type === "human" && !m.additional_kwargs?.hide_from_ui).map((m: any) => m.id);
+    expect((await call(g, "POST", `/api/threads/${threadId}/compact`, { force: true })).body.compacted).toBe(true);
+    const humans = (await page(g, threadId)).data.filter((row: any) => row.content.type === "human").map((row: any) => row.content.id);
+    expect(humans).toEqual(spoken);
   });
 
   it("answers 422 for a limit outside 1..200, a bad before_seq or after_seq, and 404 for another user's thread", async () => {
