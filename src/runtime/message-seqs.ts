@@ -5,7 +5,8 @@ import { keySegment } from "./runs/run-store.ts";
 
 /*
  * Thread-global message sequence numbers, as the web UI's history pages order and page by them:
- * one record per thread, message id -> the seq it was given and when. A seq once given never
+ * one record per thread, message key -> the seq it was given and when (the caller's key: the
+ * gateway uses the run and the message id, so a turn a run replays gets seqs of its own). A seq once given never
  * changes, and every write is a compare-and-set over the record, so two writers (two requests, two
  * processes over a store that can compare-and-set) never hand out one seq twice.
  */
@@ -19,7 +20,7 @@ export interface MessageSeq {
 interface SeqRecord {
   /** The next seq to give; seqs start at 1. */
   next: number;
-  /** message id -> [seq, created_at]. */
+  /** message key -> [seq, created_at]. */
   seqs: Record<string, [number, string]>;
 }
 
@@ -28,7 +29,7 @@ function parseRecord(text: string | null): SeqRecord {
   const { next, seqs } = (typeof value === "object" && value !== null ? value : {}) as Partial<SeqRecord>;
   return {
     next: typeof next === "number" && Number.isInteger(next) && next >= 1 ? next : 1,
-    // Without a prototype: a message id is the client's to choose, `__proto__` included.
+    // Without a prototype: a key holds a message id, the client's to choose, `__proto__` included.
     seqs: Object.assign(Object.create(null) as Record<string, [number, string]>, typeof seqs === "object" && seqs !== null ? seqs : {}),
   };
 }
@@ -49,15 +50,15 @@ export class MessageSeqStore {
   }
 
   /**
-   * The seq of every message in `messages`, giving those that have none yet the next seqs in the
-   * order they are listed (conversation order), created at their `at`.
+   * The seq of every message in `messages` by its key, giving those that have none yet the next
+   * seqs in the order they are listed (conversation order), created at their `at`.
    */
-  async assign(threadId: string, messages: readonly { readonly id: string; readonly at: string }[]): Promise<Map<string, MessageSeq>> {
-    const ids = messages.map((message) => message.id);
+  async assign(threadId: string, messages: readonly { readonly key: string; readonly at: string }[]): Promise<Map<string, MessageSeq>> {
+    const ids = messages.map((message) => message.key);
     const result = await updateVersioned(this.#versioned, this.#key(threadId), (text) => {
       const record = parseRecord(text);
       let changed = false;
-      for (const { id, at } of messages) {
+      for (const { key: id, at } of messages) {
         if (Object.hasOwn(record.seqs, id)) continue;
         record.seqs[id] = [record.next++, at];
         changed = true;

@@ -179,20 +179,22 @@ export function registerThreadToolRoutes(api: Hono<GatewayEnv>, deps: ThreadTool
     const user = authenticatedUser(c);
     const messages = await conversation(threadId, await readHead(checkpointer, threadId));
     // Every message with an id gets its seq, hidden ones too, so a seq follows conversation order.
+    // A seq belongs to a message of a run: a turn a regenerate replays (same ids) is new history.
     // A user message carries when its turn started (ThreadData's stamp); the rest are dated when first listed.
     const now = nowIso();
+    const runIds = turnRunIds(messages);
+    const keyOf = (message: BaseMessage, index: number) => `${runIds[index] ?? ""}\n${message.id}`;
     const known = await seqs.assign(
       threadId,
-      messages.flatMap((message) => {
+      messages.flatMap((message, index) => {
         if (!message.id) return [];
         const stamped = message.type === "human" ? message.additional_kwargs?.timestamp : undefined;
-        return [{ id: message.id, at: typeof stamped === "string" && stamped <= now ? stamped : now }];
+        return [{ key: keyOf(message, index), at: typeof stamped === "string" && stamped <= now ? stamped : now }];
       }),
     );
-    const runIds = turnRunIds(messages);
     const rows = messages.flatMap((message, index) => {
       if (!message.id || isHiddenFromHistory(message)) return [];
-      const { seq, created_at } = known.get(message.id)!;
+      const { seq, created_at } = known.get(keyOf(message, index))!;
       return [{ run_id: runIds[index] ?? "", seq, content: serializeMessage(message), metadata: { caller: "lead_agent" }, created_at, message }];
     });
     rows.sort((a, b) => a.seq - b.seq);

@@ -169,6 +169,33 @@ describe("GET /api/threads/{id}/messages/page", () => {
     expect(humans).toEqual(spoken);
   });
 
+  it("after a regenerate lists the new answer only: the replaced one is on the abandoned line", async () => {
+    const g = await gateway();
+    const threadId = await newThread(g);
+    await runTurn(g, threadId, "h1", "one");
+    await runTurn(g, threadId, "h2", "two");
+    const before = (await page(g, threadId)).data;
+    const lastAi = before.at(-1).content;
+    const prepared = await call(g, "POST", `/api/threads/${threadId}/runs/regenerate/prepare`, { message_id: lastAi.id });
+    expect(prepared.status).toBe(200);
+    const run = await call(g, "POST", `/api/threads/${threadId}/runs/wait`, { assistant_id: "lead_agent", input: prepared.body.input, checkpoint: prepared.body.checkpoint, metadata: prepared.body.metadata });
+    expect(run.status).toBe(200);
+    const after = (await page(g, threadId)).data;
+    const state = (await stateOf(g, threadId)).values.messages;
+    const shown = state.filter((m: any) => m.type !== "system" && m.additional_kwargs?.hide_from_ui !== true && !["summary", "loop_warning", "todo_reminder", "todo_completion_reminder"].includes(m.name));
+    expect(after.map((row: any) => row.content.id)).toEqual(shown.map((m: any) => m.id));
+    expect(after.filter((row: any) => row.content.type === "human").map((row: any) => row.content.id)).toEqual(before.filter((row: any) => row.content.type === "human").map((row: any) => row.content.id));
+    // The regenerated turn belongs to the new run.
+    const newest = (await call(g, "GET", `/api/threads/${threadId}/runs?limit=1`)).body[0].run_id;
+    expect(after.at(-1).run_id).toBe(newest);
+    // Its rows are new history: seqs above everything listed before, rising in conversation order.
+    const replayed = after.filter((row: any) => row.run_id === newest);
+    expect(replayed[0].content.id).toBe("h2");
+    expect(Math.min(...replayed.map((row: any) => row.seq))).toBeGreaterThan(Math.max(...before.map((row: any) => row.seq)));
+    const order = after.map((row: any) => row.seq);
+    expect(order).toEqual([...order].sort((a: number, b: number) => a - b));
+  });
+
   it("answers 422 for a limit outside 1..200, a bad before_seq or after_seq, and 404 for another user's thread", async () => {
     const g = await gateway();
     const threadId = await newThread(g);

@@ -4,7 +4,7 @@ import { MessageSeqStore } from "../../../src/runtime/message-seqs.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 
 const at = "2026-01-01T00:00:00.000Z";
-const ids = (...names: string[]) => names.map((id) => ({ id, at }));
+const ids = (...names: string[]) => names.map((key) => ({ key, at }));
 const seqsOf = (map: Map<string, { seq: number }>) => Object.fromEntries([...map].map(([id, { seq }]) => [id, seq]));
 
 describe("MessageSeqStore", () => {
