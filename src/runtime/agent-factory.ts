@@ -12,6 +12,7 @@ import type { LoadedExtensions } from "../extensions/registry.ts";
 import type { MemoryStore } from "../middlewares/memory/index.ts";
 import type { Env } from "../ports/runtime-ports.ts";
 import type { CustomAgent } from "../agents/custom-agent.ts";
+import { deploymentSkillRegistry } from "../skills/states.ts";
 import { unknownCustomAgent, type CustomAgentStore } from "./custom-agents.ts";
 import type { RunAgentRequest, RunPrincipal } from "./runs/types.ts";
 
@@ -32,6 +33,11 @@ export interface LeadAgentFactoryOptions {
   /** One store for every agent of the process; created by the first assembly (and closed by close()) otherwise. */
   readonly memoryStore?: MemoryStore;
   readonly extraTools?: readonly AgentTool[];
+  /**
+   * Tools that can change between runs (the MCP servers of extensions_config.json as it is now),
+   * asked before every run; a new `revision` builds a new agent, added after `extraTools`.
+   */
+  readonly liveTools?: () => Promise<{ readonly revision: string; readonly tools: readonly AgentTool[] }>;
   readonly configuredMiddlewares?: readonly AgentMiddleware[];
   readonly authorizationProvider?: AuthorizationProvider;
   readonly onDiagnostic?: (diagnostic: ExtensionDiagnostic) => void;
@@ -71,8 +77,17 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
   let ownsMemoryStore = false;
   // The first assembly creates the process's memory store; the others wait for it and share it.
   let first: Promise<unknown> | undefined;
+  const storage = options.services.storage;
+  const skills = storage
+    ? deploymentSkillRegistry({ storage, ...(options.services.versioned ? { versioned: options.services.versioned } : {}), config: options.config.skills ?? {} })
+    : undefined;
 
-  const build = async (principal: PrincipalSnapshot, request: RunAgentRequest, customAgent: CustomAgent | undefined): Promise<LeadAgentAssembly> => {
+  const build = async (
+    principal: PrincipalSnapshot,
+    request: RunAgentRequest,
+    customAgent: CustomAgent | undefined,
+    liveTools: readonly AgentTool[],
+  ): Promise<LeadAgentAssembly> => {
     if (first) await first.catch(() => undefined);
     const assembly = assembleLeadAgent({
       config: options.config,
@@ -86,6 +101,7 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
       ...(customAgent ? { customAgent } : {}),
       ...(memoryStore ? { memoryStore } : {}),
       ...leadAgentExtras(options),
+      ...(liveTools.length > 0 ? { extraTools: [...(options.extraTools ?? []), ...liveTools] } : {}),
       ...(options.onDiagnostic ? { onExtensionDiagnostic: options.onDiagnostic } : {}),
     });
     first ??= assembly;
@@ -101,8 +117,14 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
     const principal = snapshotPrincipal(request.user);
     // Read on every run, and part of the key: an agent updated since the last run gets a new build.
     const customAgent = request.agentName === undefined ? undefined : await loadCustomAgent(options.customAgents, request.agentName);
+    // The enabled skills are in the system prompt: a skill installed, changed or switched off since
+    // the last run gets that run a new build.
+    const enabledSkills = skills ? (await skills.load()).skills.filter((skill) => skill.enabled).map((skill) => `${skill.name}@${skill.sha256}`) : [];
+    const live = options.liveTools ? await options.liveTools() : undefined;
     const key = await canonicalHash({
+      live_tools: live?.revision ?? null,
       principal,
+      skills: enabledSkills,
       model: request.modelName ?? null,
       subagents: request.subagentsEnabled === true,
       plan_mode: request.planMode === true,
@@ -113,7 +135,7 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
       cache.delete(key);
       cache.set(key, entry);
     } else {
-      entry = build(principal, request, customAgent);
+      entry = build(principal, request, customAgent, live?.tools ?? []);
       cache.set(key, entry);
       // A failed build is not cached: the next run retries it.
       entry.catch(() => {
