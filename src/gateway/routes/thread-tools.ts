@@ -32,7 +32,7 @@ import type { GatewayEnv, GatewayUser } from "../types.ts";
  * compaction removed, the head's ancestors. Answers a regenerate replaced are not listed.
  */
 
-export type ThreadToolRouteDeps = Pick<GatewayDeps, "checkpointer" | "guard" | "threads" | "storage" | "agentFactory" | "clock" | "config">;
+export type ThreadToolRouteDeps = Pick<GatewayDeps, "checkpointer" | "guard" | "threads" | "storage" | "versioned" | "agentFactory" | "clock" | "config">;
 
 const PAGE_LIMIT_DEFAULT = 50;
 const PAGE_LIMIT_MAX = 200;
@@ -119,8 +119,9 @@ export interface ThreadToolRoutes {
 
 export function registerThreadToolRoutes(api: Hono<GatewayEnv>, deps: ThreadToolRouteDeps, hooks: GatewayRunHooks | undefined): ThreadToolRoutes {
   const { checkpointer, guard, threads } = deps;
-  const seqs = new MessageSeqStore(deps.storage);
-  const feedback = new RunFeedbackStore(deps.storage);
+  // The deployment's compare-and-set (one shared across processes when the store has one).
+  const seqs = new MessageSeqStore(deps.storage, { versioned: deps.versioned });
+  const feedback = new RunFeedbackStore(deps.storage, { versioned: deps.versioned });
   const nowIso = () => new Date(deps.clock.now()).toISOString();
   const hasActiveRun = async (threadId: string) => (await hooks?.hasActiveRun?.(threadId)) ?? false;
 
