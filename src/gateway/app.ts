@@ -45,6 +45,8 @@ import { registerAssistantRoutes } from "./routes/assistants.ts";
 import { registerHealthRoute, registerSystemRoutes } from "./routes/system.ts";
 import { registerThreadRoutes } from "./routes/threads.ts";
 import { registerAgentRoutes } from "./routes/agents.ts";
+import { registerAssistRoutes } from "./routes/assist.ts";
+import { registerFeatureRoutes } from "./routes/features.ts";
 import {
   type AgentFactory,
   type GatewayEnv,
@@ -346,6 +348,8 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   });
   registerAssistantRoutes(api, { config, createdAt: new Date(clock.now()).toISOString() });
   registerAgentRoutes(api, { customAgents, guard, config });
+  registerFeatureRoutes(api);
+  registerAssistRoutes(api, { ...deps, authorizer });
   const registerExtraRoutes =
     options.registerExtraRoutes ??
     (async (routes: Hono<GatewayEnv>, gatewayDeps: GatewayDeps): Promise<GatewayRunHooks> => {
