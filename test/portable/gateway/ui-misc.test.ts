@@ -204,4 +204,46 @@ describe("POST /api/input-polish", () => {
   });
 });
 
-void human;
+describe("GET /api/threads/{id}/runs/{rid}/workspace-changes", () => {
+  async function runAndChanges(gateway: Awaited<ReturnType<typeof miscGateway>>, threadId: string, prompt: string, query = "") {
+    const done = await call(gateway, "POST", `/api/threads/${threadId}/runs/wait`, withBody(user, { input: human(prompt) }));
+    expect(done.status).toBe(200);
+    const runs = await call(gateway, "GET", `/api/threads/${threadId}/runs?limit=1`, user);
+    const runId = runs.body[0].run_id as string;
+    return { runId, changes: await call(gateway, "GET", `/api/threads/${threadId}/runs/${runId}/workspace-changes${query}`, user) };
+  }
+
+  it("lists the file a run wrote, with its diff; a later run that rewrites it shows a modification", async () => {
+    // The demo model rewrites its notes on every turn; read-before-write would refuse the rewrite.
+    const gateway = await miscGateway({ read_before_write: { enabled: false } });
+    await threadOf(gateway, "t-ws");
+    const first = await runAndChanges(gateway, "t-ws", "Compare tides and currents");
+    expect(first.changes.status).toBe(200);
+    expect(first.changes.body).toMatchObject({ available: true, version: 1, summary: { created: 1, modified: 0, deleted: 0, truncated: false } });
+    const [created] = first.changes.body.files;
+    expect(created).toMatchObject({ path: "/mnt/user-data/workspace/notes.md", root: "workspace", status: "created", binary: false, size_before: null, sha256_before: null });
+    expect(created.sha256_after).toMatch(/^[0-9a-f]{64}$/);
+    expect(created.diff).toMatch(/^--- a\/mnt\/user-data\/workspace\/notes\.md\n\+\+\+ b\/mnt\/user-data\/workspace\/notes\.md\n@@ -0,0 \+1,\d+ @@\n\+# Notes: Compare tides and currents/);
+    expect(created.additions).toBeGreaterThan(3);
+    expect(first.changes.body.summary.additions).toBe(created.additions);
+
+    const second = await runAndChanges(gateway, "t-ws", "Summarize volcano research", "?include_diff=false");
+    expect(second.changes.body.summary).toMatchObject({ created: 0, modified: 1, deleted: 0 });
+    const [modified] = second.changes.body.files;
+    expect(modified).toMatchObject({ path: "/mnt/user-data/workspace/notes.md", status: "modified", diff: "", sha256_before: created.sha256_after });
+    expect(modified.additions).toBeGreaterThan(0);
+    expect(modified.deletions).toBeGreaterThan(0);
+    // The first run's record is its own: unchanged by the second.
+    const again = await call(gateway, "GET", `/api/threads/t-ws/runs/${first.runId}/workspace-changes?include_files=false`, user);
+    expect(again.body).toMatchObject({ available: true, summary: { created: 1 }, files: [] });
+  });
+
+  it("is the run's own: another user's thread is a 404, an unknown run a 404, a bad flag a 4xx", async () => {
+    const gateway = await miscGateway();
+    await threadOf(gateway, "t-ws2");
+    const { runId } = await runAndChanges(gateway, "t-ws2", "hello there");
+    expect((await call(gateway, "GET", `/api/threads/t-ws2/runs/${runId}/workspace-changes`, other)).status).toBe(404);
+    expect((await call(gateway, "GET", "/api/threads/t-ws2/runs/no-such-run/workspace-changes", user)).status).toBe(404);
+    expect((await call(gateway, "GET", `/api/threads/t-ws2/runs/${runId}/workspace-changes?include_diff=maybe`, user)).status).toBeGreaterThanOrEqual(400);
+  });
+});
