@@ -227,10 +227,11 @@ function editScript(a: readonly string[], b: readonly string[]): Op[] {
         ops.push({ kind: " ", line: midA[i]! });
         i++;
         j++;
-      } else if (j < m && (i === n || lcs[i]![j + 1]! >= lcs[i + 1]![j]!)) {
-        ops.push({ kind: "+", line: midB[j++]! });
-      } else {
+      } else if (i < n && (j === m || lcs[i + 1]![j]! >= lcs[i]![j + 1]!)) {
+        // Ties go to the removal: a replaced line reads `-old` then `+new`.
         ops.push({ kind: "-", line: midA[i++]! });
+      } else {
+        ops.push({ kind: "+", line: midB[j++]! });
       }
     }
   }
