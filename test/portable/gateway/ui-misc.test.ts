@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { SystemModelRequest, SystemModelResult, SystemOperationKind } from "../../../src/extension-api/index.ts";
 import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
 import { acceptanceGateways, call, human, type SendOptions } from "../../fixtures/plugins/gateway-harness.ts";
+import { startReplayServer, type Fixture } from "../openai-replay.ts";
 
 /*
  * The small routes DeerFlow's UI calls around a chat, through a real gateway with api_key auth:
@@ -131,6 +132,51 @@ describe("follow-up suggestions", () => {
     expect(prompt).toContain("EXACTLY 2 short questions");
     expect(prompt).toContain("User: How do tides work?");
     expect(calls[0]!.result.error).toBeUndefined();
+  });
+
+  it("a model's fenced JSON list becomes the suggestions, capped at n; prose with no list is an empty list", async () => {
+    const answer = (content: string, includes: string): Fixture => ({
+      file: `inline-${includes}`,
+      description: "A one-shot suggestions answer.",
+      match: { stream: false, last_content_includes: includes },
+      response: {
+        status: 200,
+        headers: { "content-type": "application/json" },
+        body: {
+          id: "chatcmpl-suggest",
+          object: "chat.completion",
+          created: 1764480061,
+          model: "gpt-4o-mini",
+          choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+          usage: { prompt_tokens: 40, completion_tokens: 20, total_tokens: 60 },
+        },
+      },
+    });
+    const provider = await startReplayServer([
+      answer('<think>short ones</think>\n```json\n["What causes spring tides?", "How do tides affect currents?", "Third?"]\n```', "How do tides work?"),
+      answer("I would rather not suggest anything.", "Tell me a joke"),
+    ]);
+    try {
+      const seen: SeenCall[] = [];
+      const { gateway } = await gatewayWith(
+        {
+          gateway: { auth },
+          plugins: [{ use: "./observer.ts:install" }],
+          models: [{ name: "gpt", use: "openai-compatible", model: "gpt-4o-mini", base_url: provider.baseUrl, api_key_env: "PROVIDER_KEY" }],
+        },
+        { loader: observingLoader(seen), env: { ...ENV, PROVIDER_KEY: "sk-test" } },
+      );
+      await threadOf(gateway, "t-real");
+      const answered = await call(gateway, "POST", "/api/threads/t-real/suggestions", withBody(user, { ...conversation, n: 2, model_name: "gpt" }));
+      expect(answered).toMatchObject({ status: 200, body: { suggestions: ["What causes spring tides?", "How do tides affect currents?"] } });
+      const prose = await call(gateway, "POST", "/api/threads/t-real/suggestions", withBody(user, { messages: [{ role: "user", content: "Tell me a joke" }] }));
+      expect(prose).toMatchObject({ status: 200, body: { suggestions: [] } });
+      expect(seen.map((entry) => [entry.kind, entry.request.modelName])).toEqual([["suggestions", "gpt"], ["suggestions", "gpt"]]);
+      // The provider got a system instruction and the conversation.
+      expect(provider.received[0]!.body.messages.map((m: { role: string }) => m.role)).toEqual(["system", "user"]);
+    } finally {
+      await provider.close();
+    }
   });
 
   it("answers an empty list when disabled or given no messages, without a model call", async () => {
