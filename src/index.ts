@@ -27,6 +27,7 @@ export { ExtensionOrderingError } from "./extensions/stack.ts";
 export { ExtensionManagerError } from "./extensions/manager/errors.ts";
 export { ManagerLockBusyError } from "./ports/extension-manager.ts";
 export { StorageUnavailableError } from "./ports/key-value.ts";
+export { DeploymentFilesError, type DeploymentFile, type DeploymentFiles } from "./ports/deployment-files.ts";
 export { systemClock, ManualClock } from "./core/clock.ts";
 export { mapEnv } from "./core/env.ts";
 export { parseConfigText, validateConfig, ConfigError, type AppConfig } from "./config/index.ts";

@@ -8,6 +8,7 @@ import type { SandboxWorkerPort } from "../../src/ports/sandbox-worker.ts";
 import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
 import { createLocalSandboxProvider } from "./local-sandbox.ts";
 import { createFsDriver } from "./fs-key-value.ts";
+import { createFsDeploymentFiles } from "./fs-deployment-files.ts";
 import { createModuleLoader } from "./module-loader.ts";
 import { createKeyValue, type RuntimeKeyValues } from "./storage.ts";
 import { PostgresStorageError } from "./postgres/errors.ts";
@@ -80,6 +81,7 @@ export function createGatewayHost(bits: GatewayBits): GatewayHost {
         close: () => opened.close(),
       };
     },
+    createSkillsFolder: (skillsDir) => createFsDeploymentFiles(resolve(skillsDir), `the skills folder ${resolve(skillsDir)}`),
     createSandboxProvider(config, storage) {
       const defaultTimeoutMs = config.sandbox.command_timeout_ms;
       if (config.sandbox.use === "local") {

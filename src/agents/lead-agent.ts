@@ -76,7 +76,8 @@ import { createPresentFileTool } from "../tools/present-file.ts";
 import { assembleDeferredTools, deferredToolsPromptSection, type DeferredToolSetup } from "../tools/tool-search.ts";
 import { createWebTools } from "../tools/web.ts";
 import type { AgentTool } from "../engine/types.ts";
-import { createSkillRegistry, type SkillRegistry } from "../skills/registry.ts";
+import type { Skill, SkillRegistry } from "../skills/registry.ts";
+import { deploymentSkillRegistry } from "../skills/states.ts";
 import { createMemoryKeyValue } from "../storage/key-value.ts";
 import { createSandboxTools } from "../tools/sandbox-tools.ts";
 import { parseBatchTaskConfig } from "../tools/batch-task.ts";
@@ -88,7 +89,7 @@ import type { LeadConfig } from "./app-config.ts";
 import { describeAgent } from "./assembly-descriptor.ts";
 import { summarizationMember } from "./summarization-member.ts";
 import { LEAD_EXTENSION_TAIL, placeExtensionMiddlewares } from "./configured-middlewares.ts";
-import { LEAD_AGENT_PROMPT, LEAD_AGENT_PROMPT_ID } from "./prompts.ts";
+import { LEAD_AGENT_PROMPT, LEAD_AGENT_PROMPT_ID, skillsPromptSection } from "./prompts.ts";
 import { customAgentPromptSection, restrictSkillRegistry, type CustomAgent } from "./custom-agent.ts";
 import { filterToolsByGroups } from "../tools/tool-groups.ts";
 
@@ -366,7 +367,8 @@ async function resolveAssemblyBasis(options: LeadAgentOptions): Promise<Assembly
         })
       : undefined);
   const skillRegistry = restrictSkillRegistry(
-    options.skillRegistry ?? createSkillRegistry(storage, { config: config.skills ?? {} }),
+    options.skillRegistry ??
+      deploymentSkillRegistry({ storage, ...(options.services.versioned ? { versioned: options.services.versioned } : {}), config: config.skills ?? {} }),
     custom?.skills ?? null,
   );
   const sandboxAuthorizer = authorizationProvider
@@ -442,10 +444,12 @@ function delegationTools(basis: AssemblyBasis, permitted: readonly AgentTool[], 
   return delegation;
 }
 
-/** The configured or built-in prompt, then a custom agent's section, then the section naming what tool_search defers. */
-function leadSystemPrompt(config: LeadConfig, deferred: DeferredToolSetup, customAgent: CustomAgent | undefined): string {
+/** The configured or built-in prompt, a custom agent's section, the enabled skills, then the section naming what tool_search defers. */
+function leadSystemPrompt(config: LeadConfig, deferred: DeferredToolSetup, customAgent: CustomAgent | undefined, skills: readonly Skill[], skillsRoot: string): string {
   const sections = [config.agent.system_prompt ?? LEAD_AGENT_PROMPT];
   if (customAgent) sections.push(customAgentPromptSection(customAgent));
+  const skillsSection = skillsPromptSection(skills, skillsRoot);
+  if (skillsSection) sections.push(skillsSection);
   if (deferred.deferredNames.length > 0) sections.push(deferredToolsPromptSection(deferred.deferredNames));
   return sections.join("\n\n");
 }
@@ -547,7 +551,9 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
   const subagentsEnabled = options.subagentsEnabled === true;
   const delegation = delegationTools(basis, permitted, subagentsEnabled);
   const deferred = assembleDeferredTools([...permitted, ...delegation], { enabled: config.tool_search?.enabled === true });
-  const systemPrompt = leadSystemPrompt(config, deferred, options.customAgent);
+  // Read once per assembly: the agent factory rebuilds when the enabled skills change.
+  const enabledSkills = (await basis.skillRegistry.load()).skills.filter((skill) => skill.enabled);
+  const systemPrompt = leadSystemPrompt(config, deferred, options.customAgent, enabledSkills, basis.skillRegistry.containerPath);
   const middlewares = leadMiddlewareStack(basis, deferred, subagentsEnabled);
   const agent = createAgent({
     name: LEAD_AGENT_NAME,

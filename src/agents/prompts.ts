@@ -1,3 +1,6 @@
+import { escapeXml } from "../middlewares/skills/skill-activation.ts";
+import type { Skill } from "../skills/registry.ts";
+
 /**
  * The lead agent's base system prompt. It is static on purpose: per-turn facts (the date, recalled
  * memory) arrive as hidden reminders, so providers can cache this prefix.
@@ -28,3 +31,21 @@ Paths outside these directories are not available.
 - When a tool reports an error, read it, adjust, and try a different approach instead of repeating the same call.
 - Keep the user informed in your final answer: what you did, where the results are, and anything left open.
 </working_rules>`;
+
+/**
+ * The enabled skills, named with the SKILL.md path the model reads them from (DeerFlow's
+ * `<skill_system>`); "" when none is enabled, so a deployment without skills keeps its prompt.
+ */
+export function skillsPromptSection(skills: readonly Pick<Skill, "name" | "description" | "path">[], containerPath: string): string {
+  if (skills.length === 0) return "";
+  const items = skills
+    .map((skill) => `<skill name="${escapeXml(skill.name, true)}" path="${escapeXml(skill.path, true)}">${escapeXml(skill.description)}</skill>`)
+    .join("\n");
+  return `<skill_system>
+Skills are tested workflows for particular tasks. When a request matches a skill, read its SKILL.md with read_file first (the path below), follow it, and load the files it refers to only when needed. A request starting with /<skill-name> has that skill's SKILL.md injected for you already.
+Skills are located at: ${containerPath}
+<available_skills>
+${items}
+</available_skills>
+</skill_system>`;
+}

@@ -1,6 +1,7 @@
 import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import type { AppConfig } from "../config/index.ts";
 import type { ManagerHost } from "../ports/extension-manager.ts";
+import type { DeploymentFiles } from "../ports/deployment-files.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import type { ModuleLoader } from "../ports/module-loader.ts";
 import type { McpStdioTransportFactory } from "../ports/mcp-transport.ts";
@@ -46,6 +47,8 @@ export interface CliHost {
    */
   openSharedStorage?(config: AppConfig["storage"], options?: { skillsDir?: string | undefined }): Promise<SharedStorage | undefined>;
   createSandboxProvider(config: AppConfig, storage: KeyValue): SandboxProvider;
+  /** The skills folder as a place skills are installed into; absent where nothing may be written (then installing answers 501). */
+  createSkillsFolder?(skillsDir: string): DeploymentFiles;
   /** Loads extension modules; relative specifiers resolve against `baseDir` (the config file's folder). */
   createModuleLoader(baseDir: string): ModuleLoader;
   /** Launches stdio MCP servers (host processes); absent where the runtime cannot spawn them. */

@@ -24,7 +24,7 @@ export interface ServeCommandOptions {
 }
 
 /** What assembling the gateway needs from the host: no terminal input, no server, no signals. */
-export type GatewayHost = Pick<CliHost, "env" | "clock" | "stderr" | "readFile" | "mcpStdio" | "createModuleLoader" | "createStorage" | "openSharedStorage" | "createSandboxProvider" | "reclaimMemory">;
+export type GatewayHost = Pick<CliHost, "env" | "clock" | "stderr" | "readFile" | "mcpStdio" | "createModuleLoader" | "createStorage" | "openSharedStorage" | "createSandboxProvider" | "createSkillsFolder" | "reclaimMemory">;
 
 export interface OpenGatewayOptions {
   readonly config: LeadConfig;
@@ -73,6 +73,7 @@ export async function openGateway(host: GatewayHost, options: OpenGatewayOptions
       env: host.env,
       clock: host.clock,
       sandbox: host.createSandboxProvider(config, storage),
+      ...(config.skills?.path && host.createSkillsFolder ? { skillsFolder: host.createSkillsFolder(config.skills.path) } : {}),
       extensions: loaded.extensions,
       extraTools: mcp?.tools ?? [],
       configuredMiddlewares,

@@ -47,6 +47,9 @@ import { registerThreadRoutes } from "./routes/threads.ts";
 import { registerAgentRoutes } from "./routes/agents.ts";
 import { registerAssistRoutes } from "./routes/assist.ts";
 import { registerFeatureRoutes } from "./routes/features.ts";
+import { registerSkillRoutes } from "./routes/skills.ts";
+import type { DeploymentFiles } from "../ports/deployment-files.ts";
+import { registerMemoryRoutes } from "./routes/memory.ts";
 import {
   type AgentFactory,
   type GatewayEnv,
@@ -101,6 +104,8 @@ export interface GatewayOptions {
   readonly agentFactory?: AgentFactory;
   /** Default: the virtual sandbox over `storage`. */
   readonly sandbox?: SandboxProvider;
+  /** The writable skills folder `POST /api/skills/install` unpacks into; absent: installing answers 501. */
+  readonly skillsFolder?: DeploymentFiles;
   readonly extensions?: LoadedExtensions;
   /**
    * Default: the `gateway.auth` section of the config (disabled: every caller is the admin
@@ -225,6 +230,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   const deps: GatewayDeps = {
     config,
     storage,
+    versioned,
     env,
     clock,
     logger,
@@ -350,6 +356,8 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   registerAgentRoutes(api, { customAgents, guard, config });
   registerFeatureRoutes(api);
   registerAssistRoutes(api, { ...deps, authorizer });
+  registerSkillRoutes(api, { storage, versioned, config, guard, sandbox, ...(options.skillsFolder ? { skillsFolder: options.skillsFolder } : {}) });
+  registerMemoryRoutes(api, { versioned, clock, config });
   const registerExtraRoutes =
     options.registerExtraRoutes ??
     (async (routes: Hono<GatewayEnv>, gatewayDeps: GatewayDeps): Promise<GatewayRunHooks> => {

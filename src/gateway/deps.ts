@@ -3,6 +3,7 @@ import type { LeadConfig } from "../agents/app-config.ts";
 import type { ExtensionDiagnostic } from "../extensions/diagnostics.ts";
 import type { LoadedExtensions } from "../extensions/registry.ts";
 import type { KeyValue } from "../ports/key-value.ts";
+import type { VersionedKeyValue } from "../ports/versioned-key-value.ts";
 import type { Clock, Env } from "../ports/runtime-ports.ts";
 import type { SandboxProvider } from "../ports/sandbox.ts";
 import type { CustomAgentStore } from "../runtime/custom-agents.ts";
@@ -20,6 +21,8 @@ export type GatewayDiagnostic = ExtensionDiagnostic;
 export interface GatewayDeps {
   readonly config: LeadConfig;
   readonly storage: KeyValue;
+  /** Compare-and-set over `storage`'s keys (the records several writers share: memory, threads ...). */
+  readonly versioned: VersionedKeyValue;
   readonly env: Env;
   readonly clock: Clock;
   readonly logger: GatewayLogger;

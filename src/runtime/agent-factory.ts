@@ -12,6 +12,7 @@ import type { LoadedExtensions } from "../extensions/registry.ts";
 import type { MemoryStore } from "../middlewares/memory/index.ts";
 import type { Env } from "../ports/runtime-ports.ts";
 import type { CustomAgent } from "../agents/custom-agent.ts";
+import { deploymentSkillRegistry } from "../skills/states.ts";
 import { unknownCustomAgent, type CustomAgentStore } from "./custom-agents.ts";
 import type { RunAgentRequest, RunPrincipal } from "./runs/types.ts";
 
@@ -71,6 +72,10 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
   let ownsMemoryStore = false;
   // The first assembly creates the process's memory store; the others wait for it and share it.
   let first: Promise<unknown> | undefined;
+  const storage = options.services.storage;
+  const skills = storage
+    ? deploymentSkillRegistry({ storage, ...(options.services.versioned ? { versioned: options.services.versioned } : {}), config: options.config.skills ?? {} })
+    : undefined;
 
   const build = async (principal: PrincipalSnapshot, request: RunAgentRequest, customAgent: CustomAgent | undefined): Promise<LeadAgentAssembly> => {
     if (first) await first.catch(() => undefined);
@@ -101,8 +106,12 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
     const principal = snapshotPrincipal(request.user);
     // Read on every run, and part of the key: an agent updated since the last run gets a new build.
     const customAgent = request.agentName === undefined ? undefined : await loadCustomAgent(options.customAgents, request.agentName);
+    // The enabled skills are in the system prompt: a skill installed, changed or switched off since
+    // the last run gets that run a new build.
+    const enabledSkills = skills ? (await skills.load()).skills.filter((skill) => skill.enabled).map((skill) => `${skill.name}@${skill.sha256}`) : [];
     const key = await canonicalHash({
       principal,
+      skills: enabledSkills,
       model: request.modelName ?? null,
       subagents: request.subagentsEnabled === true,
       plan_mode: request.planMode === true,

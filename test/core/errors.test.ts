@@ -85,6 +85,7 @@ const SAMPLES: Readonly<Record<string, () => Error>> = {
   CanonicalJsonError: () => new lib.CanonicalJsonError("cycle", "$.a", "a cycle at $.a"),
   CheckpointerError: () => new lib.CheckpointerError("corrupt_record", "a record is corrupt"),
   CustomAgentStoreError: () => new lib.CustomAgentStoreError("deployment:agents:writer"),
+  DeploymentFilesError: () => new lib.DeploymentFilesError("deployment_files_write_failed", "could not write custom/x"),
   ClientInputError: () => new lib.ClientInputError("invalid_client_options", "options: bad"),
   ConfigError: () => new lib.ConfigError("config_invalid", "config.yaml", [{ path: "models", message: "expected a list" }]),
   ExtensionApiError: () => new lib.ExtensionApiError("invalid_text", "not a string"),

@@ -99,7 +99,7 @@ function threadScope(c: Context<GatewayEnv>, threadId: string, thread: ThreadRec
   return { userId, threadId };
 }
 
-async function threadSandbox(deps: FileRoutesDeps, c: Context<GatewayEnv>, threadId: string, thread: ThreadRecord | undefined): Promise<Sandbox> {
+async function threadSandbox(deps: Pick<FileRoutesDeps, "sandbox">, c: Context<GatewayEnv>, threadId: string, thread: ThreadRecord | undefined): Promise<Sandbox> {
   try {
     return await deps.sandbox.acquire(threadScope(c, threadId, thread));
   } catch (error) {
@@ -152,7 +152,12 @@ function isUtf8(bytes: Uint8Array): boolean {
  * %2e%2e or ..%2f) is refused even where it would land back inside the sandbox.
  */
 function artifactPathOf(c: Context<GatewayEnv>): string {
-  const requested = `/${c.req.param("path")}`;
+  return threadVirtualPath(`/${c.req.param("path")}`);
+}
+
+/** `requested` (a virtual path, the leading "/" optional) normalised, or the 403 of artifactPathOf. */
+export function threadVirtualPath(requested: string): string {
+  if (!requested.startsWith("/")) requested = `/${requested}`;
   if (requested.split("/").includes("..") || requested.includes("\0")) {
     throw httpError(403, "Access denied: path traversal detected. Ask for a path under /mnt/user-data without '..'.");
   }
@@ -165,6 +170,24 @@ function artifactPathOf(c: Context<GatewayEnv>): string {
     );
   }
   return virtualPath;
+}
+
+/**
+ * The bytes of a thread file by its virtual path, as the artifact route serves it: an upload from
+ * the upload store when it holds one, else from the thread owner's sandbox. A SandboxError
+ * (not_found, is_directory) reaches the caller as thrown.
+ */
+export async function readThreadFile(
+  sandbox: SandboxProvider,
+  c: Context<GatewayEnv>,
+  threadId: string,
+  thread: ThreadRecord | undefined,
+  virtualPath: string,
+): Promise<Uint8Array> {
+  const uploads: SandboxUploads = sandbox.uploads ?? sandboxWrittenUploads(sandbox);
+  const uploadName = virtualPath.startsWith(`${VIRTUAL_DIRS.uploads}/`) ? virtualPath.slice(VIRTUAL_DIRS.uploads.length + 1) : "";
+  const stored = uploadName && !uploadName.includes("/") ? await uploads.read?.(threadScope(c, threadId, thread), uploadName) : undefined;
+  return stored ?? (await threadSandbox({ sandbox }, c, threadId, thread)).readFileBytes(virtualPath);
 }
 
 /**
@@ -287,9 +310,7 @@ export function registerFileRoutes(app: Hono<GatewayEnv>, deps: FileRoutesDeps):
     const virtualPath = artifactPathOf(c);
     let bytes: Uint8Array;
     try {
-      const uploadName = virtualPath.startsWith(`${VIRTUAL_DIRS.uploads}/`) ? virtualPath.slice(VIRTUAL_DIRS.uploads.length + 1) : "";
-      const stored = uploadName && !uploadName.includes("/") ? await uploads.read?.(threadScope(c, threadId, thread), uploadName) : undefined;
-      bytes = stored ?? (await (await threadSandbox(deps, c, threadId, thread)).readFileBytes(virtualPath));
+      bytes = await readThreadFile(deps.sandbox, c, threadId, thread, virtualPath);
     } catch (error) {
       if (error instanceof SandboxError && error.code === "not_found") return fail(c, 404, `Artifact not found: ${virtualPath}`);
       if (error instanceof SandboxError && error.code === "is_directory") {

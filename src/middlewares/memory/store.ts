@@ -18,6 +18,7 @@ import {
   type MemoryFact,
   type MemoryFactCategory,
   type MemoryMessage,
+  type MemorySummaries,
   type StoredMemoryFact,
 } from "./types.ts";
 
@@ -55,6 +56,8 @@ export class MemoryStoreError extends DeerflowError {
 export const MEMORY_KEY_PREFIX = "memory:";
 /** A single fact longer than this is skipped: one pasted document must not flood memory. */
 export const MAX_FACT_CHARS = 500;
+/** A fact's category: an extractor's own, or a user's label of at most this many characters. */
+export const MAX_CATEGORY_CHARS = 64;
 /** Threads whose watermark a user record keeps; the oldest is forgotten first. */
 export const MAX_THREAD_WATERMARKS = 200;
 
@@ -67,13 +70,15 @@ interface MemoryRecord {
   facts: StoredMemoryFact[];
   /** threadId → id of the last message already processed. */
   watermarks: Record<string, string>;
+  /** Summary sections a memory document was imported with; every writer keeps them. */
+  summaries?: MemorySummaries;
   updatedAt?: string;
 }
 
 const StoredFactSchema = v.object({
   id: v.pipe(v.string(), v.minLength(1)),
   content: v.pipe(v.string(), v.minLength(1)),
-  category: v.picklist(MEMORY_FACT_CATEGORIES),
+  category: v.pipe(v.string(), v.minLength(1), v.maxLength(MAX_CATEGORY_CHARS)),
   confidence: v.pipe(v.number(), v.minValue(0), v.maxValue(1)),
   createdAt: v.string(),
   lastConfirmedAt: v.string(),
@@ -84,6 +89,7 @@ const RecordSchema = v.object({
   version: v.literal(1),
   facts: v.array(v.unknown()),
   watermarks: v.optional(v.record(v.string(), v.string()), {}),
+  summaries: v.optional(v.record(v.string(), v.record(v.string(), v.object({ summary: v.string(), updatedAt: v.string() })))),
   updatedAt: v.optional(v.string()),
 });
 
@@ -100,7 +106,70 @@ function parseRecord(raw: unknown): { record: MemoryRecord; malformed: boolean }
     const result = v.safeParse(StoredFactSchema, fact);
     return result.success ? [result.output as StoredMemoryFact] : [];
   });
-  return { record: { ...parsed.output, facts, watermarks: { ...parsed.output.watermarks } }, malformed: false };
+  const { summaries, ...rest } = parsed.output;
+  return { record: { ...rest, facts, watermarks: { ...rest.watermarks }, ...(summaries === undefined ? {} : { summaries }) }, malformed: false };
+}
+
+function malformedRecordError(userId: string): MemoryStoreError {
+  return new MemoryStoreError(
+    "memory_record_malformed",
+    `The memory record at "${memoryKey(userId)}" is not a deerflow-edge memory record, so it was left untouched; ` +
+      "fix or delete it, and new memories are saved again.",
+  );
+}
+
+/** A user's memory as the memory API shows and edits it; the thread watermarks stay the updater's own. */
+export interface MemoryDocument {
+  readonly facts: readonly StoredMemoryFact[];
+  readonly summaries: MemorySummaries;
+  readonly updatedAt?: string;
+}
+
+function documentOf(record: MemoryRecord): MemoryDocument {
+  return { facts: record.facts, summaries: record.summaries ?? {}, ...(record.updatedAt === undefined ? {} : { updatedAt: record.updatedAt }) };
+}
+
+/** A user's memory read through compare-and-set storage; a malformed record throws `memory_record_malformed`. */
+export async function readMemoryDocument(versioned: VersionedKeyValue, userId: string): Promise<MemoryDocument> {
+  const { record, malformed } = parseRecord(parseStoredJson((await versioned.read(memoryKey(userId))).value));
+  if (malformed) throw malformedRecordError(userId);
+  return documentOf(record);
+}
+
+/** What a memory API write leaves in the record: its facts and summary sections. */
+export interface MemoryDocumentChange {
+  readonly facts: readonly StoredMemoryFact[];
+  readonly summaries: MemorySummaries;
+}
+
+/**
+ * Changes a user's memory by compare-and-set and returns it as written: `change` is re-run on a
+ * fresh read whenever the updater or another request wrote in between, so neither loses the
+ * other's facts. The thread watermarks are kept, so cleared or replaced memory is not refilled
+ * from turns already processed. With `replaceMalformed` (clear, import) a malformed record reads
+ * as empty and is overwritten; otherwise it throws `memory_record_malformed`.
+ */
+export async function changeMemoryDocument(
+  versioned: VersionedKeyValue,
+  userId: string,
+  now: string,
+  change: (current: MemoryDocument) => MemoryDocumentChange,
+  options: { readonly replaceMalformed?: boolean } = {},
+): Promise<MemoryDocument> {
+  const written = await updateVersioned(versioned, memoryKey(userId), (text) => {
+    const { record, malformed } = parseRecord(parseStoredJson(text));
+    if (malformed && !options.replaceMalformed) throw malformedRecordError(userId);
+    const next = change(documentOf(record));
+    const result: MemoryRecord = {
+      version: 1,
+      facts: [...next.facts],
+      watermarks: record.watermarks,
+      ...(Object.keys(next.summaries).length === 0 ? {} : { summaries: next.summaries }),
+      updatedAt: now,
+    };
+    return { value: JSON.stringify(result), result };
+  });
+  return documentOf(written!);
 }
 
 /** A user's remembered facts, straight from storage (a malformed record reads as none). */
@@ -108,7 +177,8 @@ export async function recallMemoryFacts(storage: KeyValue, userId: string): Prom
   return (await readRecord(storage, userId)).record.facts;
 }
 
-function factKey(content: string): string {
+/** The text facts are compared by (case, spacing, final punctuation aside): two facts with one key are one fact. */
+export function memoryFactKey(content: string): string {
   return content
     .normalize("NFKC")
     .toLowerCase()
@@ -144,14 +214,14 @@ export function mergeFacts(
   options: MergeOptions,
 ): StoredMemoryFact[] {
   const byKey = new Map<string, StoredMemoryFact>();
-  for (const fact of existing) byKey.set(factKey(fact.content), fact);
+  for (const fact of existing) byKey.set(memoryFactKey(fact.content), fact);
   for (const candidate of candidates) {
     const content = typeof candidate?.content === "string" ? candidate.content.trim() : "";
     if (content === "" || content.length > MAX_FACT_CHARS) continue;
     const confidence = clampConfidence(candidate.confidence);
     if (confidence < options.confidenceThreshold) continue;
     const category = isCategory(candidate.category) ? candidate.category : "context";
-    const key = factKey(content);
+    const key = memoryFactKey(content);
     const previous = byKey.get(key);
     byKey.set(
       key,
@@ -168,15 +238,24 @@ export function mergeFacts(
           },
     );
   }
-  const facts = [...byKey.values()];
-  if (facts.length <= options.maxFacts) return facts;
+  return capFacts([...byKey.values()], options.maxFacts);
+}
+
+/**
+ * At most `maxFacts` of `facts`: beyond it the least confident, then least recently confirmed, go;
+ * the rest keep their order. The one capacity rule of extraction and of facts added by hand.
+ */
+export function capFacts(facts: readonly StoredMemoryFact[], maxFacts: number): StoredMemoryFact[] {
+  if (facts.length <= maxFacts) return [...facts];
   const kept = new Set(
     [...facts]
       .sort((a, b) => b.confidence - a.confidence || b.lastConfirmedAt.localeCompare(a.lastConfirmedAt))
-      .slice(0, options.maxFacts),
+      .slice(0, maxFacts),
   );
   return facts.filter((fact) => kept.has(fact));
 }
+
+
 
 /** Whole tokens of `text` by the library's heuristic (core/tokens.ts), rounded down: a budget is never overfilled. */
 export function estimateTokens(text: string): number {
@@ -189,8 +268,11 @@ function escapeText(text: string): string {
   return text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");
 }
 
-export function formatFactLine(fact: MemoryFact): string {
-  return `- [${fact.category} | ${clampConfidence(fact.confidence).toFixed(2)}] ${escapeText(fact.content.trim())}`;
+/** What a fact line shows: an extracted candidate or a stored fact (whose category may be a user's label). */
+export type FormattableFact = Pick<StoredMemoryFact, "content" | "category" | "confidence">;
+
+export function formatFactLine(fact: FormattableFact): string {
+  return `- [${escapeText(fact.category)} | ${clampConfidence(fact.confidence).toFixed(2)}] ${escapeText(fact.content.trim())}`;
 }
 
 /**
@@ -198,7 +280,7 @@ export function formatFactLine(fact: MemoryFact): string {
  * confident first and stop at the first one over budget, so a shorter, less confident fact never
  * slips ahead of a skipped one.
  */
-export function formatMemoryForInjection(facts: readonly MemoryFact[], maxTokens: number): string {
+export function formatMemoryForInjection(facts: readonly FormattableFact[], maxTokens: number): string {
   const header = "Facts:";
   let used = estimateTokens(header);
   const lines: string[] = [];
@@ -343,12 +425,7 @@ export function createMemoryStore(storage: KeyValue, clock: Clock, options: Memo
 
   const keyOf = (update: { userId: string; threadId: string }) => JSON.stringify([update.userId, update.threadId]);
 
-  const malformedError = (userId: string) =>
-    new MemoryStoreError(
-      "memory_record_malformed",
-      `The memory record at "${memoryKey(userId)}" is not a deerflow-edge memory record, so it was left untouched; ` +
-        "fix or delete it, and new memories are saved again.",
-    );
+  const malformedError = malformedRecordError;
 
   async function apply(update: MemoryUpdate): Promise<void> {
     const key = memoryKey(update.userId);
@@ -391,7 +468,8 @@ export function createMemoryStore(storage: KeyValue, clock: Clock, options: Memo
         const threads = Object.keys(watermarks);
         for (const thread of threads.slice(0, Math.max(0, threads.length - MAX_THREAD_WATERMARKS))) delete watermarks[thread];
       }
-      return { value: JSON.stringify({ version: 1, facts, watermarks, updatedAt: now }), result: undefined };
+      const summaries = current.record.summaries;
+      return { value: JSON.stringify({ version: 1, facts, watermarks, ...(summaries ? { summaries } : {}), updatedAt: now }), result: undefined };
     });
   }
 

@@ -12,8 +12,13 @@ export interface MemoryFact {
   readonly confidence: number;
 }
 
-/** A fact as stored: identity and timestamps added by the store. */
-export interface StoredMemoryFact extends MemoryFact {
+/**
+ * A fact as stored: identity and timestamps added by the store. Its category is one of the
+ * extractors' own, or a user's label: DeerFlow's UI (and upstream's API) take free text for a fact
+ * added or edited by hand.
+ */
+export interface StoredMemoryFact extends Omit<MemoryFact, "category"> {
+  readonly category: string;
   readonly id: string;
   /** ISO 8601. */
   readonly createdAt: string;
@@ -21,6 +26,15 @@ export interface StoredMemoryFact extends MemoryFact {
   readonly lastConfirmedAt: string;
   readonly sourceThreadId?: string;
 }
+
+/** One summary section of a memory document (upstream's `user.workContext` ...), kept as imported. */
+export interface MemorySummary {
+  readonly summary: string;
+  readonly updatedAt: string;
+}
+
+/** Summary sections by group and name (`user` -> `workContext` -> ...): kept and shown, never injected. */
+export type MemorySummaries = Readonly<Record<string, Readonly<Record<string, MemorySummary>>>>;
 
 /** One turn of a conversation as memory sees it: the user's own words or a final answer. */
 export interface MemoryMessage {

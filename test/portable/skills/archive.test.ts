@@ -1,92 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { readSkillArchive } from "../../../src/skills/archive.ts";
+import { zip } from "../../fixtures/skill-zip.ts";
 
 /*
- * Skill archives built here byte by byte (stored and deflated entries, unix modes), so each bad
- * entry the reader must refuse is exactly the one under test. Web APIs only: Node, Deno and Bun.
+ * Skill archives built byte by byte (test/fixtures/skill-zip.ts), so each bad entry the reader must
+ * refuse is exactly the one under test. Web APIs only: Node, Deno and Bun.
  */
-
-interface Entry {
-  readonly name: string;
-  readonly data?: string | Uint8Array;
-  /** Unix mode bits stored in the external attributes (0o120777: a symlink). */
-  readonly mode?: number;
-  readonly deflate?: boolean;
-  /** Lie about the unpacked size in the directory. */
-  readonly claimedSize?: number;
-}
-
-function crc32(data: Uint8Array): number {
-  let crc = 0xffffffff;
-  for (const byte of data) {
-    crc ^= byte;
-    for (let k = 0; k < 8; k++) crc = crc & 1 ? 0xedb88320 ^ (crc >>> 1) : crc >>> 1;
-  }
-  return (crc ^ 0xffffffff) >>> 0;
-}
-
-async function deflateRaw(data: Uint8Array): Promise<Uint8Array> {
-  const stream = new Blob([data as Uint8Array<ArrayBuffer>]).stream().pipeThrough(new CompressionStream("deflate-raw"));
-  return new Uint8Array(await new Response(stream).arrayBuffer());
-}
-
-async function zip(entries: readonly Entry[]): Promise<Uint8Array> {
-  const enc = new TextEncoder();
-  const locals: Uint8Array[] = [];
-  const centrals: Uint8Array[] = [];
-  let offset = 0;
-  for (const entry of entries) {
-    const name = enc.encode(entry.name);
-    const raw = typeof entry.data === "string" ? enc.encode(entry.data) : (entry.data ?? new Uint8Array());
-    const packed = entry.deflate ? await deflateRaw(raw) : raw;
-    const method = entry.deflate ? 8 : 0;
-    const local = new Uint8Array(30 + name.length + packed.length);
-    const lv = new DataView(local.buffer);
-    lv.setUint32(0, 0x04034b50, true);
-    lv.setUint16(4, 20, true);
-    lv.setUint16(6, 0x800, true);
-    lv.setUint16(8, method, true);
-    lv.setUint32(14, crc32(raw), true);
-    lv.setUint32(18, packed.length, true);
-    lv.setUint32(22, raw.length, true);
-    lv.setUint16(26, name.length, true);
-    local.set(name, 30);
-    local.set(packed, 30 + name.length);
-    const central = new Uint8Array(46 + name.length);
-    const cv = new DataView(central.buffer);
-    cv.setUint32(0, 0x02014b50, true);
-    cv.setUint16(4, (3 << 8) | 20, true);
-    cv.setUint16(6, 20, true);
-    cv.setUint16(8, 0x800, true);
-    cv.setUint16(10, method, true);
-    cv.setUint32(16, crc32(raw), true);
-    cv.setUint32(20, packed.length, true);
-    cv.setUint32(24, entry.claimedSize ?? raw.length, true);
-    cv.setUint16(28, name.length, true);
-    const mode = entry.mode ?? (entry.name.endsWith("/") ? 0o040755 : 0o100644);
-    cv.setUint32(38, (mode << 16) >>> 0, true);
-    cv.setUint32(42, offset, true);
-    central.set(name, 46);
-    locals.push(local);
-    centrals.push(central);
-    offset += local.length;
-  }
-  const cdSize = centrals.reduce((n, c) => n + c.length, 0);
-  const eocd = new Uint8Array(22);
-  const ev = new DataView(eocd.buffer);
-  ev.setUint32(0, 0x06054b50, true);
-  ev.setUint16(8, entries.length, true);
-  ev.setUint16(10, entries.length, true);
-  ev.setUint32(12, cdSize, true);
-  ev.setUint32(16, offset, true);
-  const out = new Uint8Array(offset + cdSize + 22);
-  let at = 0;
-  for (const part of [...locals, ...centrals, eocd]) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
-}
 
 const SKILL_MD = "---\nname: pdf-tools\ndescription: Work with PDF files.\n---\n# PDF tools\n";
 const LIMITS = { maxEntries: 50, maxBytes: 64 * 1024 };
