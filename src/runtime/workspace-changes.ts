@@ -1,16 +1,17 @@
 import { bytesToHex, sha256Bytes } from "../core/hex.ts";
 import { VIRTUAL_DIRS } from "../core/path.ts";
 import { isToolResultArtifact } from "../middlewares/tool-output/index.ts";
-import type { Sandbox, SandboxProvider, SandboxScope } from "../ports/sandbox.ts";
+import type { DirEntry, Sandbox, SandboxProvider, SandboxScope } from "../ports/sandbox.ts";
 import { SandboxError } from "../ports/sandbox.ts";
 
 /*
  * What a run did to its thread's workspace and outputs folders, in the shape DeerFlow's UI reads
  * (frontend/src/core/workspace-changes/types.ts): a snapshot of both folders before the run and
  * after it, compared. The sandbox port lists paths and sizes but no modification times, so a
- * listing alone cannot see a same-size rewrite: files up to MAX_FILE_BYTES_FOR_DIFF are read and
- * hashed (their text kept for the diff), larger ones compared by size only. At most
- * MAX_SCANNED_FILES files are looked at; past that the result says it was truncated.
+ * listing alone cannot see a same-size rewrite: files up to 256 KiB are read and
+ * hashed (their text kept for the diff), larger ones, and any past 32 MiB read in one snapshot,
+ * compared by size only. At most 2000 files are looked at; past that the result says it was
+ * truncated. Excluded folders are never walked into.
  * Excluded: externalised tool results (isToolResultArtifact, the Tool output budget's one rule)
  * and folders that are tooling, not deliverables (.git, node_modules ...), as upstream's scanner.
  */
@@ -23,6 +24,8 @@ export const WORKSPACE_CHANGE_LIMITS = Object.freeze({
   max_scanned_files: 2000,
   max_file_bytes_for_diff: 256 * 1024,
   max_total_diff_bytes: 1024 * 1024,
+  /** What one snapshot reads at most; files past it are compared by size. */
+  max_hashed_bytes: 32 * 1024 * 1024,
 });
 
 const ROOTS = [
@@ -149,32 +152,48 @@ function textOf(bytes: Uint8Array): string | null {
   }
 }
 
-/** Both folders of a sandbox, listed, with small files read and hashed. */
+/** How deep a walk goes: a link to a parent folder would otherwise be walked forever. */
+const MAX_WALK_DEPTH = 32;
+
+/** A folder's files, depth first, never entering an excluded folder; false when it stopped early (past `room` files, or too deep). */
+async function walkFiles(sandbox: Sandbox, dir: string, room: number, toolResultsDirname: string | undefined, out: DirEntry[], depth = 0): Promise<boolean> {
+  if (depth > MAX_WALK_DEPTH) return false;
+  for (const entry of await sandbox.list(dir, { depth: 1 })) {
+    if (isExcluded(entry.path, toolResultsDirname)) continue;
+    if (entry.type === "directory") {
+      if (!(await walkFiles(sandbox, entry.path, room, toolResultsDirname, out, depth + 1))) return false;
+    } else {
+      if (out.length >= room) return false;
+      out.push(entry);
+    }
+  }
+  return true;
+}
+
+/** Both folders of a sandbox, listed, with small files read and hashed (within a byte budget). */
 export async function captureWorkspace(sandbox: Sandbox, options: { toolResultsDirname?: string } = {}): Promise<WorkspaceSnapshot> {
   const files = new Map<string, FileSnapshot>();
   let truncated = false;
+  let hashedBytes = 0;
   for (const root of ROOTS) {
-    let entries;
+    const entries: DirEntry[] = [];
     try {
-      entries = await sandbox.list(root.prefix, { depth: 64 });
+      const complete = await walkFiles(sandbox, root.prefix, WORKSPACE_CHANGE_LIMITS.max_scanned_files - files.size, options.toolResultsDirname, entries);
+      if (!complete) truncated = true;
     } catch (error) {
       if (error instanceof SandboxError && error.code === "not_found") continue;
       throw error;
     }
     for (const entry of entries) {
-      if (entry.type !== "file" || isExcluded(entry.path, options.toolResultsDirname)) continue;
-      if (files.size >= WORKSPACE_CHANGE_LIMITS.max_scanned_files) {
-        truncated = true;
-        break;
-      }
       const size = entry.size ?? 0;
       const sensitive = isSensitiveWorkspacePath(entry.path);
       let binary = BINARY_EXTENSIONS.has(extensionOf(entry.path));
       let sha256: string | null = null;
       let text: string | null = null;
-      if (size <= WORKSPACE_CHANGE_LIMITS.max_file_bytes_for_diff) {
+      if (size <= WORKSPACE_CHANGE_LIMITS.max_file_bytes_for_diff && hashedBytes + size <= WORKSPACE_CHANGE_LIMITS.max_hashed_bytes) {
         const bytes = await sandbox.readFileBytes(entry.path).catch(() => undefined);
         if (bytes === undefined) continue; // Gone between the listing and the read.
+        hashedBytes += bytes.length;
         sha256 = bytesToHex(await sha256Bytes(bytes));
         const decoded = binary ? null : textOf(bytes);
         if (decoded === null) binary = true;
@@ -182,6 +201,7 @@ export async function captureWorkspace(sandbox: Sandbox, options: { toolResultsD
       }
       files.set(entry.path, { root: root.name, size, sha256, binary, sensitive, text });
     }
+    if (truncated) break;
   }
   return { files, truncated };
 }

@@ -104,14 +104,15 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
   let status: RunStatus = "error";
   let error: RunErrorInfo | null = null;
   let preRun: CheckpointTuple | undefined;
-  let probeFinish: RunProbeFinish | undefined;
+  let probing: Promise<RunProbeFinish | undefined> | undefined;
   try {
     if ((await deps.acquire(run)) !== "claimed" || signal.aborted) return;
     run.started = true;
     await deps.setStatus(run, "running");
     await safely(deps, "thread status", () => deps.threads.update(threadId, { status: "busy" }));
     preRun = await readHead(deps.checkpointer, threadId);
-    if (deps.probe) probeFinish = await probeStep(deps, runId, "start", () => deps.probe!({ threadId, runId, user: run.user }));
+    // Measured while the agent is built; awaited before the graph can touch anything.
+    probing = deps.probe ? probeStep(deps, runId, "start", () => deps.probe!({ threadId, runId, user: run.user })) : undefined;
     const context = runContext(run.request);
     const agentName = requestedAgentName(context);
     const agent = await deps.agentFactory({
@@ -133,6 +134,7 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
       lifecycle = { info, taskStore: new ExtensionData(runId) };
       await notifyTaskStart(extensions.taskLifecycle, extensions.appStore, lifecycle.taskStore, info, notifyOptions(deps));
     }
+    await probing;
     await bridge.publish(runId, "metadata", { run_id: runId, thread_id: threadId, attempt: 1 });
     // Let the response that streams this run reach its socket before the graph takes the loop.
     await yieldToEventLoop();
@@ -176,6 +178,7 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
       status = rollback ? "error" : "interrupted";
       error = rollback ? ROLLED_BACK : null;
     }
+    const probeFinish = await probing;
     if (probeFinish && run.started && !run.lost) {
       const measured = await probeStep(deps, runId, "finish", probeFinish);
       if (measured) await deps.journal?.record(threadId, runId, "custom", measured);
