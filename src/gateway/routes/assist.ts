@@ -37,9 +37,9 @@ export interface AssistRouteDeps extends Pick<GatewayDeps, "env" | "guard" | "ex
 
 const NOSTREAM_TAG = "langsmith:nostream";
 
-const SuggestionsBodySchema = v.object({
+const SuggestionsBodySchema = v.strictObject({
   messages: v.array(
-    v.object({
+    v.strictObject({
       role: v.pipe(v.string(), v.maxLength(32, "expected a role such as user or assistant")),
       content: v.string(),
     }),
@@ -55,7 +55,7 @@ const SuggestionsBodySchema = v.object({
   model_name: v.nullish(v.string()),
 });
 
-const InputPolishBodySchema = v.object({
+const InputPolishBodySchema = v.strictObject({
   text: v.string(),
   locale: v.nullish(v.pipe(v.string(), v.maxLength(64, "expected a locale such as en-US"))),
   thread_id: v.nullish(v.string()),
@@ -143,18 +143,19 @@ export function registerAssistRoutes(api: Hono<GatewayEnv>, deps: AssistRouteDep
   const observe = createSystemCallHook(deps.extensions, { onDiagnostic: deps.reportDiagnostic, clock: deps.clock });
 
   /**
-   * The model of one call: the section's model_name when the operator set one, else the caller's
-   * choice (which it must be allowed to use), else the deployment's default.
+   * The model of one call: the section's model_name when the operator set one (a system model,
+   * like the title model), else the caller's choice or the deployment's default, which the
+   * caller's role must be allowed to use.
    */
   const modelFor = async (c: Context<GatewayEnv>, configured: string | null, requested: string | null | undefined): Promise<{ name: string; model: BaseChatModel }> => {
     const name = configured ?? resolveModelName(config, requested ?? undefined);
-    if (configured === null && requested) {
+    if (configured === null) {
       const known = availableModelNames(config);
-      if (!known.includes(requested)) {
+      if (requested && !known.includes(requested)) {
         throw httpError(422, `Invalid request body: model_name: unknown model ${JSON.stringify(requested)}; use one of ${known.map((n) => JSON.stringify(n)).join(", ")}.`);
       }
-      if (!(await authorizer.mayUseModel(authenticatedUser(c), requested))) {
-        throw httpError(403, `Model '${requested}' is not available for your role; ask an administrator to grant it.`);
+      if (!(await authorizer.mayUseModel(authenticatedUser(c), name))) {
+        throw httpError(403, `Model '${name}' is not available for your role; ask an administrator to grant it.`);
       }
     }
     return { name, model: createChatModel(config, name, env) };
@@ -191,8 +192,8 @@ export function registerAssistRoutes(api: Hono<GatewayEnv>, deps: AssistRouteDep
 
   api.post("/input-polish", async (c) => {
     guard.permission(c, "runs:create");
-    const body = await parseJsonObjectBody(c, InputPolishBodySchema);
     if (!polish.enabled) throw httpError(404, "Input polishing is disabled: set input_polish.enabled: true in config.yaml to use it.");
+    const body = await parseJsonObjectBody(c, InputPolishBodySchema);
     // The thread id only labels the call; naming someone else's thread is still a 404.
     if (body.thread_id) await guard.thread(c, "threads:read", body.thread_id);
     const text = body.text.trim();

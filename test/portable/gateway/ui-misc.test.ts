@@ -179,6 +179,26 @@ describe("follow-up suggestions", () => {
     }
   });
 
+  it("uses only a model the caller's role may use (403 otherwise, with no model call)", async () => {
+    const seen: SeenCall[] = [];
+    const gateway = await miscGateway(
+      {
+        models: [{ name: "fast", use: "openai-compatible", model: "gpt-4o-mini" }],
+        authorization: { enabled: true, roles: { user: { models: { allow: ["fast"] } }, admin: {} } },
+      },
+      seen,
+    );
+    await threadOf(gateway, "t-authz");
+    const denied = await call(gateway, "POST", "/api/threads/t-authz/suggestions", withBody(user, { ...conversation, model_name: "demo" }));
+    expect(denied.status).toBe(403);
+    expect(denied.body.detail).toMatch(/^Model 'demo' is not available for your role/);
+    // The draft polisher takes no model from the caller.
+    const picked = await call(gateway, "POST", "/api/input-polish", withBody(user, { text: "hi", model_name: "demo" }));
+    expect(picked.status).toBe(422);
+    expect(picked.body.detail).toMatch(/model_name: unknown field/);
+    expect(seen).toEqual([]);
+  });
+
   it("answers an empty list when disabled or given no messages, without a model call", async () => {
     const seen: SeenCall[] = [];
     const disabled = await miscGateway({ suggestions: { enabled: false } }, seen);
