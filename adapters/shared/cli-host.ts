@@ -6,7 +6,7 @@ import type { CliHost, CliOutput } from "../../src/cli/host.ts";
 import type { ServeFetch } from "../../src/ports/http-server.ts";
 import type { ProcessRunner } from "../../src/ports/runtime-ports.ts";
 import type { SandboxWorkerPort } from "../../src/ports/sandbox-worker.ts";
-import { createExtensionManagerHost } from "./extension-manager-host.ts";
+import { createExtensionManagerHost, writeFileAtomic } from "./extension-manager-host.ts";
 import { createGatewayHost, type GatewayBits } from "./gateway-host.ts";
 import { createMcpStdioTransportFactory } from "./mcp-stdio.ts";
 
@@ -50,6 +50,7 @@ export function createCliHost(bits: RuntimeBits): CliHost {
     dirname,
     createExtensionManagerHost: () => createExtensionManagerHost({ onInterrupt: bits.onInterrupt }),
     readLine: readStdinLine,
+    writeFileAtomic,
     async readFile(path) {
       try {
         return await readFile(path, "utf8");

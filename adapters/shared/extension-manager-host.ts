@@ -28,6 +28,25 @@ export interface ExtensionManagerHostOptions {
 }
 
 const KILL_GRACE_MS = 3_000;
+
+/** Writes through a temporary file in the same folder and a rename, keeping an existing file's mode. */
+export async function writeFileAtomic(path: string, data: Uint8Array | string): Promise<void> {
+  const temporary = `${dirname(path)}/.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`;
+  let mode: number | undefined;
+  try {
+    mode = (await stat(path)).mode & 0o7777;
+  } catch (error) {
+    if (errnoCode(error) !== "ENOENT") throw error;
+  }
+  try {
+    await writeFile(temporary, data, { flag: "wx" });
+    if (mode !== undefined) await chmod(temporary, mode);
+    await rename(temporary, path);
+  } catch (error) {
+    await rm(temporary, { force: true });
+    throw error;
+  }
+}
 // A lock file that is still empty this long after it was created belongs to a process that died
 // between creating and writing it.
 const EMPTY_LOCK_STALE_MS = 5_000;
@@ -138,23 +157,7 @@ export function createExtensionManagerHost(options: ExtensionManagerHostOptions 
       }
     },
 
-    async writeFileAtomic(path, data) {
-      const temporary = `${dirname(path)}/.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`;
-      let mode: number | undefined;
-      try {
-        mode = (await stat(path)).mode & 0o7777;
-      } catch (error) {
-        if (errnoCode(error) !== "ENOENT") throw error;
-      }
-      try {
-        await writeFile(temporary, data, { flag: "wx" });
-        if (mode !== undefined) await chmod(temporary, mode);
-        await rename(temporary, path);
-      } catch (error) {
-        await rm(temporary, { force: true });
-        throw error;
-      }
-    },
+    writeFileAtomic,
 
     mkdir: async (path) => void (await mkdir(path, { recursive: true })),
     rename: (from, to) => rename(from, to),

@@ -37,6 +37,11 @@ export interface CliHost {
   readonly stderr: CliOutput;
   /** The file's text, or undefined when it does not exist. */
   readFile(path: string): Promise<string | undefined>;
+  /**
+   * Replaces a file's text atomically (a temporary file in the same folder, then a rename), as the
+   * gateway writes extensions_config.json; absent where this entry has no writable file system.
+   */
+  writeFileAtomic?(path: string, text: string): Promise<void>;
   /** The configured storage; a skills folder, when given, is mounted read-only under `skills`. */
   createStorage(config: AppConfig["storage"], options?: { skillsDir?: string | undefined }): KeyValue;
   /**

@@ -1,4 +1,5 @@
 import { parseLeadConfigText, validateLeadConfig, type LeadConfig } from "../agents/app-config.ts";
+import { loadReplayRecordings } from "../config/load.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import type { CliHost } from "./host.ts";
 import { runCommand } from "./run.ts";
@@ -66,7 +67,10 @@ function parseArgs(argv: readonly string[]): ParsedArgs {
   return { command: positionals.shift(), positionals, flags };
 }
 
-/** --config FILE, else $DEER_FLOW_CONFIG, else ./config.yaml when present, else the embedded defaults. */
+/**
+ * --config FILE, else $DEER_FLOW_CONFIG, else ./config.yaml when present, else the embedded
+ * defaults. The fixtures of replay models are read here too, relative to the config's folder.
+ */
 export async function loadCliConfig(host: CliHost, explicit: string | undefined): Promise<{ config: LeadConfig; source: string; dir: string }> {
   const named = explicit ?? host.env.get("DEER_FLOW_CONFIG");
   if (named) {
@@ -74,10 +78,15 @@ export async function loadCliConfig(host: CliHost, explicit: string | undefined)
     if (text === undefined) {
       throw new DeerflowError("config_not_found", `Config file ${named} does not exist; create it or leave out --config to use the embedded defaults.`);
     }
-    return { config: parseLeadConfigText(text, named), source: `config ${named}`, dir: host.dirname(named) };
+    const dir = host.dirname(named);
+    const config = await loadReplayRecordings(parseLeadConfigText(text, named), { readText: (path) => host.readFile(path), baseDir: dir }, named);
+    return { config, source: `config ${named}`, dir };
   }
   const local = await host.readFile("config.yaml");
-  if (local !== undefined) return { config: parseLeadConfigText(local, "config.yaml"), source: "config config.yaml", dir: "." };
+  if (local !== undefined) {
+    const config = await loadReplayRecordings(parseLeadConfigText(local, "config.yaml"), { readText: (path) => host.readFile(path), baseDir: "." }, "config.yaml");
+    return { config, source: "config config.yaml", dir: "." };
+  }
   return { config: validateLeadConfig({}, "(embedded defaults)"), source: "embedded defaults", dir: "." };
 }
 

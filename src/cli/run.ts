@@ -14,7 +14,7 @@ import { DEFAULT_USER_ID } from "../engine/run-identity.ts";
 import { oneLine, textOf } from "../models/text.ts";
 import { KeyValueCheckpointSaver } from "../runtime/kv-checkpointer.ts";
 import type { CliHost, CliOutput } from "./host.ts";
-import { EXTENSIONS_CONFIG_FILE_NAME, loadMcpTools, parseMcpServersConfig, type McpToolset } from "../mcp/index.ts";
+import { EXTENSIONS_CONFIG_FILE_NAME, LiveMcpConfig } from "../mcp/index.ts";
 
 export interface RunCommandOptions {
   readonly prompt: string;
@@ -93,7 +93,7 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
   const unregister = host.onInterrupt(() => controller.abort(new DeerflowError("cancelled", "Cancelled by the user.")));
   const spinner = new Spinner(stdout);
   let memoryStore: { close(): Promise<boolean> } | undefined;
-  let mcp: McpToolset | undefined;
+  let mcp: LiveMcpConfig | undefined;
   let extensions: LoadedExtensions = EMPTY_EXTENSIONS;
   let lifecycle: { info: TaskInfo; taskStore: ExtensionData; notifyOptions: NotifyOptions } | undefined;
   let outcome: TaskOutcome = "failed";
@@ -102,7 +102,9 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
     // Extension middlewares are trusted operator code named in config; a bad entry stops here, before any run.
     const moduleLoader = host.createModuleLoader(options.configDir);
     const configuredMiddlewares = await loadConfiguredMiddlewares(options.config.extensions.middlewares, moduleLoader);
-    mcp = await loadMcpServers(host, options.configDir);
+    mcp = liveMcpConfig(host, options.configDir);
+    // A file that fails its schema stops here; an unreachable server is reported and left out.
+    const mcpTools = (await mcp.current()).tools;
     // A required plugin that fails stops here; an optional one is reported and left out.
     const loaded = await loadExtensions(options.config.plugins, moduleLoader, { onDiagnostic: reportDiagnostic });
     extensions = loaded.extensions;
@@ -111,7 +113,7 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
       onExtensionDiagnostic: reportDiagnostic,
       configuredMiddlewares,
       subagentsEnabled: options.subagentsEnabled === true,
-      extraTools: mcp?.tools ?? [],
+      extraTools: mcpTools,
       config: options.config,
       model: options.model,
       env: host.env,
@@ -121,8 +123,13 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
     memoryStore = assembly.memoryStore;
     const modelName = assembly.model.name;
     const isDemo = assembly.model.is_demo;
+    const label = isDemo
+      ? " (built-in demo model: a scripted offline session, no provider is called)"
+      : assembly.model.provider === "replay"
+        ? ` (replay model: plays the recorded session ${assembly.model.model}, no provider is called)`
+        : "";
     stdout.write(
-      `deerflow-edge · model ${modelName}${isDemo ? " (built-in demo model: a scripted offline session, no provider is called)" : ""}` +
+      `deerflow-edge · model ${modelName}${label}` +
         ` · thread ${threadId}${assembly.agent.tools.some((t) => t.name === "task") ? " · subagents on" : ""} · ${options.configSource}\n\n`,
     );
     stdout.write(`> ${options.prompt}\n\n`);
@@ -239,23 +246,19 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
 }
 
 /**
- * MCP servers from extensions_config.json beside the config (or $DEER_FLOW_EXTENSIONS_CONFIG_PATH).
- * A server that cannot be reached is reported and left out; the run goes on with the others.
+ * extensions_config.json beside the config (or $DEER_FLOW_EXTENSIONS_CONFIG_PATH), read and (where
+ * the host can) written through the host's files. A server that cannot be reached is reported and
+ * left out; the run goes on with the others.
  */
-export async function loadMcpServers(host: Pick<CliHost, "env" | "readFile" | "mcpStdio" | "stderr">, configDir: string): Promise<McpToolset | undefined> {
+export function liveMcpConfig(host: Pick<CliHost, "env" | "readFile" | "writeFileAtomic" | "mcpStdio" | "stderr">, configDir: string): LiveMcpConfig {
   const fileName = host.env.get("DEER_FLOW_EXTENSIONS_CONFIG_PATH") ?? `${configDir}/${EXTENSIONS_CONFIG_FILE_NAME}`;
-  const text = await host.readFile(fileName);
-  if (text === undefined) return undefined;
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (error) {
-    throw new DeerflowError("extensions_config_invalid", `${fileName}: not valid JSON (${errorMessage(error)}); fix the file or remove it.`);
-  }
-  const config = parseMcpServersConfig(json, { env: host.env, fileName });
-  const toolset = await loadMcpTools(config, host.mcpStdio ? { stdio: host.mcpStdio } : {});
-  for (const failure of toolset.failures) host.stderr.write(`warning: MCP server ${failure.server} left out: ${failure.message}\n`);
-  return toolset;
+  const write = host.writeFileAtomic?.bind(host);
+  return new LiveMcpConfig({
+    file: { fileName, read: () => host.readFile(fileName), ...(write ? { write: (text: string) => write(fileName, text) } : {}) },
+    env: host.env,
+    ...(host.mcpStdio ? { client: { stdio: host.mcpStdio } } : {}),
+    onFailure: (failure) => host.stderr.write(`warning: MCP server ${failure.server} left out: ${failure.message}\n`),
+  });
 }
 
 function oneLineError(error: unknown): string {

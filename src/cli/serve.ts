@@ -3,13 +3,13 @@ import type { LeadConfig } from "../agents/app-config.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import type { ExtensionDiagnostic } from "../extensions/diagnostics.ts";
 import { loadExtensions } from "../extensions/loader.ts";
-import { assertModelApiKeysSet } from "../models/factory.ts";
+import { assertModelApiKeysSet, assertReplayRecordingsLoaded, describeModel } from "../models/factory.ts";
 import { createGateway, type Gateway } from "../gateway/app.ts";
 import { parseGatewayConfig } from "../config/gateway.ts";
 import type { HttpServerHandle } from "../ports/http-server.ts";
-import type { McpToolset } from "../mcp/index.ts";
+import type { LiveMcpConfig } from "../mcp/index.ts";
 import type { CliHost, SharedStorage } from "./host.ts";
-import { loadMcpServers } from "./run.ts";
+import { liveMcpConfig } from "./run.ts";
 
 export interface ServeCommandOptions {
   readonly config: LeadConfig;
@@ -24,7 +24,7 @@ export interface ServeCommandOptions {
 }
 
 /** What assembling the gateway needs from the host: no terminal input, no server, no signals. */
-export type GatewayHost = Pick<CliHost, "env" | "clock" | "stderr" | "readFile" | "mcpStdio" | "createModuleLoader" | "createStorage" | "openSharedStorage" | "createSandboxProvider" | "createSkillsFolder" | "reclaimMemory">;
+export type GatewayHost = Pick<CliHost, "env" | "clock" | "stderr" | "readFile" | "writeFileAtomic" | "mcpStdio" | "createModuleLoader" | "createStorage" | "openSharedStorage" | "createSandboxProvider" | "createSkillsFolder" | "reclaimMemory">;
 
 export interface OpenGatewayOptions {
   readonly config: LeadConfig;
@@ -48,15 +48,18 @@ export interface OpenedGateway {
 export async function openGateway(host: GatewayHost, options: OpenGatewayOptions): Promise<OpenedGateway> {
   const { config } = options;
   const reportDiagnostic = (d: ExtensionDiagnostic) => host.stderr.write(`${d.level}: extension ${d.source}: ${d.message}\n`);
-  let mcp: McpToolset | undefined;
+  let mcp: LiveMcpConfig | undefined;
   let shared: SharedStorage | undefined;
   try {
     // A model that cannot authenticate would fail every request that uses it: refuse before
     // anything loads or any port opens.
     assertModelApiKeysSet(config, host.env);
+    assertReplayRecordingsLoaded(config);
     const moduleLoader = host.createModuleLoader(options.configDir);
     const configuredMiddlewares = await loadConfiguredMiddlewares(config.extensions.middlewares, moduleLoader);
-    mcp = await loadMcpServers(host, options.configDir);
+    mcp = liveMcpConfig(host, options.configDir);
+    // Loaded now so a file that fails its schema stops the start; later runs re-read it.
+    await mcp.current();
     const loaded = await loadExtensions(config.plugins, moduleLoader, { onDiagnostic: reportDiagnostic });
     const storageOptions = { skillsDir: config.skills?.path };
     if (config.storage.driver === "postgres" || config.storage.driver === "deno-kv") shared = await host.openSharedStorage?.(config.storage, storageOptions);
@@ -75,7 +78,7 @@ export async function openGateway(host: GatewayHost, options: OpenGatewayOptions
       sandbox: host.createSandboxProvider(config, storage),
       ...(config.skills?.path && host.createSkillsFolder ? { skillsFolder: host.createSkillsFolder(config.skills.path) } : {}),
       extensions: loaded.extensions,
-      extraTools: mcp?.tools ?? [],
+      mcpConfig: mcp,
       configuredMiddlewares,
       listening: { host: options.hostname },
       ...(host.reclaimMemory ? { runs: { reclaimMemory: host.reclaimMemory } } : {}),
@@ -101,6 +104,14 @@ export async function openGateway(host: GatewayHost, options: OpenGatewayOptions
     await mcp?.close().catch(() => {});
     throw error;
   }
+}
+
+/** What the start line says after a model's name: the demo and replay models are not providers. */
+function modelLabel(config: LeadConfig, name: string): string {
+  const provider = describeModel(name, config).provider;
+  if (provider === "demo") return " (built-in demo model)";
+  if (provider === "replay") return " (replay model: plays a recorded session, no provider is called)";
+  return "";
 }
 
 /**
@@ -129,7 +140,7 @@ export async function serveCommand(host: CliHost, options: ServeCommandOptions):
     const model = gateway.deps.config.default_model ?? (gateway.deps.config.models[0]?.name ?? "demo");
     const auth = gatewayConfig.auth.mode === "disabled" ? "auth off (loopback only)" : `auth ${gatewayConfig.auth.mode}`;
     host.stdout.write(
-      `deerflow-edge gateway · ${server.url} · ${auth} · model ${model}${model === "demo" ? " (built-in demo model)" : ""} · ${options.configSource}\n` +
+      `deerflow-edge gateway · ${server.url} · ${auth} · model ${model}${modelLabel(gateway.deps.config, model)} · ${options.configSource}\n` +
         `  LangGraph Platform API under ${server.url}/api (threads, runs, SSE streams)\n` +
         `  next: curl ${server.url}/api/ok   or point @langchain/langgraph-sdk's Client at apiUrl "${server.url}/api"\n` +
         `  stop with Ctrl-C\n`,

@@ -1,6 +1,24 @@
 export { ConfigError, formatIssueLine, type ConfigErrorCode, type ConfigIssue } from "./errors.ts";
 export { describeIssue, formatKeyPath } from "./issues.ts";
-export { availableModelNames, loadConfig, parseConfigText, readConfigText, validateConfig, type ConfigSchema, type LoadConfigOptions } from "./load.ts";
+export {
+  availableModelNames,
+  loadConfig,
+  loadReplayRecordings,
+  parseConfigText,
+  readConfigText,
+  resolveFixturePath,
+  validateConfig,
+  type ConfigSchema,
+  type LoadConfigOptions,
+  type ReplayFixtureSource,
+} from "./load.ts";
+export {
+  ReplayRecordingSchema,
+  parseReplayRecording,
+  type RecordedTurn,
+  type ReplayRecording,
+  type ReplayRecordingInput,
+} from "./replay-recording.ts";
 export {
   AgentConfigSchema,
   AppConfigSchema,

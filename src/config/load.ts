@@ -1,6 +1,7 @@
 import * as v from "valibot";
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import { ConfigError, type ConfigIssue } from "./errors.ts";
+import { parseReplayRecording } from "./replay-recording.ts";
 import { describeIssue, formatKeyPath } from "./issues.ts";
 import { AppConfigSchema, DEMO_MODEL_NAME, describeValue, type AppConfig } from "./schema.ts";
 
@@ -98,6 +99,17 @@ function checkCrossReferences(config: AppConfig): ConfigIssue[] {
         message: `duplicate model name "${model.name}" (already used by models[${earlier}]); model names must be unique`,
       });
     }
+    if (model.use === "replay" && model.fixture === undefined && model.recording === undefined) {
+      issues.push({
+        path: at("fixture"),
+        message: `required when use is "replay"; set it to the recorded session to play (a fixture file, relative to this config file)`,
+      });
+    }
+    for (const key of ["fixture", "recording"] as const) {
+      if (model.use !== "replay" && model[key] !== undefined) {
+        issues.push({ path: at(key), message: `only read when use is "replay"; remove it, or set use: replay` });
+      }
+    }
     if (model.use === "openai-compatible" && model.model === undefined) {
       issues.push({
         path: at("model"),
@@ -121,4 +133,42 @@ export function availableModelNames(config: Pick<AppConfig, "models">): string[]
   const names = config.models.map((model) => model.name);
   if (!names.includes(DEMO_MODEL_NAME)) names.push(DEMO_MODEL_NAME);
   return names;
+}
+
+export interface ReplayFixtureSource {
+  /** The file's text, or undefined when it does not exist (the runtime adapter's file read). */
+  readText(path: string): Promise<string | undefined>;
+  /** The config file's folder: a relative `fixture` path resolves against it. */
+  readonly baseDir: string;
+}
+
+/** `fixture` as a path from where the process runs: absolute paths as they are, others under the config's folder. */
+export function resolveFixturePath(fixture: string, baseDir: string): string {
+  if (/^([A-Za-z]:)?[\\/]/.test(fixture) || baseDir === "" || baseDir === ".") return fixture;
+  return `${baseDir.replace(/[\\/]+$/, "")}/${fixture}`;
+}
+
+/**
+ * Reads the fixture of every `use: replay` model that has no recording yet and returns the config
+ * with each recording filled in, so a bad or missing fixture stops the process at start. A config
+ * without replay models comes back as it is.
+ */
+export async function loadReplayRecordings<T extends AppConfig>(config: T, source: ReplayFixtureSource, configFileName: string): Promise<T> {
+  if (!config.models.some((model) => model.use === "replay" && model.recording === undefined && model.fixture !== undefined)) return config;
+  const models = await Promise.all(
+    config.models.map(async (model, index) => {
+      if (model.use !== "replay" || model.recording !== undefined || model.fixture === undefined) return model;
+      const path = resolveFixturePath(model.fixture, source.baseDir);
+      const content = await source.readText(path);
+      if (content === undefined) {
+        const issue: ConfigIssue = {
+          path: formatKeyPath([{ key: "models" }, { key: index }, { key: "fixture" }]),
+          message: `the replay fixture ${path} does not exist; fixture paths are relative to the config file's folder`,
+        };
+        throw new ConfigError("config_not_found", configFileName, [issue]);
+      }
+      return { ...model, recording: parseReplayRecording(content, path) };
+    }),
+  );
+  return { ...config, models };
 }

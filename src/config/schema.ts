@@ -2,6 +2,7 @@ import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import { isHttpUrl } from "../core/url.ts";
 import { isRecord } from "../core/guards.ts";
+import { ReplayRecordingSchema, type ReplayRecording, type ReplayRecordingInput } from "./replay-recording.ts";
 
 /** The built-in offline model; always available, whether or not config.yaml lists it. */
 export const DEMO_MODEL_NAME = "demo";
@@ -23,7 +24,7 @@ const HEADER_NAME_PATTERN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** Headers that carry credentials: a secret never lives in the config file. */
 const SECRET_HEADER_NAMES = new Set(["authorization", "proxy-authorization", "api-key", "x-api-key", "cookie"]);
 
-export const MODEL_PROVIDERS = ["openai-compatible", "demo"] as const;
+export const MODEL_PROVIDERS = ["openai-compatible", "demo", "replay"] as const;
 export type ModelProvider = (typeof MODEL_PROVIDERS)[number];
 
 /** How a YAML value is named in messages ("a list", "a mapping", "42", "\"gpt\""). */
@@ -114,6 +115,10 @@ export const ModelConfigSchema = mapping({
   supports_thinking: v.optional(v.boolean()),
   extra_headers: v.optional(v.record(headerName, v.string())),
   context_window: v.optional(positiveInteger),
+  /** use: replay only: the recorded session to play (upstream's fixture format), relative to the config file. */
+  fixture: v.optional(nonEmptyString),
+  /** use: replay only: the recording itself; filled from `fixture` when the config is loaded, or given inline. */
+  recording: v.optional(ReplayRecordingSchema),
 });
 
 export const SandboxConfigSchema = mapping({
@@ -216,14 +221,15 @@ export interface AppConfigInput {
 }
 type _AppConfigInputMatches = Assert<SameType<AppConfigInput, v.InferInput<typeof AppConfigSchema>>>;
 /** One `models:` entry as written (base_url and timeout_ms have defaults). */
-export interface ModelConfigInput extends Omit<ModelConfig, "base_url" | "timeout_ms"> {
+export interface ModelConfigInput extends Omit<ModelConfig, "base_url" | "timeout_ms" | "recording"> {
   base_url?: string;
   timeout_ms?: number;
+  recording?: ReplayRecordingInput;
 }
 type _ModelConfigInputMatches = Assert<SameType<ModelConfigInput, v.InferInput<typeof ModelConfigSchema>>>;
 export interface ModelConfig {
   name: string;
-  use: "demo" | "openai-compatible";
+  use: "demo" | "openai-compatible" | "replay";
   model?: string;
   base_url: string;
   api_key_env?: string;
@@ -236,6 +242,8 @@ export interface ModelConfig {
   supports_thinking?: boolean;
   extra_headers?: Record<string, string>;
   context_window?: number;
+  fixture?: string;
+  recording?: ReplayRecording;
 }
 type _ModelConfigMatches = Assert<SameType<ModelConfig, v.InferOutput<typeof ModelConfigSchema>>>;
 export interface SandboxConfig {

@@ -50,6 +50,8 @@ import { registerFeatureRoutes } from "./routes/features.ts";
 import { registerSkillRoutes } from "./routes/skills.ts";
 import type { DeploymentFiles } from "../ports/deployment-files.ts";
 import { registerMemoryRoutes } from "./routes/memory.ts";
+import { registerMcpRoutes } from "./routes/mcp.ts";
+import { LiveMcpConfig } from "../mcp/live-config.ts";
 import {
   type AgentFactory,
   type GatewayEnv,
@@ -116,8 +118,13 @@ export interface GatewayOptions {
   readonly listening?: { readonly host: string };
   /** A custom AuthorizationProvider object, used instead of the configured one. */
   readonly authorizationProvider?: AuthorizationProvider;
-  /** More tools for every lead agent (MCP servers' tools, an embedder's own). */
+  /** More tools for every lead agent (an embedder's own). */
   readonly extraTools?: readonly AgentTool[];
+  /**
+   * extensions_config.json: served and written by /api/mcp/config, and its MCP servers' tools given
+   * to every run as the file is then. Default: no file (no MCP tools; writes refused).
+   */
+  readonly mcpConfig?: LiveMcpConfig;
   /** Middlewares named in config (`extensions.middlewares`), already loaded. */
   readonly configuredMiddlewares?: readonly AgentMiddleware[];
   /** Told of every extension diagnostic as it happens (they are also kept in `diagnostics`). */
@@ -213,6 +220,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   const threads = options.threads ?? new KeyValueThreadStore({ storage, clock, versioned });
   const guard = createRouteGuard(threads);
   const customAgents = new CustomAgentStore({ storage, versioned, clock });
+  const mcpConfig = options.mcpConfig ?? new LiveMcpConfig({ file: { fileName: "extensions_config.json", read: async () => undefined }, readOnlyReason: "this gateway was started without one" });
   const ownSandbox = options.sandbox === undefined;
   const sandbox = options.sandbox ?? createVirtualSandboxProvider({ storage, versioned, defaultTimeoutMs: config.sandbox.command_timeout_ms });
   const defaultFactory: LeadAgentFactory | undefined = options.agentFactory
@@ -224,6 +232,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
         services: { clock, storage, versioned, sandbox, env, baseDir: config.storage.base },
         onDiagnostic: reportDiagnostic,
         customAgents,
+        liveTools: () => mcpConfig.current(),
         ...leadAgentExtras({ ...options, extensions }),
       });
   const agentFactory: AgentFactory = options.agentFactory ?? defaultFactory!;
@@ -358,6 +367,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   registerAssistRoutes(api, { ...deps, authorizer });
   registerSkillRoutes(api, { storage, versioned, config, guard, sandbox, ...(options.skillsFolder ? { skillsFolder: options.skillsFolder } : {}) });
   registerMemoryRoutes(api, { versioned, clock, config });
+  registerMcpRoutes(api, { guard, mcp: mcpConfig, env });
   const registerExtraRoutes =
     options.registerExtraRoutes ??
     (async (routes: Hono<GatewayEnv>, gatewayDeps: GatewayDeps): Promise<GatewayRunHooks> => {

@@ -1,26 +1,11 @@
 // The built-in demo model: a scripted, deterministic chat model (write notes, run bash, read them
 // back, answer) for trying the harness without a provider; one cohesive thing.
 import { estimateTokens } from "../core/tokens.ts";
-import { yieldToEventLoop } from "../core/yield.ts";
-import type { CallbackManagerForLLMRun } from "@langchain/core/callbacks/manager";
-import type { BaseLanguageModelInput } from "@langchain/core/language_models/base";
-import {
-  BaseChatModel,
-  type BaseChatModelCallOptions,
-  type BaseChatModelParams,
-  type BindToolsInput,
-} from "@langchain/core/language_models/chat_models";
-import {
-  AIMessage,
-  AIMessageChunk,
-  type BaseMessage,
-  type ToolCall,
-  type UsageMetadata,
-} from "@langchain/core/messages";
-import { ChatGenerationChunk, type ChatResult } from "@langchain/core/outputs";
-import type { Runnable } from "@langchain/core/runnables";
+import type { BindToolsInput } from "@langchain/core/language_models/chat_models";
+import type { AIMessage, BaseMessage, ToolCall } from "@langchain/core/messages";
 import { DEMO_MODEL_NAME } from "../config/schema.ts";
-import { oneLine, textOf } from "./text.ts";
+import { isUserTurn, oneLine, textOf, userInputOf } from "./text.ts";
+import { ScriptedChatModel, stableHash, type ScriptedChatModelCallOptions, type ScriptedChatModelFields, type ScriptedTurn } from "./scripted.ts";
 import { toOpenAITool, type OpenAIFunctionTool } from "./tools.ts";
 
 /** Set on every AIMessage of the demo model, so a UI or the CLI can label it. */
@@ -29,25 +14,10 @@ export const DEMO_WORKSPACE = "/mnt/user-data/workspace";
 export const DEMO_NOTES_PATH = `${DEMO_WORKSPACE}/notes.md`;
 export const DEMO_INSPECT_COMMAND = `wc -w ${DEMO_NOTES_PATH} && ls ${DEMO_WORKSPACE}`;
 
-export interface DemoChatModelFields extends BaseChatModelParams {
-  /** Pause between streamed words, for a demo that looks like a live model. Default 0. */
-  tokenDelayMs?: number;
-}
-
-export interface DemoChatModelCallOptions extends BaseChatModelCallOptions {
-  tools?: (OpenAIFunctionTool | BindToolsInput)[];
-}
+export type DemoChatModelFields = ScriptedChatModelFields;
+export type DemoChatModelCallOptions = ScriptedChatModelCallOptions;
 
 type Step = "write" | "bash" | "read";
-
-interface DemoTurn {
-  id: string;
-  /** Text said before the tool calls, or the final answer. */
-  content: string;
-  toolCalls: ToolCall[];
-  finishReason: "stop" | "tool_calls";
-  usage: UsageMetadata;
-}
 
 interface ToolOutcome {
   name: string;
@@ -66,36 +36,6 @@ const STOPWORDS = new Set(
     "research list recommend draft"
   ).split(" "),
 );
-
-/** Middleware-injected human messages (reminders, data blocks) are not the user's turn. */
-function isUserTurn(message: BaseMessage): boolean {
-  if (message.type !== "human") return false;
-  const kwargs = message.additional_kwargs ?? {};
-  return kwargs.hide_from_ui !== true && kwargs.deerflow_content_kind === undefined;
-}
-
-/** A small, stable string hash (cyrb53), so equal inputs give equal ids on every runtime. */
-/**
- * The user's own words: the lead chain hands the model the latest input inside a
- * `--- BEGIN USER INPUT ---` guard, which a real model reads past, and so does the demo.
- */
-function userInputOf(text: string): string {
-  const guarded = /--- BEGIN USER INPUT ---\n([\s\S]*)\n--- END USER INPUT ---/.exec(text);
-  return (guarded ? guarded[1]! : text).trim();
-}
-
-function hash(text: string): string {
-  let h1 = 0xdeadbeef;
-  let h2 = 0x41c6ce57;
-  for (let i = 0; i < text.length; i++) {
-    const ch = text.charCodeAt(i);
-    h1 = Math.imul(h1 ^ ch, 2654435761);
-    h2 = Math.imul(h2 ^ ch, 1597334677);
-  }
-  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
-  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
-  return (h2 >>> 0).toString(16).padStart(8, "0") + (h1 >>> 0).toString(16).padStart(8, "0");
-}
 
 function titleOf(task: string): string {
   const firstLine = task.split(/\r?\n/).find((line) => line.trim() !== "")?.trim() ?? "";
@@ -165,119 +105,21 @@ const DEMO_FOOTER =
  * them, and then reports what the tools actually returned. Each step is chosen from the
  * conversation: its own tool rounds since the user's last message and the tools that are bound.
  */
-export class DemoChatModel extends BaseChatModel<DemoChatModelCallOptions, AIMessageChunk> {
-  readonly tokenDelayMs: number;
+export class DemoChatModel extends ScriptedChatModel {
+  protected readonly marker: string = DEMO_MODEL_MARKER;
+  protected readonly reportedModelName: string = DEMO_MODEL_NAME;
 
   static override lc_name(): string {
     return "DemoChatModel";
-  }
-
-  constructor(fields: DemoChatModelFields = {}) {
-    const { tokenDelayMs, ...base } = fields;
-    super(base);
-    this.tokenDelayMs = tokenDelayMs ?? 0;
   }
 
   _llmType(): string {
     return DEMO_MODEL_NAME;
   }
 
-  override bindTools(
-    tools: (BindToolsInput | OpenAIFunctionTool)[],
-    kwargs?: Partial<DemoChatModelCallOptions>,
-  ): Runnable<BaseLanguageModelInput, AIMessageChunk, DemoChatModelCallOptions> {
-    return this.withConfig({ tools: tools.map(toOpenAITool), ...kwargs });
+  protected planTurn(messages: BaseMessage[], options: this["ParsedCallOptions"]): ScriptedTurn {
+    return planTurn(messages, options.tools ?? []);
   }
-
-  async _generate(messages: BaseMessage[], options: this["ParsedCallOptions"]): Promise<ChatResult> {
-    options.signal?.throwIfAborted();
-    const turn = planTurn(messages, options.tools ?? []);
-    const message = new AIMessage({
-      id: turn.id,
-      content: turn.content,
-      tool_calls: turn.toolCalls,
-      additional_kwargs: { [DEMO_MODEL_MARKER]: true },
-      response_metadata: { model_name: DEMO_MODEL_NAME, finish_reason: turn.finishReason },
-      usage_metadata: turn.usage,
-    });
-    return {
-      generations: [{ text: turn.content, message, generationInfo: { finish_reason: turn.finishReason } }],
-      llmOutput: {
-        tokenUsage: {
-          promptTokens: turn.usage.input_tokens,
-          completionTokens: turn.usage.output_tokens,
-          totalTokens: turn.usage.total_tokens,
-        },
-      },
-    };
-  }
-
-  override async *_streamResponseChunks(
-    messages: BaseMessage[],
-    options: this["ParsedCallOptions"],
-    runManager?: CallbackManagerForLLMRun,
-  ): AsyncGenerator<ChatGenerationChunk> {
-    const turn = planTurn(messages, options.tools ?? []);
-    const chunkOf = (fields: Partial<ConstructorParameters<typeof AIMessageChunk>[0] & object>): ChatGenerationChunk => {
-      const message = new AIMessageChunk({
-        id: turn.id,
-        content: "",
-        additional_kwargs: { [DEMO_MODEL_MARKER]: true },
-        ...fields,
-      });
-      return new ChatGenerationChunk({ message, text: typeof message.content === "string" ? message.content : "" });
-    };
-    const emit = async (chunk: ChatGenerationChunk): Promise<void> => {
-      await runManager?.handleLLMNewToken(chunk.text, { prompt: 0, completion: 0 }, undefined, undefined, undefined, {
-        chunk,
-      });
-    };
-    let index = 0;
-    for (const word of turn.content.match(/\S+\s*/g) ?? []) {
-      options.signal?.throwIfAborted();
-      if (this.tokenDelayMs > 0) await sleep(this.tokenDelayMs, options.signal);
-      else if (index++ % 8 === 0) await yieldToEventLoop();
-      const chunk = chunkOf({ content: word });
-      yield chunk;
-      await emit(chunk);
-    }
-    options.signal?.throwIfAborted();
-    if (turn.toolCalls.length > 0) {
-      const chunk = chunkOf({
-        tool_call_chunks: turn.toolCalls.map((call, index) => ({
-          type: "tool_call_chunk" as const,
-          index,
-          ...(call.id === undefined ? {} : { id: call.id }),
-          name: call.name,
-          args: JSON.stringify(call.args),
-        })),
-      });
-      yield chunk;
-      await emit(chunk);
-    }
-    // model_name and finish_reason go on one chunk only: string metadata concatenates on merge.
-    const last = chunkOf({
-      response_metadata: { model_name: DEMO_MODEL_NAME, finish_reason: turn.finishReason },
-      usage_metadata: turn.usage,
-    });
-    last.generationInfo = { finish_reason: turn.finishReason };
-    yield last;
-    await emit(last);
-  }
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 function toolIndex(tools: readonly (OpenAIFunctionTool | BindToolsInput)[]): Map<string, OpenAIFunctionTool> {
@@ -321,7 +163,7 @@ function argsFor(tool: OpenAIFunctionTool, description: string, args: Record<str
   return declares ? { description, ...args } : args;
 }
 
-function planTurn(messages: readonly BaseMessage[], tools: readonly (OpenAIFunctionTool | BindToolsInput)[]): DemoTurn {
+function planTurn(messages: readonly BaseMessage[], tools: readonly (OpenAIFunctionTool | BindToolsInput)[]): ScriptedTurn {
   const bound = toolIndex(tools);
   const userIndex = messages.findLastIndex(isUserTurn);
   const task = userInputOf(userIndex >= 0 ? textOf(messages[userIndex]!.content) : "");
@@ -354,7 +196,7 @@ function planTurn(messages: readonly BaseMessage[], tools: readonly (OpenAIFunct
   if (bound.has("bash")) steps.push("bash");
   else if (bound.has("read_file")) steps.push("read");
 
-  const seed = hash(
+  const seed = stableHash(
     messages
       .map((m) => {
         const calls = m.type === "ai" ? JSON.stringify((m as AIMessage).tool_calls ?? []) : "";

@@ -12,6 +12,10 @@ export type ModelErrorCode =
   | "unknown_model"
   | "missing_api_key"
   | "invalid_tool_definition"
+  /** A replay model was asked something its recording does not hold. */
+  | "replay_miss"
+  /** A replay model's fixture was never read (the config did not go through loadReplayRecordings). */
+  | "replay_not_loaded"
   | (string & {});
 
 export interface ModelErrorFields {

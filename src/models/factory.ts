@@ -3,6 +3,7 @@ import { availableModelNames } from "../config/load.ts";
 import { DEMO_MODEL_NAME, type AppConfig, type ModelConfig, type ModelProvider } from "../config/schema.ts";
 import type { Env } from "../ports/runtime-ports.ts";
 import { DemoChatModel } from "./demo.ts";
+import { ReplayChatModel } from "./replay.ts";
 import { ModelError } from "./errors.ts";
 import { ChatOpenAICompatible, type FetchLike } from "./openai-compatible/index.ts";
 
@@ -16,7 +17,7 @@ export interface CreateChatModelOptions {
 export interface ModelDescription {
   name: string;
   provider: ModelProvider;
-  /** The provider's model id; "demo" for the demo model. */
+  /** The provider's model id; "demo" for the demo model, "replay:<scenario>" for a replay model. */
   model: string;
   is_demo: boolean;
   display_name?: string;
@@ -48,6 +49,7 @@ export function createChatModel(
   const resolved = resolveModelName(config, name);
   const entry = findModel(config, resolved)!;
   if (entry.use === "demo") return new DemoChatModel();
+  if (entry.use === "replay") return createReplayModel(entry);
 
   if (entry.model === undefined) {
     throw new ModelError(
@@ -73,6 +75,22 @@ export function createChatModel(
     ...(entry.extra_headers === undefined ? {} : { extraHeaders: entry.extra_headers }),
     ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
   });
+}
+
+function createReplayModel(entry: ModelConfig): ReplayChatModel {
+  if (entry.recording === undefined) {
+    throw new ModelError(
+      `Replay model "${entry.name}" has no recording loaded${entry.fixture === undefined ? "" : ` from ${entry.fixture}`}; ` +
+        "load the config with loadReplayRecordings (the CLI does at start) or give the recording inline",
+      { code: "replay_not_loaded" },
+    );
+  }
+  return new ReplayChatModel({ recording: entry.recording, source: entry.fixture ?? `the inline recording of model "${entry.name}"`, modelName: entry.name });
+}
+
+/** Refuses a config with a replay model whose fixture was not read, so a server stops at start. */
+export function assertReplayRecordingsLoaded(config: AppConfig): void {
+  for (const entry of config.models) if (entry.use === "replay") createReplayModel(entry);
 }
 
 function isSet(value: string | undefined): value is string {
@@ -106,6 +124,10 @@ export function assertModelApiKeysSet(config: AppConfig, env: Env): void {
   throw missingKey(first!.model, first!.variable, `before starting, or remove the model from config.yaml${others.length > 0 ? `; also unset: ${others.join(", ")}` : ""}`);
 }
 
+function replayModelId(entry: ModelConfig): string {
+  return `replay:${entry.recording?.scenario ?? entry.model ?? entry.fixture ?? entry.name}`;
+}
+
 /** What a UI or the CLI shows about a model: which provider, which model id, and whether it is the demo. */
 export function describeModel(name: string | undefined, config: AppConfig): ModelDescription {
   const entry = findModel(config, resolveModelName(config, name))!;
@@ -113,7 +135,7 @@ export function describeModel(name: string | undefined, config: AppConfig): Mode
   const description: ModelDescription = {
     name: entry.name,
     provider: entry.use,
-    model: isDemo ? DEMO_MODEL_NAME : (entry.model ?? ""),
+    model: isDemo ? DEMO_MODEL_NAME : entry.use === "replay" ? replayModelId(entry) : (entry.model ?? ""),
     is_demo: isDemo,
   };
   if (entry.display_name !== undefined) description.display_name = entry.display_name;

@@ -7,6 +7,8 @@ export {
   type DemoChatModelCallOptions,
   type DemoChatModelFields,
 } from "./demo.ts";
+export { LEAD_CALLER, REPLAY_MODEL_MARKER, REPLAY_PROVIDER, ReplayChatModel, replayCaller, type ReplayChatModelFields } from "./replay.ts";
+export { ScriptedChatModel, stableHash, type ScriptedChatModelCallOptions, type ScriptedChatModelFields, type ScriptedTurn } from "./scripted.ts";
 export { ModelError, isModelError, type ModelErrorCode, type ModelErrorFields } from "./errors.ts";
 export {
   assertModelApiKeysSet,

@@ -33,6 +33,11 @@ export interface LeadAgentFactoryOptions {
   /** One store for every agent of the process; created by the first assembly (and closed by close()) otherwise. */
   readonly memoryStore?: MemoryStore;
   readonly extraTools?: readonly AgentTool[];
+  /**
+   * Tools that can change between runs (the MCP servers of extensions_config.json as it is now),
+   * asked before every run; a new `revision` builds a new agent, added after `extraTools`.
+   */
+  readonly liveTools?: () => Promise<{ readonly revision: string; readonly tools: readonly AgentTool[] }>;
   readonly configuredMiddlewares?: readonly AgentMiddleware[];
   readonly authorizationProvider?: AuthorizationProvider;
   readonly onDiagnostic?: (diagnostic: ExtensionDiagnostic) => void;
@@ -77,7 +82,12 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
     ? deploymentSkillRegistry({ storage, ...(options.services.versioned ? { versioned: options.services.versioned } : {}), config: options.config.skills ?? {} })
     : undefined;
 
-  const build = async (principal: PrincipalSnapshot, request: RunAgentRequest, customAgent: CustomAgent | undefined): Promise<LeadAgentAssembly> => {
+  const build = async (
+    principal: PrincipalSnapshot,
+    request: RunAgentRequest,
+    customAgent: CustomAgent | undefined,
+    liveTools: readonly AgentTool[],
+  ): Promise<LeadAgentAssembly> => {
     if (first) await first.catch(() => undefined);
     const assembly = assembleLeadAgent({
       config: options.config,
@@ -91,6 +101,7 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
       ...(customAgent ? { customAgent } : {}),
       ...(memoryStore ? { memoryStore } : {}),
       ...leadAgentExtras(options),
+      ...(liveTools.length > 0 ? { extraTools: [...(options.extraTools ?? []), ...liveTools] } : {}),
       ...(options.onDiagnostic ? { onExtensionDiagnostic: options.onDiagnostic } : {}),
     });
     first ??= assembly;
@@ -109,7 +120,9 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
     // The enabled skills are in the system prompt: a skill installed, changed or switched off since
     // the last run gets that run a new build.
     const enabledSkills = skills ? (await skills.load()).skills.filter((skill) => skill.enabled).map((skill) => `${skill.name}@${skill.sha256}`) : [];
+    const live = options.liveTools ? await options.liveTools() : undefined;
     const key = await canonicalHash({
+      live_tools: live?.revision ?? null,
       principal,
       skills: enabledSkills,
       model: request.modelName ?? null,
@@ -122,7 +135,7 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
       cache.delete(key);
       cache.set(key, entry);
     } else {
-      entry = build(principal, request, customAgent);
+      entry = build(principal, request, customAgent, live?.tools ?? []);
       cache.set(key, entry);
       // A failed build is not cached: the next run retries it.
       entry.catch(() => {

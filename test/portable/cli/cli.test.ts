@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -229,5 +230,33 @@ describe("deerflow-edge run", () => {
     const help = fakeHost(["help"]);
     expect(await main(help)).toBe(0);
     expect(help.out.join("")).toContain("deerflow-edge run");
+  });
+});
+
+describe("deerflow-edge with a replay model", () => {
+  const session = readFileSync(new URL("../../fixtures/replay/write_read_file.ultra.json", import.meta.url), "utf8");
+  const prompt = (JSON.parse(session) as { prompt: string }).prompt;
+  const config = "models:\n  - name: scenario-model\n    use: replay\n    fixture: fixtures/session.json\n";
+
+  it("reads the fixture beside the config and plays it, saying it is a replay", async () => {
+    const host = fakeHost(["run", prompt, "--config", "conf/config.yaml"], { "conf/config.yaml": config, "conf/fixtures/session.json": session });
+    expect(await main(host)).toBe(0);
+    const text = host.out.join("");
+    expect(host.err.join("")).toBe("");
+    expect(text).toContain("model scenario-model (replay model: plays the recorded session replay:write_read_file, no provider is called)");
+    expect(text).toMatch(/→ write_file\(path: \/mnt\/user-data\/outputs\/note\.txt\)/);
+    expect(text).toMatch(/✓ read_file: hi from replay\./);
+    expect(text.trimEnd().split("\n").some((line) => line.trim() === "hi from replay.")).toBe(true);
+  });
+
+  it("refuses to start on a bad fixture, naming the fixture file and the field", async () => {
+    const broken = session.replace('"type": "ai"', '"type": "tool"');
+    const host = fakeHost(["run", prompt, "--config", "conf/config.yaml"], { "conf/config.yaml": config, "conf/fixtures/session.json": broken });
+    expect(await main(host)).toBe(1);
+    expect(host.err.join("")).toMatch(/^error: conf\/fixtures\/session\.json: turns\[0\]\.output\.type: expected "ai"/);
+    expect(host.out.join("")).toBe("");
+    const missing = fakeHost(["serve", "--config", "conf/config.yaml"], { "conf/config.yaml": config });
+    expect(await main(missing)).toBe(1);
+    expect(missing.err.join("")).toContain("models[0].fixture: the replay fixture conf/fixtures/session.json does not exist");
   });
 });

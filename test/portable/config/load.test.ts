@@ -112,8 +112,8 @@ describe("wrong values", () => {
   it("names the key path and the allowed values", () => {
     const error = failure(yaml("models:", "  - name: a", "    use: gpt"));
     expect(error.code).toBe("config_invalid");
-    expect(error.message).toBe('config.yaml: models[0].use: expected "openai-compatible" | "demo", got "gpt"');
-    expect(error.issues).toEqual([{ path: "models[0].use", message: 'expected "openai-compatible" | "demo", got "gpt"' }]);
+    expect(error.message).toBe('config.yaml: models[0].use: expected "openai-compatible" | "demo" | "replay", got "gpt"');
+    expect(error.issues).toEqual([{ path: "models[0].use", message: 'expected "openai-compatible" | "demo" | "replay", got "gpt"' }]);
   });
 
   it("reports a wrong type with the index of the model", () => {
@@ -145,7 +145,7 @@ describe("wrong values", () => {
       "config.yaml: models[0].name: required key is missing; expected string",
     );
     expect(failure(yaml("models:", "  - name: x")).message).toBe(
-      'config.yaml: models[0].use: required key is missing; expected "openai-compatible" | "demo"',
+      'config.yaml: models[0].use: required key is missing; expected "openai-compatible" | "demo" | "replay"',
     );
   });
 
@@ -221,7 +221,7 @@ describe("unknown keys", () => {
   it("fails inside a model entry, with the index", () => {
     const error = failure(yaml("models:", "  - { name: a, use: demo }", "  - { name: b, use: demo, api_kye_env: X }"));
     expect(error.message).toBe(
-      "config.yaml: models[1].api_kye_env: unknown key; expected one of: name, use, model, base_url, api_key_env, display_name, description, max_tokens, temperature, timeout_ms, supports_vision, supports_thinking, extra_headers, context_window",
+      "config.yaml: models[1].api_kye_env: unknown key; expected one of: name, use, model, base_url, api_key_env, display_name, description, max_tokens, temperature, timeout_ms, supports_vision, supports_thinking, extra_headers, context_window, fixture, recording",
     );
   });
 
