@@ -3,6 +3,9 @@ import type { SystemModelRequest, SystemModelResult, SystemOperationKind } from 
 import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
 import { acceptanceGateways, call, human, type SendOptions } from "../../fixtures/plugins/gateway-harness.ts";
 import { startReplayServer, type Fixture } from "../openai-replay.ts";
+import { readFile } from "node:fs/promises";
+import { validateLeadConfig } from "../../../src/agents/app-config.ts";
+import { loadReplayRecordings } from "../../../src/config/load.ts";
 
 /*
  * The small routes DeerFlow's UI calls around a chat, through a real gateway with api_key auth:
@@ -311,5 +314,44 @@ describe("GET /api/threads/{id}/runs/{rid}/workspace-changes", () => {
     expect((await call(gateway, "GET", `/api/threads/t-ws2/runs/${runId}/workspace-changes`, other)).status).toBe(404);
     expect((await call(gateway, "GET", "/api/threads/t-ws2/runs/no-such-run/workspace-changes", user)).status).toBe(404);
     expect((await call(gateway, "GET", `/api/threads/t-ws2/runs/${runId}/workspace-changes?include_diff=maybe`, user)).status).toBeGreaterThanOrEqual(400);
+  });
+});
+
+describe("a replayed session (use: replay) as the UI sees it after the answer", () => {
+  const FIXTURE_DIR = new URL("../../fixtures/replay/", import.meta.url).href.replace(/\/$/, "");
+
+  it("the recorded suggestions come back, and the run's workspace changes list the file the recording wrote", async () => {
+    const recording = JSON.parse(await readFile(new URL(`${FIXTURE_DIR}/write_read_file.ultra.json`), "utf8")) as { prompt: string };
+    const raw = {
+      gateway: { auth },
+      models: [{ name: "scenario-model", use: "replay", fixture: "write_read_file.ultra.json" }],
+    };
+    const config = await loadReplayRecordings(
+      validateLeadConfig(raw, `${FIXTURE_DIR}/config.yaml`),
+      { readText: (path) => readFile(new URL(path), "utf8").catch(() => undefined), baseDir: FIXTURE_DIR },
+      "config.yaml",
+    );
+    const { gateway } = await gatewayWith(config as unknown as Record<string, unknown>);
+    await threadOf(gateway, "t-replay");
+    const context = { mode: "ultra", thinking_enabled: true, is_plan_mode: true, subagent_enabled: true };
+    const waited = await call(gateway, "POST", "/api/threads/t-replay/runs/wait", withBody(user, { input: human(recording.prompt), context }));
+    expect(waited.body.messages.at(-1).content).toBe("hi from replay.");
+
+    const suggested = await call(gateway, "POST", "/api/threads/t-replay/suggestions", withBody(user, {
+      messages: [
+        { role: "user", content: recording.prompt },
+        { role: "assistant", content: "hi from replay." },
+      ],
+      n: 3,
+    }));
+    expect(suggested.status).toBe(200);
+    expect(suggested.body.suggestions).toHaveLength(3);
+    expect(suggested.body.suggestions[0]).toMatch(/note\.txt/);
+
+    const runId = (await call(gateway, "GET", "/api/threads/t-replay/runs?limit=1", user)).body[0].run_id;
+    const changes = await call(gateway, "GET", `/api/threads/t-replay/runs/${runId}/workspace-changes`, user);
+    expect(changes.body.summary).toMatchObject({ created: 1, modified: 0, deleted: 0, additions: 1 });
+    expect(changes.body.files[0]).toMatchObject({ path: "/mnt/user-data/outputs/note.txt", root: "outputs", status: "created" });
+    expect(changes.body.files[0].diff.split("\n").slice(2)).toEqual(["@@ -0,0 +1 @@", "+hi from replay."]);
   });
 });
