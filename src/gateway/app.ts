@@ -46,6 +46,8 @@ import { registerAssistantRoutes } from "./routes/assistants.ts";
 import { registerHealthRoute, registerSystemRoutes } from "./routes/system.ts";
 import { registerThreadRoutes } from "./routes/threads.ts";
 import { registerAgentRoutes } from "./routes/agents.ts";
+import { registerAssistRoutes } from "./routes/assist.ts";
+import { registerFeatureRoutes } from "./routes/features.ts";
 import { registerSkillRoutes } from "./routes/skills.ts";
 import type { DeploymentFiles } from "../ports/deployment-files.ts";
 import { registerMemoryRoutes } from "./routes/memory.ts";
@@ -364,6 +366,8 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   });
   registerAssistantRoutes(api, { config, createdAt: new Date(clock.now()).toISOString() });
   registerAgentRoutes(api, { customAgents, guard, config });
+  registerFeatureRoutes(api);
+  registerAssistRoutes(api, { ...deps, authorizer });
   registerSkillRoutes(api, { storage, versioned, config, guard, sandbox, ...(options.skillsFolder ? { skillsFolder: options.skillsFolder } : {}) });
   registerMemoryRoutes(api, { versioned, clock, config });
   registerMcpRoutes(api, { guard, mcp: mcpConfig, env });

@@ -86,6 +86,18 @@ export interface RunAgentRequest<U extends RunPrincipal = RunPrincipal> {
 }
 export type RunAgentFactory<U extends RunPrincipal = RunPrincipal> = (request: RunAgentRequest<U>) => Promise<Agent>;
 
+/**
+ * Something measured across a run (the workspace changes): begun once the run holds its thread,
+ * finished after its graph ended; what `finish` returns is journaled as a custom event of the run.
+ * A probe that fails costs only its record, never the run.
+ */
+export type RunProbe<U extends RunPrincipal = RunPrincipal> = (run: {
+  readonly threadId: string;
+  readonly runId: string;
+  readonly user: U;
+}) => Promise<RunProbeFinish | undefined>;
+export type RunProbeFinish = () => Promise<Record<string, unknown> | undefined>;
+
 export interface RunDiagnostic {
   readonly level: "error" | "warning" | "info";
   readonly source: string;
