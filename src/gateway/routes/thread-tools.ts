@@ -11,7 +11,7 @@ import { countTokensApproximately } from "../../middlewares/summarization/contex
 import { normalizeTokenUsage, SUBAGENT_TOKEN_USAGE_KEY } from "../../middlewares/token-usage/index.ts";
 import { MessageSeqStore } from "../../runtime/message-seqs.ts";
 import { RunFeedbackStore, type RunFeedback } from "../../runtime/run-feedback.ts";
-import { readHead } from "../../runtime/runs/checkpoints.ts";
+import { checkpointMessages, checkpointValues, readHead } from "../../runtime/runs/checkpoints.ts";
 import { isThreadVisibleTo } from "../../runtime/thread-store.ts";
 import type { RunRecord } from "../../runtime/runs/types.ts";
 import { serializeMessage } from "../../runtime/serialize.ts";
@@ -77,17 +77,9 @@ const FeedbackSchema = v.strictObject({
 
 type Values = Record<string, unknown>;
 
-function valuesOf(tuple: CheckpointTuple | undefined): Values {
-  return (tuple?.checkpoint.channel_values ?? {}) as Values;
-}
-
-function messagesOf(tuple: CheckpointTuple | undefined): BaseMessage[] {
-  const messages = valuesOf(tuple).messages;
-  return Array.isArray(messages) ? (messages as BaseMessage[]) : [];
-}
 
 function hasSummary(tuple: CheckpointTuple): boolean {
-  const summary = valuesOf(tuple).summary_text;
+  const summary = checkpointValues(tuple).summary_text;
   return typeof summary === "string" && summary !== "";
 }
 
@@ -147,14 +139,14 @@ export function registerThreadToolRoutes(api: Hono<GatewayEnv>, deps: ThreadTool
    * in its newest version, in the order it first appeared.
    */
   async function conversation(threadId: string, head: CheckpointTuple | undefined): Promise<BaseMessage[]> {
-    if (!head || !hasSummary(head)) return messagesOf(head);
-    const lists: BaseMessage[][] = [messagesOf(head)];
+    if (!head || !hasSummary(head)) return checkpointMessages(head);
+    const lists: BaseMessage[][] = [checkpointMessages(head)];
     let tuple: CheckpointTuple | undefined = head;
     for (let depth = 0; tuple && hasSummary(tuple) && depth < MAX_LINEAGE_DEPTH; depth++) {
       const parentId = tuple.parentConfig?.configurable?.checkpoint_id;
       if (typeof parentId !== "string") break;
       tuple = await checkpointer.getTuple({ configurable: { thread_id: threadId, checkpoint_ns: String(tuple.config.configurable?.checkpoint_ns ?? ""), checkpoint_id: parentId } });
-      if (tuple) lists.push(messagesOf(tuple));
+      if (tuple) lists.push(checkpointMessages(tuple));
     }
     const newest = new Map<string, BaseMessage>();
     for (const list of lists) for (const message of list) if (message.id && !newest.has(message.id)) newest.set(message.id, message);
@@ -261,7 +253,7 @@ export function registerThreadToolRoutes(api: Hono<GatewayEnv>, deps: ThreadTool
     });
     const latestRun = [...runIds].reverse().find((id) => id !== null) ?? null;
     const contextWindow = deps.config.models.find((model) => model.name === modelOfRun(latestRun))?.context_window ?? null;
-    const visible = messagesOf(head).filter((message) => message.type !== "remove");
+    const visible = checkpointMessages(head).filter((message) => message.type !== "remove");
     const tokenCount = visible.length === 0 ? 0 : countTokensApproximately(visible);
     return c.json({
       thread_id: threadId,
@@ -310,20 +302,20 @@ export function registerThreadToolRoutes(api: Hono<GatewayEnv>, deps: ThreadTool
     const head = await readHead(checkpointer, threadId);
     if (!head) throw httpError(409, `Thread ${threadId} has no checkpoint yet: there is no turn to branch from.`);
     const targets = new Set([body.message_id, ...body.message_ids]);
-    const snapshot = await findInLineage(threadId, head, (tuple) => endsWithTurn(messagesOf(tuple), targets));
+    const snapshot = await findInLineage(threadId, head, (tuple) => endsWithTurn(checkpointMessages(tuple), targets));
     if (!snapshot) throw httpError(409, "This turn can no longer be branched from: no checkpoint in the thread's history ends with it.");
-    const snapshotMessages = messagesOf(snapshot);
+    const snapshotMessages = checkpointMessages(snapshot);
     const firstTarget = Math.min(...[...targets].map((id) => snapshotMessages.findIndex((message) => message.id === id)));
     const human = snapshotMessages.slice(0, firstTarget).findLast((message) => message.type === "human" && !isHiddenFromHistory(message));
     // The checkpoint before the turn's user message, written first so the inherited answer can be regenerated on the branch.
     // Holds neither the user's message nor what DynamicContext put under the id the client sent, as regenerate/prepare looks for.
     const humanIds = new Set(human?.id ? [human.id, stripInjectedUserMessageIdSuffix(human.id)!] : []);
-    const base = human?.id ? await findInLineage(threadId, snapshot, (tuple) => !messagesOf(tuple).some((message) => message.id !== undefined && humanIds.has(message.id))) : undefined;
+    const base = human?.id ? await findInLineage(threadId, snapshot, (tuple) => !checkpointMessages(tuple).some((message) => message.id !== undefined && humanIds.has(message.id))) : undefined;
 
     const graph = await graphFor(user);
     const writable = new Set(writableChannels(graph));
     const branchValues = (tuple: CheckpointTuple): Values =>
-      Object.fromEntries(Object.entries(valuesOf(tuple)).filter(([key]) => writable.has(key) && !BRANCH_EXCLUDED_CHANNELS.has(key)));
+      Object.fromEntries(Object.entries(checkpointValues(tuple)).filter(([key]) => writable.has(key) && !BRANCH_EXCLUDED_CHANNELS.has(key)));
 
     const now = nowIso();
     const metadata = {
@@ -344,7 +336,7 @@ export function registerThreadToolRoutes(api: Hono<GatewayEnv>, deps: ThreadTool
       await threads.delete(branchId);
       throw error;
     }
-    const sourceTitle = typeof valuesOf(head).title === "string" ? (valuesOf(head).title as string) : source.display_name;
+    const sourceTitle = typeof checkpointValues(head).title === "string" ? (checkpointValues(head).title as string) : source.display_name;
     let title = body.title?.trim() || sourceTitle?.trim() || null;
     if (!body.title && title && source.metadata[BRANCH_METADATA_KEY] === true) title = title.replace(/^(branch:\s*)+/i, "").trim() || null;
     if (title) {
@@ -368,7 +360,7 @@ export function registerThreadToolRoutes(api: Hono<GatewayEnv>, deps: ThreadTool
     const threadId = c.req.param("thread_id");
     const row = await guard.thread(c, "threads:read", threadId);
     if (!row) return c.json({ goal: null });
-    const goal = valuesOf(await readHead(checkpointer, threadId)).goal;
+    const goal = checkpointValues(await readHead(checkpointer, threadId)).goal;
     return c.json({ goal: goal ?? null });
   });
 
@@ -408,7 +400,7 @@ export function registerThreadToolRoutes(api: Hono<GatewayEnv>, deps: ThreadTool
     if (!row) return c.json({ goal: null });
     const release = await holdThread(threadId, "Clear the goal");
     try {
-      const goal = valuesOf(await readHead(checkpointer, threadId)).goal;
+      const goal = checkpointValues(await readHead(checkpointer, threadId)).goal;
       if (goal !== null && goal !== undefined) {
         await updateThreadState(await graphFor(authenticatedUser(c)), threadId, { values: { goal: { ...CLEAR_GOAL } }, asNode: NODE.afterAgent });
       }
