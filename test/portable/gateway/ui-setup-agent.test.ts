@@ -56,7 +56,8 @@ async function setupGateway(options: { seen?: AgentAssemblyDescriptor[]; recordi
   const model = options.recording
     ? { name: "setup-model", use: "replay", recording: options.recording }
     : { name: "setup-model", use: "replay", fixture: "setup_agent.json" };
-  const raw = { models: [model], gateway: { auth }, plugins: [{ use: "./observer.ts:install" }] };
+  // The replay model titles the chat too, as the browser suite's config has it.
+  const raw = { models: [model], title: { model_name: "setup-model" }, gateway: { auth }, plugins: [{ use: "./observer.ts:install" }] };
   const config = await loadReplayRecordings(
     validateLeadConfig(raw, `${FIXTURE_DIR}/config.yaml`),
     { readText: (path) => readFile(new URL(path), "utf8").catch(() => undefined), baseDir: FIXTURE_DIR },
@@ -102,6 +103,8 @@ describe("setup_agent in the UI's agent-creation chat", () => {
     ]);
     expect(toolResult(messages)?.content).toBe("Agent 'ui-helper' created successfully!");
     expect(toolResult(messages)?.status).not.toBe("error");
+    // The recorded title call played too: the chat is titled, with no replay miss.
+    expect((await call(gateway, "GET", "/api/threads/t-bootstrap/state", admin)).body.values.title).toBe("Designing the ui-helper Agent");
     // The bootstrap run's assembly is the one with setup_agent (reading the state builds a plain one).
     const offered = seen.filter((d) => d.tools.some((t) => t.name === "setup_agent"));
     expect(offered).toHaveLength(1);
