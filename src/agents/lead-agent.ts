@@ -95,6 +95,8 @@ import { filterToolsByGroups } from "../tools/tool-groups.ts";
 import { createSetupAgentTool, type AgentSetupPort } from "../tools/setup-agent.ts";
 
 export const LEAD_AGENT_NAME = "lead-agent";
+/** The skills an agent-creation chat may use (upstream's bootstrap skill, when installed). */
+export const BOOTSTRAP_SKILL_NAMES: readonly string[] = Object.freeze(["bootstrap"]);
 
 /** What the chain needs besides config: models, shared stores, and the optional contributions. */
 export interface LeadChainDeps {
@@ -375,7 +377,8 @@ async function resolveAssemblyBasis(options: LeadAgentOptions): Promise<Assembly
   const skillRegistry = restrictSkillRegistry(
     options.skillRegistry ??
       deploymentSkillRegistry({ storage, ...(options.services.versioned ? { versioned: options.services.versioned } : {}), config: config.skills ?? {} }),
-    custom?.skills ?? null,
+    // The agent-creation chat sees only the bootstrap skill, as upstream keeps it narrow.
+    options.agentSetup ? BOOTSTRAP_SKILL_NAMES : (custom?.skills ?? null),
   );
   const sandboxAuthorizer = authorizationProvider
     ? createSandboxAuthorizer(authorizationProvider, { default_role: authorization.default_role, fail_closed: failClosed })

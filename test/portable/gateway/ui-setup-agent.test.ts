@@ -4,7 +4,9 @@ import { validateLeadConfig } from "../../../src/agents/app-config.ts";
 import { loadReplayRecordings } from "../../../src/config/load.ts";
 import type { ReplayRecordingInput } from "../../../src/config/replay-recording.ts";
 import type { AgentAssemblyDescriptor } from "../../../src/extension-api/index.ts";
+import type { KeyValue } from "../../../src/ports/key-value.ts";
 import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { acceptanceGateways, call, human, type SendOptions } from "../../fixtures/plugins/gateway-harness.ts";
 
 /*
@@ -52,7 +54,7 @@ function observingLoader(seen: AgentAssemblyDescriptor[]): ModuleLoader {
 const gatewayWith = acceptanceGateways(() => ({ env: { ADMIN_KEY, USER_KEY } }));
 
 /** The gateway `serve` builds for a config whose default model replays `fixture` (or `recording`). */
-async function setupGateway(options: { seen?: AgentAssemblyDescriptor[]; recording?: ReplayRecordingInput } = {}) {
+async function setupGateway(options: { seen?: AgentAssemblyDescriptor[]; recording?: ReplayRecordingInput; storage?: KeyValue } = {}) {
   const model = options.recording
     ? { name: "setup-model", use: "replay", recording: options.recording }
     : { name: "setup-model", use: "replay", fixture: "setup_agent.json" };
@@ -63,7 +65,10 @@ async function setupGateway(options: { seen?: AgentAssemblyDescriptor[]; recordi
     { readText: (path) => readFile(new URL(path), "utf8").catch(() => undefined), baseDir: FIXTURE_DIR },
     "config.yaml",
   );
-  const { gateway } = await gatewayWith(config as unknown as Record<string, unknown>, { loader: observingLoader(options.seen ?? []) });
+  const { gateway } = await gatewayWith(config as unknown as Record<string, unknown>, {
+    loader: observingLoader(options.seen ?? []),
+    ...(options.storage ? { storage: options.storage } : {}),
+  });
   return gateway;
 }
 
@@ -129,15 +134,24 @@ describe("setup_agent in the UI's agent-creation chat", () => {
     expect(prompt).not.toContain("<agent_creation>");
   });
 
-  it("is offered only in a bootstrap run that names an agent", async () => {
+  it("is offered only in a bootstrap run that names an agent, which sees only the bootstrap skill", async () => {
     const seen: AgentAssemblyDescriptor[] = [];
-    const gateway = await setupGateway({ seen });
+    const storage = createMemoryKeyValue();
+    const skill = (name: string) => `---\nname: ${name}\ndescription: The ${name} skill.\n---\n# ${name}\n`;
+    await storage.setItem("skills:public:bootstrap:SKILL.md", skill("bootstrap"));
+    await storage.setItem("skills:public:pdf-tools:SKILL.md", skill("pdf-tools"));
+    const gateway = await setupGateway({ seen, storage });
     await run(gateway, admin, "t-plain", "hello", { model_name: "demo" });
     await run(gateway, admin, "t-nameless", "hello", { model_name: "demo", is_bootstrap: true });
     for (const descriptor of seen) {
       expect(descriptor.tools.map((t) => t.name)).not.toContain("setup_agent");
       expect(descriptor.effective_policies).not.toHaveProperty("agent_bootstrap");
+      expect(descriptor.enabled_skills).toEqual(["bootstrap", "pdf-tools"]);
     }
+    await run(gateway, admin, "t-creating", PROMPT, BOOTSTRAP);
+    const creatingRun = seen.filter((d) => d.tools.some((t) => t.name === "setup_agent"));
+    expect(creatingRun).toHaveLength(1);
+    expect(creatingRun[0]!.enabled_skills).toEqual(["bootstrap"]);
     const me = { id: "ops", systemRole: "admin" as const, authSource: "api_key" as const, isInternal: false, permissions: new Set<never>() };
     const plain = await gateway.deps.agentFactory({ user: me });
     const creating = await gateway.deps.agentFactory({ user: me, bootstrap: true });
