@@ -550,10 +550,11 @@ async function describeLeadAgent(
       subagents: subagentsEnabled,
       non_interactive: false,
       // Only with a custom agent, so the default lead agent's fingerprint stays what it was.
-      ...(options.agentSetup ? { agent_bootstrap: true } : {}),
       ...(custom
         ? { custom_agent: { name: custom.name, model: custom.model, tool_groups: custom.tool_groups, skills: custom.skills, model_settings: custom.model_settings } }
         : {}),
+      // Likewise only in an agent-creation chat.
+      ...(options.agentSetup ? { agent_bootstrap: true } : {}),
     },
   });
 }

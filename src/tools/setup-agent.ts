@@ -17,7 +17,7 @@ export const SETUP_AGENT_TOOL_NAME = "setup_agent";
 export interface AgentSetupFields {
   readonly soul: string;
   readonly description: string;
-  /** null/absent: every enabled skill; []: none (upstream's meaning). */
+  /** A list: the skills the agent may use ([]: none). Absent or null: left as it is (every enabled skill for a new agent), as upstream. */
   readonly skills?: readonly string[] | null;
 }
 
