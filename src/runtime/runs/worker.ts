@@ -119,6 +119,7 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
       user: run.user,
       ...(typeof context.model_name === "string" ? { modelName: context.model_name } : {}),
       ...(agentName === undefined ? {} : { agentName }),
+      ...(isBootstrapRun(context) ? { bootstrap: true } : {}),
       subagentsEnabled: context.subagent_enabled === true,
       planMode: context.is_plan_mode === true,
     });
@@ -332,6 +333,11 @@ export function requestedAgentName(context: Readonly<Record<string, unknown>>): 
   const name = context.agent_name;
   if (name === undefined || name === null || name === "" || context.is_bootstrap === true) return undefined;
   return typeof name === "string" ? name : JSON.stringify(name);
+}
+
+/** The UI's agent-creation chat: `is_bootstrap` with the name of the agent it creates (the setup_agent tool's target). */
+export function isBootstrapRun(context: Readonly<Record<string, unknown>>): boolean {
+  return context.is_bootstrap === true && typeof context.agent_name === "string" && context.agent_name.trim() !== "";
 }
 
 function forwardedContext(request: RunRequest): Record<string, unknown> {
