@@ -31,6 +31,7 @@ import { SandboxConfigSchema, type AppConfig, type SandboxConfig } from "../conf
 import { pluginsConfigEntries, type PluginSpec } from "../extensions/config.ts";
 import { SubagentsConfigSchema, type SubagentsConfig } from "./subagents-config.ts";
 import { GatewayConfigSchema } from "../config/gateway.ts";
+import { InputPolishConfigSchema, SuggestionsConfigSchema, type InputPolishConfig, type SuggestionsConfig } from "../config/assist.ts";
 
 /**
  * config.yaml as the lead agent reads it: the base sections plus one section per configurable
@@ -46,6 +47,9 @@ export const leadConfigEntries = {
   subagents: v.nullish(SubagentsConfigSchema),
   // Where `deerflow-edge serve` listens, who may call it, upload limits.
   gateway: v.nullish(GatewayConfigSchema),
+  // The gateway's one-shot model calls for DeerFlow's UI (follow-up questions, draft polishing).
+  suggestions: v.nullish(SuggestionsConfigSchema),
+  input_polish: v.nullish(InputPolishConfigSchema),
   tool_output: v.nullish(ToolOutputBudgetConfigSchema),
   uploads: v.nullish(UploadsConfigSchema),
   authorization: v.nullish(AuthorizationConfigSchema),
@@ -88,6 +92,8 @@ export interface LeadConfig extends Omit<AppConfig, "sandbox"> {
   plugins: PluginSpec[];
   subagents?: SubagentsConfig | null;
   gateway?: GatewayConfig | null;
+  suggestions?: SuggestionsConfig | null;
+  input_polish?: InputPolishConfig | null;
   tool_output?: ToolOutputBudgetConfig | null;
   uploads?: UploadsConfig | null;
   authorization?: AuthorizationConfig | null;

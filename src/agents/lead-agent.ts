@@ -89,11 +89,14 @@ import type { LeadConfig } from "./app-config.ts";
 import { describeAgent } from "./assembly-descriptor.ts";
 import { summarizationMember } from "./summarization-member.ts";
 import { LEAD_EXTENSION_TAIL, placeExtensionMiddlewares } from "./configured-middlewares.ts";
-import { LEAD_AGENT_PROMPT, LEAD_AGENT_PROMPT_ID, skillsPromptSection } from "./prompts.ts";
+import { AGENT_BOOTSTRAP_PROMPT_SECTION, LEAD_AGENT_PROMPT, LEAD_AGENT_PROMPT_ID, skillsPromptSection } from "./prompts.ts";
 import { customAgentPromptSection, restrictSkillRegistry, type CustomAgent } from "./custom-agent.ts";
 import { filterToolsByGroups } from "../tools/tool-groups.ts";
+import { createSetupAgentTool, type AgentSetupPort } from "../tools/setup-agent.ts";
 
 export const LEAD_AGENT_NAME = "lead-agent";
+/** The skills an agent-creation chat may use (upstream's bootstrap skill, when installed). */
+export const BOOTSTRAP_SKILL_NAMES: readonly string[] = Object.freeze(["bootstrap"]);
 
 /** What the chain needs besides config: models, shared stores, and the optional contributions. */
 export interface LeadChainDeps {
@@ -257,6 +260,11 @@ export interface LeadAgentOptions {
    * list limit what it may use.
    */
   readonly customAgent?: CustomAgent;
+  /**
+   * The UI's agent-creation chat (a bootstrap run): binds setup_agent, writing through this port,
+   * and adds the creation section to the prompt.
+   */
+  readonly agentSetup?: AgentSetupPort;
 }
 
 export interface LeadAgentAssembly {
@@ -369,7 +377,8 @@ async function resolveAssemblyBasis(options: LeadAgentOptions): Promise<Assembly
   const skillRegistry = restrictSkillRegistry(
     options.skillRegistry ??
       deploymentSkillRegistry({ storage, ...(options.services.versioned ? { versioned: options.services.versioned } : {}), config: config.skills ?? {} }),
-    custom?.skills ?? null,
+    // The agent-creation chat sees only the bootstrap skill, as upstream keeps it narrow.
+    options.agentSetup ? BOOTSTRAP_SKILL_NAMES : (custom?.skills ?? null),
   );
   const sandboxAuthorizer = authorizationProvider
     ? createSandboxAuthorizer(authorizationProvider, { default_role: authorization.default_role, fail_closed: failClosed })
@@ -388,6 +397,7 @@ async function permittedTools(basis: AssemblyBasis): Promise<AgentTool[]> {
     ...createSandboxTools(gate),
     createPresentFileTool({ ...gate, ...(config.tool_output?.storage_subdir ? { toolResultsDirname: config.tool_output.storage_subdir } : {}) }),
     ...createWebTools({ web_fetch: config.web_fetch ?? null, web_search: config.web_search ?? null }, { env }),
+    ...(options.agentSetup ? [createSetupAgentTool(options.agentSetup)] : []),
     ...(options.extraTools ?? []),
   ];
   // Layer 1: the model only ever sees the tools this principal may use (and a custom agent's tool groups allow).
@@ -444,10 +454,17 @@ function delegationTools(basis: AssemblyBasis, permitted: readonly AgentTool[], 
   return delegation;
 }
 
-/** The configured or built-in prompt, a custom agent's section, the enabled skills, then the section naming what tool_search defers. */
-function leadSystemPrompt(config: LeadConfig, deferred: DeferredToolSetup, customAgent: CustomAgent | undefined, skills: readonly Skill[], skillsRoot: string): string {
+/** The configured or built-in prompt, a custom agent's section (or the agent-creation one), the enabled skills, then the section naming what tool_search defers. */
+function leadSystemPrompt(
+  config: LeadConfig,
+  deferred: DeferredToolSetup,
+  options: Pick<LeadAgentOptions, "customAgent" | "agentSetup">,
+  skills: readonly Skill[],
+  skillsRoot: string,
+): string {
   const sections = [config.agent.system_prompt ?? LEAD_AGENT_PROMPT];
-  if (customAgent) sections.push(customAgentPromptSection(customAgent));
+  if (options.customAgent) sections.push(customAgentPromptSection(options.customAgent));
+  if (options.agentSetup) sections.push(AGENT_BOOTSTRAP_PROMPT_SECTION);
   const skillsSection = skillsPromptSection(skills, skillsRoot);
   if (skillsSection) sections.push(skillsSection);
   if (deferred.deferredNames.length > 0) sections.push(deferredToolsPromptSection(deferred.deferredNames));
@@ -536,6 +553,8 @@ async function describeLeadAgent(
       ...(custom
         ? { custom_agent: { name: custom.name, model: custom.model, tool_groups: custom.tool_groups, skills: custom.skills, model_settings: custom.model_settings } }
         : {}),
+      // Likewise only in an agent-creation chat.
+      ...(options.agentSetup ? { agent_bootstrap: true } : {}),
     },
   });
 }
@@ -553,7 +572,7 @@ export async function assembleLeadAgent(options: LeadAgentOptions): Promise<Lead
   const deferred = assembleDeferredTools([...permitted, ...delegation], { enabled: config.tool_search?.enabled === true });
   // Read once per assembly: the agent factory rebuilds when the enabled skills change.
   const enabledSkills = (await basis.skillRegistry.load()).skills.filter((skill) => skill.enabled);
-  const systemPrompt = leadSystemPrompt(config, deferred, options.customAgent, enabledSkills, basis.skillRegistry.containerPath);
+  const systemPrompt = leadSystemPrompt(config, deferred, options, enabledSkills, basis.skillRegistry.containerPath);
   const middlewares = leadMiddlewareStack(basis, deferred, subagentsEnabled);
   const agent = createAgent({
     name: LEAD_AGENT_NAME,

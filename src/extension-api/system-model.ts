@@ -1,9 +1,9 @@
 import type { ExtensionData } from "./task-store.ts";
 
 /** The host's own model calls, made outside the agent loop. */
-export type SystemOperationKind = "goal" | "memory" | "title" | "summarization";
+export type SystemOperationKind = "goal" | "memory" | "title" | "summarization" | "suggestions" | "input_polish";
 
-export const SYSTEM_OPERATION_KINDS: readonly SystemOperationKind[] = Object.freeze(["goal", "memory", "title", "summarization"]);
+export const SYSTEM_OPERATION_KINDS: readonly SystemOperationKind[] = Object.freeze(["goal", "memory", "title", "summarization", "suggestions", "input_polish"]);
 
 /** What the host sent. `messages` is always a frozen array, whatever the call site passed. */
 export interface SystemModelRequest {

@@ -37,6 +37,7 @@ import { registerModelRoutes } from "./routes/models.ts";
 import { registerFileRoutes } from "./routes/files.ts";
 import { registerRunsPart, type RunsPartOptions } from "./routes/runs.ts";
 import { registerRunActionRoutes } from "./routes/run-actions.ts";
+import { registerThreadToolRoutes, type ThreadToolRoutes } from "./routes/thread-tools.ts";
 import { consoleLogger, errorResponse, type GatewayLogger } from "./errors.ts";
 import { methodNotAllowedOr } from "./method-not-allowed.ts";
 import { createRequestLimits } from "./request-limits.ts";
@@ -45,6 +46,8 @@ import { registerAssistantRoutes } from "./routes/assistants.ts";
 import { registerHealthRoute, registerSystemRoutes } from "./routes/system.ts";
 import { registerThreadRoutes } from "./routes/threads.ts";
 import { registerAgentRoutes } from "./routes/agents.ts";
+import { registerAssistRoutes } from "./routes/assist.ts";
+import { registerFeatureRoutes } from "./routes/features.ts";
 import { registerSkillRoutes } from "./routes/skills.ts";
 import type { DeploymentFiles } from "../ports/deployment-files.ts";
 import { registerMemoryRoutes } from "./routes/memory.ts";
@@ -343,6 +346,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   registerModelRoutes(app, { config, authorizer });
 
   const api = new Hono<GatewayEnv>();
+  let threadTools: ThreadToolRoutes | undefined;
   registerSystemRoutes(api, options.version === undefined ? {} : { version: options.version });
   registerThreadRoutes(api, {
     threads,
@@ -354,6 +358,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
     reserveThread: async (threadId) => (await runHooks?.reserveThread?.(threadId)) ?? (() => undefined),
     onThreadDeleted: async (thread) => {
       await runHooks?.onThreadDeleted?.(thread);
+      await threadTools?.forgetThread(thread.thread_id);
       // The thread's uploads and outputs live in its owner's sandbox; left there, a thread created
       // later with the same id would inherit them.
       if (thread.owner_id) await sandbox.forget?.({ userId: thread.owner_id, threadId: thread.thread_id });
@@ -361,6 +366,8 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   });
   registerAssistantRoutes(api, { config, createdAt: new Date(clock.now()).toISOString() });
   registerAgentRoutes(api, { customAgents, guard, config });
+  registerFeatureRoutes(api);
+  registerAssistRoutes(api, { ...deps, authorizer });
   registerSkillRoutes(api, { storage, versioned, config, guard, sandbox, ...(options.skillsFolder ? { skillsFolder: options.skillsFolder } : {}) });
   registerMemoryRoutes(api, { versioned, clock, config });
   registerMcpRoutes(api, { guard, mcp: mcpConfig, env });
@@ -390,6 +397,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
     hasActiveRun: (threadId) => runHooks?.hasActiveRun?.(threadId) ?? false,
     reserveThread: async (threadId) => (await runHooks?.reserveThread?.(threadId)) ?? (() => undefined),
   });
+  threadTools = registerThreadToolRoutes(api, deps, runHooks);
   // Hono copies a sub-app's routes when it is mounted, so every /api route exists by now.
   app.route("/api", api);
   registerHealthRoute(app);

@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import { isDeploymentAdministrator } from "../runtime/runs/types.ts";
 import { isThreadVisibleTo, isValidThreadId } from "../runtime/thread-store.ts";
 import { authenticatedUser } from "./auth/context.ts";
 import { httpError, threadNotFound } from "./errors.ts";
@@ -48,7 +49,7 @@ export function createRouteGuard(threads: ThreadStore): RouteGuard {
 
   function administrator(c: Context<GatewayEnv>, what: string): void {
     const user = authenticatedUser(c);
-    if (user.systemRole !== "admin" || user.isInternal) {
+    if (!isDeploymentAdministrator(user)) {
       throw httpError(403, `Only an administrator may change ${what}; sign in as an admin user (role: admin).`);
     }
   }

@@ -50,6 +50,8 @@ export interface AgentRequest {
   readonly modelName?: string;
   /** The custom agent the run asked for (`context.agent_name`), if any. */
   readonly agentName?: string;
+  /** The UI's agent-creation chat (`context.is_bootstrap` with an agent_name): the agent gets setup_agent. */
+  readonly bootstrap?: boolean;
   readonly subagentsEnabled?: boolean;
   readonly planMode?: boolean;
 }

@@ -17,6 +17,24 @@ export function isHidden(message: BaseMessage): boolean {
 }
 
 /**
+ * Names of the framework's own messages a conversation's history never shows, hidden flag or not:
+ * the legacy summary, LoopDetection's warning, TodoList's reminders (their modules export the same
+ * names: LOOP_WARNING_NAME, TODO_REMINDER_NAME, TODO_COMPLETION_REMINDER_NAME; a test holds them equal).
+ */
+export const HISTORY_HIDDEN_NAMES: ReadonlySet<string> = new Set([SUMMARY_MESSAGE_NAME, "loop_warning", "todo_reminder", "todo_completion_reminder"]);
+
+/**
+ * A message the web UI's history leaves out: system prompts, RemoveMessage markers, anything
+ * flagged hidden, and the framework's named notices (HISTORY_HIDDEN_NAMES).
+ */
+export function isHiddenFromHistory(message: BaseMessage): boolean {
+  const type = message.type;
+  if (type === "system" || type === "remove") return true;
+  if (isHidden(message)) return true;
+  return message.name !== undefined && HISTORY_HIDDEN_NAMES.has(message.name);
+}
+
+/**
  * A message the user really typed: a HumanMessage that is not the legacy summary and not hidden,
  * except a hidden reply to a clarification card (it carries `human_input_response`).
  */

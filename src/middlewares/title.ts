@@ -3,6 +3,7 @@ import type { BaseChatModel } from "@langchain/core/language_models/chat_models"
 import { isGraphBubbleUp } from "@langchain/langgraph/web";
 import * as v from "valibot";
 import { contentText, type ContentTextOptions } from "../core/content.ts";
+import { stripThinkBlocks } from "../core/model-text.ts";
 import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult } from "../engine/types.ts";
 import { canonicalJson } from "../extension-api/index.ts";
@@ -142,10 +143,6 @@ export function fallbackTitle(userText: string, maxChars: number): string {
   return chars.slice(0, body).join("").trimEnd() + ELLIPSIS;
 }
 
-function stripThinking(text: string): string {
-  return text.replace(/<think>[\s\S]*?<\/think>/gi, "").trim();
-}
-
 const QUOTE_PAIRS: ReadonlyArray<[string, string]> = [
   ['"', '"'],
   ["'", "'"],
@@ -161,7 +158,7 @@ const QUOTE_PAIRS: ReadonlyArray<[string, string]> = [
  * heading and emphasis markers, a "Title:" label and wrapping quotes removed, cut to maxChars.
  */
 export function cleanModelTitle(content: unknown, maxChars: number): string {
-  const text = stripThinking(contentText(content, ANY_SHAPE));
+  const text = stripThinkBlocks(contentText(content, ANY_SHAPE));
   let title = text.split(/\r?\n/).find((line) => line.trim() !== "")?.trim() ?? "";
   title = title.replace(/^#{1,6}\s+/, "").replace(/^title\s*[:：]\s*/i, "");
   for (let changed = true; changed; ) {
@@ -199,7 +196,7 @@ export function createTitleMiddleware(config?: TitleConfigInput, deps: TitleDeps
     const prompt = formatTitleTemplate(parsed.prompt_template, {
       max_words: String(parsed.max_words),
       user_msg: excerpt(userText),
-      assistant_msg: excerpt(firstAnswer ? stripThinking(contentText(firstAnswer.content, ANY_SHAPE)) : ""),
+      assistant_msg: excerpt(firstAnswer ? stripThinkBlocks(contentText(firstAnswer.content, ANY_SHAPE)) : ""),
     });
     const response = await observeSystemCall(
       "title",

@@ -13,7 +13,7 @@ import type { MemoryStore } from "../middlewares/memory/index.ts";
 import type { Env } from "../ports/runtime-ports.ts";
 import type { CustomAgent } from "../agents/custom-agent.ts";
 import { deploymentSkillRegistry } from "../skills/states.ts";
-import { unknownCustomAgent, type CustomAgentStore } from "./custom-agents.ts";
+import { customAgentSetup, unknownCustomAgent, type CustomAgentStore } from "./custom-agents.ts";
 import type { RunAgentRequest, RunPrincipal } from "./runs/types.ts";
 
 /*
@@ -99,6 +99,10 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
       subagentsEnabled: request.subagentsEnabled === true,
       context: principalContext(principal),
       ...(customAgent ? { customAgent } : {}),
+      // The bootstrap chat writes the agent it creates through the store /api/agents uses.
+      ...(request.bootstrap === true && options.customAgents
+        ? { agentSetup: customAgentSetup(options.customAgents, { systemRole: String(principal.systemRole), isInternal: principal.isInternal === true }) }
+        : {}),
       ...(memoryStore ? { memoryStore } : {}),
       ...leadAgentExtras(options),
       ...(liveTools.length > 0 ? { extraTools: [...(options.extraTools ?? []), ...liveTools] } : {}),
@@ -129,6 +133,7 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
       subagents: request.subagentsEnabled === true,
       plan_mode: request.planMode === true,
       custom_agent: customAgent ?? null,
+      bootstrap: request.bootstrap === true,
     });
     let entry = cache.get(key);
     if (entry) {

@@ -1,12 +1,13 @@
 import * as v from "valibot";
-import { normalizeCustomAgentName, REASONING_EFFORTS, type CustomAgent, type CustomAgentModelSettings } from "../agents/custom-agent.ts";
+import { CUSTOM_AGENT_NAME_MAX_LENGTH, normalizeCustomAgentName, REASONING_EFFORTS, type CustomAgent, type CustomAgentModelSettings } from "../agents/custom-agent.ts";
 import { systemClock } from "../core/clock.ts";
 import { DeerflowError } from "../core/errors.ts";
 import type { KeyValue } from "../ports/key-value.ts";
 import type { Clock } from "../ports/runtime-ports.ts";
 import type { VersionedKeyValue } from "../ports/versioned-key-value.ts";
 import { parseStoredJson, updateVersioned, versionedOver } from "../storage/versioned.ts";
-import { RunOperationError } from "./runs/types.ts";
+import type { AgentSetupOutcome, AgentSetupPort } from "../tools/setup-agent.ts";
+import { isDeploymentAdministrator, RunOperationError, type RunPrincipal } from "./runs/types.ts";
 
 /*
  * The deployment's custom agents, one KeyValue record per agent under `deployment:agents:<name>`
@@ -57,6 +58,18 @@ export function unknownCustomAgent(name: string): RunOperationError {
     `context.agent_name ${JSON.stringify(name)} names no custom agent; create it first (POST /api/agents) or leave agent_name out.`,
   );
 }
+
+/** A new agent's fields before a patch: what POST /api/agents stores for a body with only a name. */
+export const EMPTY_AGENT_FIELDS: CustomAgentFields = Object.freeze({
+  description: "",
+  model: null,
+  tool_groups: null,
+  skills: null,
+  model_settings: null,
+  thinking_enabled: null,
+  reasoning_effort: null,
+  soul: "",
+});
 
 export interface CustomAgentStoreOptions {
   readonly storage: KeyValue;
@@ -154,16 +167,41 @@ export class CustomAgentStore {
     return updateVersioned(this.#versioned, key, (current) => {
       const existing = this.#parse(key, parseStoredJson(current));
       if (!existing) return undefined;
-      const { model_settings: settingsPatch, ...rest } = patch;
-      const defined = Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== undefined)) as Partial<CustomAgentFields>;
-      const agent: CustomAgent = {
-        ...existing,
-        ...defined,
-        model_settings: mergeModelSettings(existing.model_settings, settingsPatch),
-        updated_at: new Date(Math.max(this.#clock.now(), Date.parse(existing.updated_at) + 1)).toISOString(),
-      };
+      const agent = this.#patched(existing, patch);
       return { value: this.#stored(agent), result: agent };
     });
+  }
+
+  /**
+   * Creates the agent from the patch (every other field empty) or applies the patch to the one
+   * there is, in one compare-and-set: upstream's setup_agent write. Undefined for an invalid name.
+   */
+  async upsert(name: string, patch: CustomAgentPatch): Promise<{ agent: CustomAgent; created: boolean } | undefined> {
+    const normalized = normalizeCustomAgentName(name);
+    if (normalized === undefined) return undefined;
+    const key = this.#key(normalized);
+    return updateVersioned<{ agent: CustomAgent; created: boolean }>(this.#versioned, key, (current) => {
+      const existing = this.#parse(key, parseStoredJson(current));
+      if (existing) {
+        const agent = this.#patched(existing, patch);
+        return { value: this.#stored(agent), result: { agent, created: false } };
+      }
+      const now = new Date(this.#clock.now()).toISOString();
+      const blank: CustomAgent = { ...EMPTY_AGENT_FIELDS, name: normalized, created_at: now, updated_at: now };
+      const agent = { ...this.#patched(blank, patch), updated_at: now };
+      return { value: this.#stored(agent), result: { agent, created: true } };
+    });
+  }
+
+  #patched(existing: CustomAgent, patch: CustomAgentPatch): CustomAgent {
+    const { model_settings: settingsPatch, ...rest } = patch;
+    const defined = Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== undefined)) as Partial<CustomAgentFields>;
+    return {
+      ...existing,
+      ...defined,
+      model_settings: mergeModelSettings(existing.model_settings, settingsPatch),
+      updated_at: new Date(Math.max(this.#clock.now(), Date.parse(existing.updated_at) + 1)).toISOString(),
+    };
   }
 
   /** True when an agent was deleted. */
@@ -175,4 +213,36 @@ export class CustomAgentStore {
     );
     return deleted === true;
   }
+}
+
+/**
+ * What the setup_agent tool writes through, for one caller: the same store and the same rule as
+ * /api/agents (custom agents belong to the deployment, so only an administrator creates or changes
+ * one). As upstream: an upsert; the SOUL is set, the description when one is given, the skill list
+ * when it is a list. Every refusal is a sentence for the model, never a thrown error.
+ */
+export function customAgentSetup(store: CustomAgentStore, who: Pick<RunPrincipal, "systemRole" | "isInternal">): AgentSetupPort {
+  const administrator = isDeploymentAdministrator(who);
+  return {
+    async setup(name, fields): Promise<AgentSetupOutcome> {
+      if (!administrator) {
+        return { ok: false, message: "Only an administrator may create or change custom agents, and this conversation's user is not one; ask an administrator to create the agent." };
+      }
+      if (normalizeCustomAgentName(name) === undefined) {
+        return { ok: false, message: `${JSON.stringify(name)} is not a valid agent name; use 1 to ${CUSTOM_AGENT_NAME_MAX_LENGTH} letters, digits or hyphens.` };
+      }
+      try {
+        const written = await store.upsert(name, {
+          soul: fields.soul,
+          ...(fields.description.trim() !== "" ? { description: fields.description } : {}),
+          ...(Array.isArray(fields.skills) ? { skills: [...fields.skills] } : {}),
+        });
+        if (!written) return { ok: false, message: `${JSON.stringify(name)} is not a valid agent name.` };
+        return { ok: true, name: written.agent.name, created: written.created };
+      } catch (error) {
+        if (error instanceof CustomAgentStoreError) return { ok: false, message: error.message };
+        throw error;
+      }
+    },
+  };
 }

@@ -118,11 +118,23 @@ export function reduceTodos(left: Todo[] | null, right: readonly Todo[] | null |
   return [...right];
 }
 
+/**
+ * The update that clears a thread's goal: null means "not touched" (every node returning the
+ * channel's default must not wipe the goal), so clearing needs a value of its own. Plain JSON, so
+ * it survives a checkpoint's pending writes.
+ */
+export const CLEAR_GOAL: Readonly<Record<string, unknown>> = Object.freeze({ __clear_goal__: true });
+
+export function isClearGoal(value: unknown): boolean {
+  return isRecord(value) && value.__clear_goal__ === true && Object.keys(value).length === 1;
+}
+
 export function reduceGoal(
   left: Record<string, unknown> | null,
   right: Record<string, unknown> | null | undefined,
 ): Record<string, unknown> | null {
   if (right === undefined || right === null) return left;
+  if (isClearGoal(right)) return null;
   if (!isRecord(right)) throw invalid("goal", `expected an object, got ${describeValue(right)}.`);
   return right;
 }

@@ -28,6 +28,8 @@ import type {
 
 export { StateConflictError, StateUpdateError, type StateUpdateErrorCode } from "./errors.ts";
 export {
+  CLEAR_GOAL,
+  isClearGoal,
   DELEGATION_STATUSES,
   MAX_DELEGATIONS,
   MAX_SKILL_CONTEXT_ENTRIES,

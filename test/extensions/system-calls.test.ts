@@ -12,12 +12,14 @@ import {
   type SystemModelResult,
   type SystemOperationKind,
 } from "../../src/extension-api/index.ts";
+import { SYSTEM_OPERATION_KINDS } from "../../src/extension-api/system-model.ts";
+import type { Assert, SameType } from "../../src/core/types.ts";
 import { HostExtensionRegistry, type LoadedExtensions } from "../../src/extensions/registry.ts";
 import { createSystemCallHook, passThroughSystemCall } from "../../src/extensions/system-calls.ts";
 import { MEMORY_EXTRACTION_PROMPT } from "../../src/middlewares/memory/extractors.ts";
 import { createMemoryStore } from "../../src/middlewares/memory/store.ts";
 import { createSummarizationMiddleware } from "../../src/middlewares/summarization/summarization.ts";
-import { runSystemModelCall, type SystemModelCallHook } from "../../src/middlewares/system-model-call.ts";
+import { runSystemModelCall, type SystemModelCallHook, type SystemModelCallKind } from "../../src/middlewares/system-model-call.ts";
 import { createTitleMiddleware } from "../../src/middlewares/title.ts";
 import { emptyThreadState } from "../../src/state/thread-state.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
@@ -135,6 +137,16 @@ describe("scenario G27: a title generated through the real engine is observed", 
     const response = { content: "T" };
     await expect(hook("title", { messages: "prompt" }, async () => response)).resolves.toBe(response);
     expect(seen.map((s) => s.result.error ?? s.result.response)).toEqual([failure, response]);
+  });
+});
+
+// The middlewares' kinds are the extension API's kinds, both ways.
+type _KindsInStep = Assert<SameType<SystemModelCallKind, SystemOperationKind>>;
+
+describe("the system operation kinds", () => {
+  it("are the host's own model calls: the middlewares' and the gateway's one-shot calls for the UI", () => {
+    expect([...SYSTEM_OPERATION_KINDS].sort()).toEqual(["goal", "input_polish", "memory", "suggestions", "summarization", "title"]);
+    expect(Object.isFrozen(SYSTEM_OPERATION_KINDS)).toBe(true);
   });
 });
 

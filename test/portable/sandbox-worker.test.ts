@@ -16,7 +16,7 @@ const UNHURRIED = { timeoutMs: 30_000 };
  * The runaway commands' constructs once, so that nothing is left to load when they run: a module
  * load is a turn of the worker's event loop, where it could answer a call meant to wait behind the loop.
  */
-const WARM_UP = "echo warm > warm.txt; i=0; while false; do i=$((i+1)); done";
+const WARM_UP = "echo warm > warm.txt; seq 1 2 > /dev/null; while false; do seq 1 2 > /dev/null; done";
 
 /** Counts timer turns the caller's event loop gets while `work` is pending. */
 function tickWhile<T>(work: Promise<T>): { ticks(): number; settled(): boolean; done: Promise<T> } {

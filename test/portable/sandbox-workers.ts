@@ -9,5 +9,10 @@ export async function runtimeSandboxWorkers(): Promise<SandboxWorkerPort> {
   return (await import("../../adapters/shared/web-sandbox-worker.ts")).createWebSandboxWorkers();
 }
 
-/** A bash loop that never waits on anything: it holds whatever thread runs it. */
-export const RUNAWAY_LOOP = "i=0; while true; do i=$((i+1)); done";
+/**
+ * A bash loop that never waits on anything: it holds whatever thread runs it. Each turn does some
+ * work (a 5,000-line seq) so that the loop meets its timeout long before just-bash's own guard of
+ * 100,000 commands (exit 126): a bare `i=$((i+1))` loop reaches that guard in about 0.5 s on Bun,
+ * before a 500 ms timeout.
+ */
+export const RUNAWAY_LOOP = "while true; do seq 1 5000 > /dev/null; done";

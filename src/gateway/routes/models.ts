@@ -1,6 +1,7 @@
 import type { Hono } from "hono";
+import type { LeadConfig } from "../../agents/app-config.ts";
 import { availableModelNames } from "../../config/load.ts";
-import { DEMO_MODEL_NAME, type AppConfig, type ModelConfig } from "../../config/schema.ts";
+import { DEMO_MODEL_NAME, type ModelConfig } from "../../config/schema.ts";
 import type { GatewayAuthorizer } from "../auth/authorizer.ts";
 import { authenticatedUser } from "../auth/context.ts";
 import type { GatewayEnv } from "../types.ts";
@@ -10,16 +11,19 @@ import type { GatewayEnv } from "../types.ts";
  * display facts leave the server (never base_url, headers or the key's variable). With
  * authorization on, the list is what the provider's filterResources lets the caller see and the
  * single model is what authorize(model, use) lets it use; a failing provider follows fail_closed.
+ * `token_usage.enabled` tells DeerFlow's UI whether runs report token usage (the TokenUsage
+ * middleware is on), so it shows the counters.
  */
 
 export interface ModelRouteDeps {
-  readonly config: Pick<AppConfig, "models" | "default_model">;
+  readonly config: Pick<LeadConfig, "models" | "default_model" | "token_usage">;
   readonly authorizer: GatewayAuthorizer;
 }
 
 export interface ModelInfo {
   readonly name: string;
-  readonly display_name?: string;
+  /** The picker's label: the entry's display_name, else its name. */
+  readonly display_name: string;
   readonly description?: string;
   readonly provider: ModelConfig["use"];
   readonly model: string;
@@ -28,7 +32,7 @@ export interface ModelInfo {
   readonly supports_vision: boolean;
 }
 
-function modelEntry(config: Pick<AppConfig, "models">, name: string): ModelConfig | undefined {
+function modelEntry(config: Pick<LeadConfig, "models">, name: string): ModelConfig | undefined {
   const listed = config.models.find((model) => model.name === name);
   if (listed !== undefined) return listed;
   return name === DEMO_MODEL_NAME ? { name: DEMO_MODEL_NAME, use: "demo", base_url: "", timeout_ms: 0 } : undefined;
@@ -38,7 +42,7 @@ function describe(entry: ModelConfig): ModelInfo {
   const isDemo = entry.use === "demo";
   return {
     name: entry.name,
-    ...(entry.display_name === undefined ? {} : { display_name: entry.display_name }),
+    display_name: entry.display_name ?? entry.name,
     ...(entry.description === undefined ? {} : { description: entry.description }),
     provider: entry.use,
     model: isDemo ? DEMO_MODEL_NAME : (entry.model ?? ""),
@@ -59,6 +63,8 @@ export function registerModelRoutes(app: Hono<GatewayEnv>, deps: ModelRouteDeps)
     return c.json({
       models: visible.map((name) => describe(modelEntry(config, name)!)),
       default_model: visible.includes(preferred) ? preferred : (visible[0] ?? null),
+      // The same switch the lead chain reads (src/agents/lead-agent.ts): on unless disabled.
+      token_usage: { enabled: config.token_usage?.enabled !== false },
     });
   });
 

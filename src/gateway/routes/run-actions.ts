@@ -12,9 +12,9 @@ import { RunScope } from "../../engine/run-scope.ts";
 import type { AgentRuntime } from "../../engine/types.ts";
 import { INJECTED_USER_MESSAGE_ID_SUFFIX } from "../../middlewares/dynamic-context.ts";
 import { ORIGINAL_USER_CONTENT_KEY } from "../../middlewares/input-sanitization.ts";
-import { HIDE_FROM_UI, SUMMARY_MESSAGE_NAME, isHidden } from "../../middlewares/messages.ts";
+import { HIDE_FROM_UI, isHiddenFromHistory } from "../../middlewares/messages.ts";
 import { SUMMARIZATION_NAME, SummarizationError, type SummarizationMiddleware } from "../../middlewares/summarization/index.ts";
-import { readHead } from "../../runtime/runs/checkpoints.ts";
+import { checkpointMessages, checkpointValues, readHead } from "../../runtime/runs/checkpoints.ts";
 import type { RunManager } from "../../runtime/runs/manager.ts";
 import type { RunRecord } from "../../runtime/runs/types.ts";
 import { type ThreadStateGraph, updateThreadState } from "../../runtime/thread-state.ts";
@@ -55,25 +55,13 @@ const CompactSchema = v.strictObject({
 
 type Values = Record<string, unknown>;
 
-function valuesOf(tuple: CheckpointTuple | undefined): Values {
-  return (tuple?.checkpoint.channel_values ?? {}) as Values;
-}
-
-function messagesOf(tuple: CheckpointTuple | undefined): BaseMessage[] {
-  const messages = valuesOf(tuple).messages;
-  return Array.isArray(messages) ? (messages as BaseMessage[]) : [];
-}
 
 function kwargsOf(message: BaseMessage): Values {
   return { ...(message.additional_kwargs ?? {}) } as Values;
 }
 
-function isHiddenOrControl(message: BaseMessage): boolean {
-  return message.type === "remove" || message.name === SUMMARY_MESSAGE_NAME || isHidden(message);
-}
-
-const isVisibleHuman = (message: BaseMessage) => message.type === "human" && !isHiddenOrControl(message);
-const isVisibleAi = (message: BaseMessage) => message.type === "ai" && !isHiddenOrControl(message);
+const isVisibleHuman = (message: BaseMessage) => message.type === "human" && !isHiddenFromHistory(message);
+const isVisibleAi = (message: BaseMessage) => message.type === "ai" && !isHiddenFromHistory(message);
 
 function toolCallsOf(message: BaseMessage): unknown[] {
   const calls = (message as { tool_calls?: unknown }).tool_calls;
@@ -131,7 +119,7 @@ export function registerRunActionRoutes(api: Hono<GatewayEnv>, deps: RunActionRo
     const ids = new Set([humanId, clientMessageId(humanId)]);
     let tuple: CheckpointTuple | undefined = head;
     for (let depth = 0; tuple && depth < MAX_LINEAGE_DEPTH; depth++) {
-      if (!messagesOf(tuple).some((message) => message.id !== undefined && ids.has(message.id))) return tuple;
+      if (!checkpointMessages(tuple).some((message) => message.id !== undefined && ids.has(message.id))) return tuple;
       const parentId = tuple.parentConfig?.configurable?.checkpoint_id;
       if (typeof parentId !== "string") break;
       tuple = await checkpointer.getTuple({ configurable: { thread_id: threadId, checkpoint_ns: String(tuple.config.configurable?.checkpoint_ns ?? ""), checkpoint_id: parentId } });
@@ -155,7 +143,7 @@ export function registerRunActionRoutes(api: Hono<GatewayEnv>, deps: RunActionRo
     await guard.thread(c, "runs:create", threadId, { requireExisting: true });
     const body = await parseJsonObjectBody(c, RegenerateSchema);
     const head = await headOf(threadId);
-    const messages = messagesOf(head);
+    const messages = checkpointMessages(head);
     const index = messages.findIndex((message) => message.id === body.message_id);
     let human: BaseMessage | undefined;
     if (index < 0) {
@@ -176,7 +164,7 @@ export function registerRunActionRoutes(api: Hono<GatewayEnv>, deps: RunActionRo
     const checkpoint = checkpointResponse(base);
     const input: Values = { messages: [replayedHumanMessage(human)] };
     // The base may predate a rename: the current title is replayed rather than rolled back.
-    const title = valuesOf(head).title;
+    const title = checkpointValues(head).title;
     if (typeof title === "string" && title !== "") input.title = title;
     return c.json({
       input,
@@ -192,9 +180,9 @@ export function registerRunActionRoutes(api: Hono<GatewayEnv>, deps: RunActionRo
     const body = await parseJsonObjectBody(c, EditRegenerateSchema);
     const text = body.replacement_text.trim();
     const head = await headOf(threadId);
-    const goal = valuesOf(head).goal as { status?: unknown } | null | undefined;
+    const goal = checkpointValues(head).goal as { status?: unknown } | null | undefined;
     if (goal && goal.status === "active") throw httpError(409, "Cannot edit while a goal is active: clear or finish the goal first.");
-    const messages = messagesOf(head);
+    const messages = checkpointMessages(head);
     const humanIndex = messages.findLastIndex(isVisibleHuman);
     if (humanIndex < 0 || messages[humanIndex]!.id !== body.human_message_id) {
       throw httpError(409, "Only the latest completed user turn can be edited.");
@@ -216,8 +204,8 @@ export function registerRunActionRoutes(api: Hono<GatewayEnv>, deps: RunActionRo
     const groupId = (run as Partial<RunRecord>).metadata?.edit_version_group_id;
     const input: Values = { messages: [editedHumanMessage(human, replacementId, text)] };
     // An untitled base belongs to a thread not named yet: its title comes from the edited prompt.
-    const title = valuesOf(head).title;
-    const baseTitle = valuesOf(base).title;
+    const title = checkpointValues(head).title;
+    const baseTitle = checkpointValues(base).title;
     if (typeof baseTitle === "string" && baseTitle !== "" && typeof title === "string" && title !== "") input.title = title;
     return c.json({
       input,
@@ -256,8 +244,8 @@ export function registerRunActionRoutes(api: Hono<GatewayEnv>, deps: RunActionRo
     }
     try {
       const head = await readHead(checkpointer, threadId);
-      const values = valuesOf(head);
-      const messages = messagesOf(head);
+      const values = checkpointValues(head);
+      const messages = checkpointMessages(head);
       const notCompacted = (reason: string) =>
         c.json({ thread_id: threadId, compacted: false, reason, removed_message_count: 0, preserved_message_count: messages.length, summary_updated: false, checkpoint_id: head?.checkpoint.id ?? null, total_tokens: 0 });
       if (!head || messages.length === 0) return notCompacted("not_enough_messages");

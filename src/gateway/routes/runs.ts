@@ -14,6 +14,7 @@ import { readJsonBody } from "../request-limits.ts";
 import { runLocationHeaders, sseResponse } from "../sse.ts";
 import { ASSISTANT_ID_ALIASES, listAssistants, resolveAssistantId } from "./assistants.ts";
 import type { GatewayDeps, GatewayRunHooks } from "../deps.ts";
+import { EMPTY_WORKSPACE_SUMMARY, WORKSPACE_CHANGES_EVENT_TYPE, WORKSPACE_CHANGES_VERSION, workspaceChangesProbe } from "../../runtime/workspace-changes.ts";
 import type { GatewayEnv, GatewayUser, RouteGuard, ThreadStore } from "../types.ts";
 
 /*
@@ -155,6 +156,31 @@ export function registerRunRoutes(app: Hono<GatewayEnv>, deps: RunRouteDeps): vo
     return c.json(page.events.map((entry) => journalEvent(threadId, runId, entry)));
   }));
 
+  // What the run changed in the thread's workspace and outputs (the run's last `workspace_changes`
+  // journal event, see src/runtime/workspace-changes.ts); `available: false` for a run without one.
+  app.get("/threads/:thread_id/runs/:run_id/workspace-changes", handled(async (c) => {
+    const threadId = await threadFor(c, guard, "runs:read", true);
+    const runId = runIdOf(c);
+    const includeFiles = c.req.query("include_files") === undefined || boolQuery(c, "include_files");
+    const includeDiff = c.req.query("include_diff") === undefined || boolQuery(c, "include_diff");
+    await existingRun(runs, threadId, runId);
+    const page = await runs.events(threadId, runId, {
+      limit: 1000,
+      accept: (entry) => entry.kind === "custom" && isRecord(entry.data) && entry.data.type === WORKSPACE_CHANGES_EVENT_TYPE,
+    });
+    const recorded = page?.events.at(-1)?.data as Record<string, unknown> | undefined;
+    if (!recorded) {
+      return c.json({ available: false, version: WORKSPACE_CHANGES_VERSION, summary: EMPTY_WORKSPACE_SUMMARY, files: [], limits: {} });
+    }
+    const { type: _type, ...changes } = recorded;
+    const files = Array.isArray(changes.files) ? (changes.files as Array<Record<string, unknown>>) : [];
+    return c.json({
+      ...changes,
+      available: true,
+      files: includeFiles ? (includeDiff ? files : files.map((file) => ({ ...file, diff: "" }))) : [],
+    });
+  }));
+
   app.delete("/threads/:thread_id/runs/:run_id", handled(async (c) => {
     const threadId = await threadFor(c, guard, "runs:cancel", true);
     await runs.delete(threadId, runIdOf(c));
@@ -246,6 +272,10 @@ export async function registerRunsPart(
     modelNames: () => availableModelNames(deps.config),
     customAgentExists: async (name) => (await deps.customAgents.get(name)) !== undefined,
     onDiagnostic: deps.reportDiagnostic,
+    probe: (() => {
+      const snapshot = workspaceChangesProbe(deps.sandbox, deps.config.tool_output?.storage_subdir ? { toolResultsDirname: deps.config.tool_output.storage_subdir } : {});
+      return ({ threadId, user }) => snapshot({ userId: user.id, threadId });
+    })(),
   });
   await runs.recover();
   registerRunRoutes(api, {

@@ -27,6 +27,17 @@ export async function readHead(checkpointer: BaseCheckpointSaver, threadId: stri
   return checkpointer.getTuple(headConfig(threadId));
 }
 
+/** A checkpoint's raw channel values (none for a missing checkpoint). */
+export function checkpointValues(tuple: CheckpointTuple | undefined): Record<string, unknown> {
+  return (tuple?.checkpoint.channel_values ?? {}) as Record<string, unknown>;
+}
+
+/** The messages channel of a checkpoint, as stored (an empty list when there is none). */
+export function checkpointMessages(tuple: CheckpointTuple | undefined): BaseMessage[] {
+  const messages = checkpointValues(tuple).messages;
+  return Array.isArray(messages) ? (messages as BaseMessage[]) : [];
+}
+
 /** A thread's visible values at its head, with pending interrupts as `__interrupt__`. */
 export async function readThreadValues(checkpointer: BaseCheckpointSaver, threadId: string): Promise<Record<string, unknown> | undefined> {
   const head = await readHead(checkpointer, threadId);
@@ -118,7 +129,7 @@ function stateChannels(channelValues: Record<string, unknown>): Record<string, u
 
 /** The title stored at the thread's head, if any. */
 export function titleOf(head: CheckpointTuple | undefined): string | null {
-  const title = (head?.checkpoint.channel_values as Record<string, unknown> | undefined)?.title;
+  const title = checkpointValues(head).title;
   return typeof title === "string" && title !== "" ? title : null;
 }
 

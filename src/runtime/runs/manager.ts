@@ -23,6 +23,7 @@ import {
   type RunDiagnostic,
   type RunErrorInfo,
   type RunPrincipal,
+  type RunProbe,
   type RunRecord,
   type RunRequest,
   type RunStatus,
@@ -63,6 +64,8 @@ export interface RunManagerOptions<U extends RunPrincipal> {
    * its last replay window): see {@link IdleReclaimer}. Absent: nothing is asked.
    */
   readonly reclaimMemory?: ReclaimMemory;
+  /** Measures each run this process executes (the gateway's workspace changes); see RunProbe. */
+  readonly probe?: RunProbe<U>;
 }
 
 /** What a gateway (or client) that is one of several processes over one store hands its RunManager. */
@@ -599,6 +602,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
       clock: this.clock,
       ...(options.notifyBudgetMs === undefined ? {} : { notifyBudgetMs: options.notifyBudgetMs }),
       report: (d) => this.#report(d.level, d.source, d.message),
+      ...(options.probe ? { probe: options.probe } : {}),
       setStatus: (run, status, error) => this.#setStatus(run as LocalRun<U>, status, error),
       acquire: (run) => this.#acquire(run as LocalRun<U>),
       release: (run) => this.#release(run as LocalRun<U>),

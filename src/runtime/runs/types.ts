@@ -68,6 +68,15 @@ export interface RunPrincipal {
   readonly authzAttributes?: Readonly<Record<string, unknown>>;
 }
 
+/**
+ * Who may change what belongs to the whole deployment (skills, the MCP config, custom agents): an
+ * administrator, never an internal caller acting for one. The gateway's routes and the
+ * setup_agent tool both ask this.
+ */
+export function isDeploymentAdministrator(user: Pick<RunPrincipal, "systemRole" | "isInternal">): boolean {
+  return user.systemRole === "admin" && user.isInternal !== true;
+}
+
 export type RunThreadStatus = "idle" | "busy" | "interrupted" | "error";
 
 /** The thread-meta operations the run lifecycle needs (a subset of the gateway's ThreadStore). */
@@ -81,10 +90,24 @@ export interface RunAgentRequest<U extends RunPrincipal = RunPrincipal> {
   readonly modelName?: string;
   /** The custom agent the run asked for (`context.agent_name`), if any. */
   readonly agentName?: string;
+  /** The UI's agent-creation chat (`context.is_bootstrap` with an agent_name): the agent gets setup_agent. */
+  readonly bootstrap?: boolean;
   readonly subagentsEnabled?: boolean;
   readonly planMode?: boolean;
 }
 export type RunAgentFactory<U extends RunPrincipal = RunPrincipal> = (request: RunAgentRequest<U>) => Promise<Agent>;
+
+/**
+ * Something measured across a run (the workspace changes): begun once the run holds its thread,
+ * finished after its graph ended; what `finish` returns is journaled as a custom event of the run.
+ * A probe that fails costs only its record, never the run.
+ */
+export type RunProbe<U extends RunPrincipal = RunPrincipal> = (run: {
+  readonly threadId: string;
+  readonly runId: string;
+  readonly user: U;
+}) => Promise<RunProbeFinish | undefined>;
+export type RunProbeFinish = () => Promise<Record<string, unknown> | undefined>;
 
 export interface RunDiagnostic {
   readonly level: "error" | "warning" | "info";

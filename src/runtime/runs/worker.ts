@@ -23,6 +23,8 @@ import type {
   RunDiagnostic,
   RunErrorInfo,
   RunPrincipal,
+  RunProbe,
+  RunProbeFinish,
   RunRecord,
   RunRequest,
   RunStatus,
@@ -83,6 +85,8 @@ export interface WorkerDeps<U extends RunPrincipal> {
   readonly clock: Clock;
   readonly notifyBudgetMs?: number;
   readonly report: (diagnostic: RunDiagnostic) => void;
+  /** Measures the run (workspace changes); its result is journaled before the run's terminal status. */
+  readonly probe?: RunProbe<U>;
   /** Persists a status change of the run's row; false when it could not (the run lost its lease). */
   setStatus(run: ActiveRun<U>, status: RunStatus, error?: RunErrorInfo | null): Promise<boolean>;
   /** Waits for the run's turn on its thread: "claimed" runs it; "cancelled" and "lost" never start it. */
@@ -100,18 +104,22 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
   let status: RunStatus = "error";
   let error: RunErrorInfo | null = null;
   let preRun: CheckpointTuple | undefined;
+  let probing: Promise<RunProbeFinish | undefined> | undefined;
   try {
     if ((await deps.acquire(run)) !== "claimed" || signal.aborted) return;
     run.started = true;
     await deps.setStatus(run, "running");
     await safely(deps, "thread status", () => deps.threads.update(threadId, { status: "busy" }));
     preRun = await readHead(deps.checkpointer, threadId);
+    // Measured while the agent is built; awaited before the graph can touch anything.
+    probing = deps.probe ? probeStep(deps, runId, "start", () => deps.probe!({ threadId, runId, user: run.user })) : undefined;
     const context = runContext(run.request);
     const agentName = requestedAgentName(context);
     const agent = await deps.agentFactory({
       user: run.user,
       ...(typeof context.model_name === "string" ? { modelName: context.model_name } : {}),
       ...(agentName === undefined ? {} : { agentName }),
+      ...(isBootstrapRun(context) ? { bootstrap: true } : {}),
       subagentsEnabled: context.subagent_enabled === true,
       planMode: context.is_plan_mode === true,
     });
@@ -127,6 +135,7 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
       lifecycle = { info, taskStore: new ExtensionData(runId) };
       await notifyTaskStart(extensions.taskLifecycle, extensions.appStore, lifecycle.taskStore, info, notifyOptions(deps));
     }
+    await probing;
     await bridge.publish(runId, "metadata", { run_id: runId, thread_id: threadId, attempt: 1 });
     // Let the response that streams this run reach its socket before the graph takes the loop.
     await yieldToEventLoop();
@@ -169,6 +178,11 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
       }
       status = rollback ? "error" : "interrupted";
       error = rollback ? ROLLED_BACK : null;
+    }
+    const probeFinish = await probing;
+    if (probeFinish && run.started && !run.lost) {
+      const measured = await probeStep(deps, runId, "finish", probeFinish);
+      if (measured) await deps.journal?.record(threadId, runId, "custom", measured);
     }
     run.settled = true;
     await safely(deps, "run status", () => deps.setStatus(run, status, error));
@@ -321,6 +335,11 @@ export function requestedAgentName(context: Readonly<Record<string, unknown>>): 
   return typeof name === "string" ? name : JSON.stringify(name);
 }
 
+/** The UI's agent-creation chat: `is_bootstrap` with the name of the agent it creates (the setup_agent tool's target). */
+export function isBootstrapRun(context: Readonly<Record<string, unknown>>): boolean {
+  return context.is_bootstrap === true && typeof context.agent_name === "string" && context.agent_name.trim() !== "";
+}
+
 function forwardedContext(request: RunRequest): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const key of FORWARDED_CONFIGURABLE_KEYS) {
@@ -342,6 +361,16 @@ function serverContext(user: RunPrincipal, threadId: string, runId: string): Rec
     thread_id: threadId,
     run_id: runId,
   };
+}
+
+/** A probe step whose failure is reported, never raised: a measurement must not fail the run. */
+async function probeStep<U extends RunPrincipal, R>(deps: WorkerDeps<U>, runId: string, step: string, fn: () => Promise<R>): Promise<R | undefined> {
+  try {
+    return await fn();
+  } catch (cause) {
+    deps.report({ level: "warning", source: `run ${runId}`, message: `the run probe's ${step} failed: ${errorMessage(cause)}` });
+    return undefined;
+  }
 }
 
 function threadStatusAfter(status: RunStatus): "idle" | "interrupted" | "error" {

@@ -75,12 +75,13 @@ describe("GET /api/threads/:id/runs/:run/events", () => {
       // A bare array, as DeerFlow's UI reads it.
       const events = body as Array<{ seq: number; kind: string; event_type: string; run_id: string; content: unknown; data: Record<string, unknown> }>;
       expect(events.filter((e) => e.kind === "status").map((e) => e.data.status)).toEqual(["pending", "running", "success"]);
-      // The demo session runs bash once: SandboxAudit records its decision as a custom event.
+      // The demo session runs bash once: SandboxAudit records its decision as a custom event; what
+      // the run changed in the workspace comes last, before the terminal status.
       const custom = events.filter((e) => e.kind === "custom");
-      expect(custom.map((e) => e.data.type)).toEqual(["middleware:sandbox_audit"]);
-      expect(events.map((e) => e.kind)).toEqual(["status", "status", "custom", "status"]);
+      expect(custom.map((e) => e.data.type)).toEqual(["middleware:sandbox_audit", "workspace_changes"]);
+      expect(events.map((e) => e.kind)).toEqual(["status", "status", "custom", "custom", "status"]);
       expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
-      expect(events.map((e) => e.event_type)).toEqual(["run.pending", "run.running", "middleware:sandbox_audit", "run.success"]);
+      expect(events.map((e) => e.event_type)).toEqual(["run.pending", "run.running", "middleware:sandbox_audit", "workspace_changes", "run.success"]);
       for (const e of events) expect([e.run_id, e.content]).toEqual([run!.run_id, e.data]);
 
       // event_types filters before limit applies; after_seq pages on from the last seq read.

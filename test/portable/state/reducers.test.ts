@@ -11,6 +11,7 @@ import {
   reduceArtifacts,
   reduceDelegations,
   reduceGoal,
+  CLEAR_GOAL,
   reduceMessages,
   reducePromoted,
   reduceSandbox,
@@ -212,6 +213,8 @@ describe("goal channel", () => {
     const goal = { objective: "ship v1" };
     expect(reduceGoal(goal, null)).toBe(goal);
     expect(reduceGoal(goal, undefined)).toBe(goal);
+    // Clearing takes the sentinel: null stays "not touched".
+    expect(reduceGoal(goal, { ...CLEAR_GOAL })).toBeNull();
     const next = { objective: "ship v2" };
     expect(reduceGoal(goal, next)).toBe(next);
     expect(reduceGoal(null, next)).toBe(next);

@@ -1,0 +1,212 @@
+import { readFile } from "node:fs/promises";
+import { describe, expect, it } from "vitest";
+import { validateLeadConfig } from "../../../src/agents/app-config.ts";
+import { loadReplayRecordings } from "../../../src/config/load.ts";
+import type { ReplayRecordingInput } from "../../../src/config/replay-recording.ts";
+import type { AgentAssemblyDescriptor } from "../../../src/extension-api/index.ts";
+import type { KeyValue } from "../../../src/ports/key-value.ts";
+import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
+import { acceptanceGateways, call, human, type SendOptions } from "../../fixtures/plugins/gateway-harness.ts";
+
+/*
+ * The UI's agent-creation chat (frontend/src/app/workspace/agents/new/page.tsx) through a real
+ * gateway: a run with `context.is_bootstrap` and the chosen agent_name, its first message the
+ * page's en-US bootstrap text, played by the replay model from test/fixtures/replay/setup_agent.json.
+ * The recorded setup_agent call runs the real tool, which writes the agent through the store
+ * /api/agents reads; a later run with that agent_name is built from its SOUL.
+ */
+
+const FIXTURE_DIR = new URL("../../fixtures/replay/", import.meta.url).href.replace(/\/$/, "");
+const RECORDING = JSON.parse(await readFile(new URL(`${FIXTURE_DIR}/setup_agent.json`), "utf8")) as ReplayRecordingInput;
+// What the page sends: its en-US `nameStepBootstrapMessage` with the name filled in.
+const UI_BOOTSTRAP_MESSAGE = "The new custom agent name is {name}. Help me design its purpose, behavior, and SOUL.md before saving it.";
+const PROMPT = UI_BOOTSTRAP_MESSAGE.replace("{name}", "ui-helper");
+const RECORDED_CALL = RECORDING.turns[0]!.output.data.tool_calls![0]!;
+const RECORDED_SOUL = RECORDED_CALL.args.soul as string;
+const RECORDED_DESCRIPTION = RECORDED_CALL.args.description as string;
+const BOOTSTRAP = { mode: "flash", is_bootstrap: true, agent_name: "ui-helper" };
+
+const ADMIN_KEY = "admin-key-0123456789abcdef";
+const USER_KEY = "user-key-0123456789abcdef";
+const auth = {
+  mode: "api_key",
+  api_keys: [
+    { key_env: "ADMIN_KEY", user_id: "ops", role: "admin" },
+    { key_env: "USER_KEY", user_id: "u1", role: "user" },
+  ],
+};
+const admin: SendOptions = { headers: { "x-api-key": ADMIN_KEY } };
+const user: SendOptions = { headers: { "x-api-key": USER_KEY } };
+const withBody = (who: SendOptions, body: unknown): SendOptions => ({ ...who, body });
+
+function observingLoader(seen: AgentAssemblyDescriptor[]): ModuleLoader {
+  return {
+    async load() {
+      return {
+        install: (registry: { agentAssemblyObserver(o: { onAgentAssembled(d: AgentAssemblyDescriptor): void }): void }) =>
+          registry.agentAssemblyObserver({ onAgentAssembled: (descriptor) => void seen.push(descriptor) }),
+      };
+    },
+  };
+}
+
+const gatewayWith = acceptanceGateways(() => ({ env: { ADMIN_KEY, USER_KEY } }));
+
+/** The gateway `serve` builds for a config whose default model replays `fixture` (or `recording`). */
+async function setupGateway(options: { seen?: AgentAssemblyDescriptor[]; recording?: ReplayRecordingInput; storage?: KeyValue } = {}) {
+  const model = options.recording
+    ? { name: "setup-model", use: "replay", recording: options.recording }
+    : { name: "setup-model", use: "replay", fixture: "setup_agent.json" };
+  // The replay model titles the chat too, as the browser suite's config has it.
+  const raw = { models: [model], title: { model_name: "setup-model" }, gateway: { auth }, plugins: [{ use: "./observer.ts:install" }] };
+  const config = await loadReplayRecordings(
+    validateLeadConfig(raw, `${FIXTURE_DIR}/config.yaml`),
+    { readText: (path) => readFile(new URL(path), "utf8").catch(() => undefined), baseDir: FIXTURE_DIR },
+    "config.yaml",
+  );
+  const { gateway } = await gatewayWith(config as unknown as Record<string, unknown>, {
+    loader: observingLoader(options.seen ?? []),
+    ...(options.storage ? { storage: options.storage } : {}),
+  });
+  return gateway;
+}
+
+type Gateway = Awaited<ReturnType<typeof setupGateway>>;
+interface Message {
+  type: string;
+  content: unknown;
+  name?: string;
+  status?: string;
+  tool_calls?: Array<{ name: string }>;
+}
+
+async function run(gateway: Gateway, who: SendOptions, threadId: string, text: string, context: Record<string, unknown>) {
+  expect((await call(gateway, "POST", "/api/threads", withBody(who, { thread_id: threadId }))).status).toBe(200);
+  const res = await call(gateway, "POST", `/api/threads/${threadId}/runs/wait`, withBody(who, { input: human(text), context }));
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  const state = await call(gateway, "GET", `/api/threads/${threadId}/state`, who);
+  expect(state.status).toBe(200);
+  return (state.body.values.messages as Message[]).filter((m) => m.type !== "system");
+}
+
+const toolResult = (messages: readonly Message[]) => messages.find((m) => m.type === "tool" && m.name === "setup_agent");
+
+describe("setup_agent in the UI's agent-creation chat", () => {
+  it("creates the agent the run names, with the recorded SOUL; a following run with that agent_name is built from it", async () => {
+    const seen: AgentAssemblyDescriptor[] = [];
+    const gateway = await setupGateway({ seen });
+    expect((await call(gateway, "GET", "/api/agents/check?name=ui-helper", admin)).body).toEqual({ available: true, name: "ui-helper" });
+
+    const messages = await run(gateway, admin, "t-bootstrap", PROMPT, BOOTSTRAP);
+    // The page waits for a setup_agent tool result (hasToolResult), then reads the agent.
+    expect(messages.map((m) => [m.type, m.type === "tool" ? m.name : (m.tool_calls ?? []).map((c) => c.name).join(",")])).toEqual([
+      ["human", ""],
+      ["ai", "setup_agent"],
+      ["tool", "setup_agent"],
+      ["ai", ""],
+    ]);
+    expect(toolResult(messages)?.content).toBe("Agent 'ui-helper' created successfully!");
+    expect(toolResult(messages)?.status).not.toBe("error");
+    // The recorded title call played too: the chat is titled, with no replay miss.
+    expect((await call(gateway, "GET", "/api/threads/t-bootstrap/state", admin)).body.values.title).toBe("Designing the ui-helper Agent");
+    // The bootstrap run's assembly is the one with setup_agent (reading the state builds a plain one).
+    const offered = seen.filter((d) => d.tools.some((t) => t.name === "setup_agent"));
+    expect(offered).toHaveLength(1);
+    expect(offered[0]!.effective_policies).toMatchObject({ agent_bootstrap: true });
+
+    const created = await call(gateway, "GET", "/api/agents/ui-helper", user);
+    expect(created.status).toBe(200);
+    expect(created.body).toMatchObject({ name: "ui-helper", soul: RECORDED_SOUL, description: RECORDED_DESCRIPTION, model: null, tool_groups: null, skills: null });
+    expect((await call(gateway, "GET", "/api/agents/check?name=ui-helper", user)).body).toEqual({ available: false, name: "ui-helper" });
+
+    // A chat with the new agent (the demo model: the recording plays only its own prompt).
+    await run(gateway, user, "t-chat", "hello", { agent_name: "ui-helper", model_name: "demo" });
+    const chat = seen.filter((d) => d.agent_name === "ui-helper");
+    expect(chat).toHaveLength(1);
+    expect(chat[0]!.tools.map((t) => t.name)).not.toContain("setup_agent");
+    expect(chat[0]!.base_prompt_hash).not.toBe(offered[0]!.base_prompt_hash);
+    const me = { id: "u1", systemRole: "user" as const, authSource: "api_key" as const, isInternal: false, permissions: new Set<never>() };
+    const agent = await gateway.deps.agentFactory({ user: me, agentName: "ui-helper" });
+    const prompt = String(agent.systemMessage?.content ?? "");
+    expect(prompt).toContain('<agent name="ui-helper">');
+    expect(prompt).toContain("You are ui-helper, a patient guide to DeerFlow's web UI.");
+    expect(prompt).not.toContain("<agent_creation>");
+  });
+
+  it("is offered only in a bootstrap run that names an agent, which sees only the bootstrap skill", async () => {
+    const seen: AgentAssemblyDescriptor[] = [];
+    const storage = createMemoryKeyValue();
+    const skill = (name: string) => `---\nname: ${name}\ndescription: The ${name} skill.\n---\n# ${name}\n`;
+    await storage.setItem("skills:public:bootstrap:SKILL.md", skill("bootstrap"));
+    await storage.setItem("skills:public:pdf-tools:SKILL.md", skill("pdf-tools"));
+    const gateway = await setupGateway({ seen, storage });
+    await run(gateway, admin, "t-plain", "hello", { model_name: "demo" });
+    await run(gateway, admin, "t-nameless", "hello", { model_name: "demo", is_bootstrap: true });
+    for (const descriptor of seen) {
+      expect(descriptor.tools.map((t) => t.name)).not.toContain("setup_agent");
+      expect(descriptor.effective_policies).not.toHaveProperty("agent_bootstrap");
+      expect(descriptor.enabled_skills).toEqual(["bootstrap", "pdf-tools"]);
+    }
+    await run(gateway, admin, "t-creating", PROMPT, BOOTSTRAP);
+    const creatingRun = seen.filter((d) => d.tools.some((t) => t.name === "setup_agent"));
+    expect(creatingRun).toHaveLength(1);
+    expect(creatingRun[0]!.enabled_skills).toEqual(["bootstrap"]);
+    const me = { id: "ops", systemRole: "admin" as const, authSource: "api_key" as const, isInternal: false, permissions: new Set<never>() };
+    const plain = await gateway.deps.agentFactory({ user: me });
+    const creating = await gateway.deps.agentFactory({ user: me, bootstrap: true });
+    expect(String(plain.systemMessage?.content)).not.toContain("setup_agent");
+    expect(String(creating.systemMessage?.content)).toContain("<agent_creation>");
+    expect(String(creating.systemMessage?.content)).toContain("call setup_agent");
+  });
+
+  it("updates an agent that exists (upstream's upsert): the SOUL and description change, the rest is kept", async () => {
+    const gateway = await setupGateway();
+    const body = { name: "ui-helper", soul: "old soul", description: "old", model: "demo", tool_groups: ["web"] };
+    expect((await call(gateway, "POST", "/api/agents", withBody(admin, body))).status).toBe(201);
+    const messages = await run(gateway, admin, "t-again", PROMPT, BOOTSTRAP);
+    expect(toolResult(messages)?.content).toBe("Agent 'ui-helper' updated successfully!");
+    const updated = (await call(gateway, "GET", "/api/agents/ui-helper", admin)).body;
+    expect(updated).toMatchObject({ soul: RECORDED_SOUL, description: RECORDED_DESCRIPTION, model: "demo", tool_groups: ["web"] });
+  });
+
+  it("a user who is not an administrator gets a tool error saying so, and no agent is written", async () => {
+    const gateway = await setupGateway();
+    const messages = await run(gateway, user, "t-user", PROMPT, BOOTSTRAP);
+    const result = toolResult(messages)!;
+    expect(result.status).toBe("error");
+    expect(String(result.content)).toContain("Only an administrator may create or change custom agents");
+    // The model read the error and still answered: the run finished.
+    expect(messages.at(-1)?.type).toBe("ai");
+    expect((await call(gateway, "GET", "/api/agents/ui-helper", user)).status).toBe(404);
+  });
+
+  it("invalid arguments are a tool error the model can read, and nothing is written", async () => {
+    const cases: [Record<string, unknown>, string][] = [
+      [{ soul: "   ", description: "blank" }, "soul: the SOUL is empty"],
+      [{ description: "no soul" }, "soul: required key is missing"],
+      [{ soul: "fine", description: "x", skills: "all" }, "skills: expected"],
+    ];
+    for (const [index, [args, expected]] of cases.entries()) {
+      const broken = structuredClone(RECORDING);
+      broken.turns[0]!.output.data.tool_calls![0]!.args = args;
+      const gateway = await setupGateway({ recording: broken });
+      const messages = await run(gateway, admin, `t-bad-${index}`, PROMPT, BOOTSTRAP);
+      const result = toolResult(messages)!;
+      expect(result.status, JSON.stringify(args)).toBe("error");
+      expect(String(result.content), JSON.stringify(args)).toContain(expected);
+      expect(String(result.content)).toContain("Nothing was saved");
+      expect((await call(gateway, "GET", "/api/agents/ui-helper", admin)).status).toBe(404);
+    }
+  });
+
+  it("an agent_name that is not a valid name is a tool error, and nothing is written", async () => {
+    const broken = structuredClone(RECORDING);
+    broken.prompt = UI_BOOTSTRAP_MESSAGE.replace("{name}", "bad name!");
+    const gateway = await setupGateway({ recording: broken });
+    const messages = await run(gateway, admin, "t-bad-name", broken.prompt, { ...BOOTSTRAP, agent_name: "bad name!" });
+    expect(toolResult(messages)?.status).toBe("error");
+    expect(String(toolResult(messages)?.content)).toContain('"bad name!" is not a valid agent name');
+    expect((await call(gateway, "GET", "/api/agents", admin)).body).toEqual({ agents: [] });
+  });
+});
