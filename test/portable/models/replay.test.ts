@@ -15,7 +15,7 @@ const PROMPT = RECORDING.prompt;
 const SUGGESTIONS = RECORDING.turns.find((turn) => turn.caller === "suggest_agent")!.output.data.content as string;
 
 function replayModel(recording: ReplayRecording = RECORDING): ReplayChatModel {
-  return new ReplayChatModel({ recording, source: "fixtures/write_read_file.ultra.json", modelName: "scenario-model" });
+  return new ReplayChatModel({ recordings: [{ recording, source: "fixtures/write_read_file.ultra.json" }], modelName: "scenario-model" });
 }
 
 /** The tool result a sandbox tool would give, so the conversation goes on as a run's does. */
