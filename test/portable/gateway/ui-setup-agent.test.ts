@@ -244,4 +244,27 @@ describe("setup_agent in the UI's agent-creation chat", () => {
     expect(String(toolResult(messages)?.content)).toContain('"bad name!" is not a valid agent name');
     expect((await call(gateway, "GET", "/api/agents", admin)).body).toEqual({ agents: [] });
   });
+
+  it("one replay model with the write_read_file and agent-creation recordings plays both conversations in one gateway", async () => {
+    const writeRead = await fixture("write_read_file.ultra.json");
+    const gateway = await setupGateway({ fixtures: ["write_read_file.ultra.json", "setup_agent.interview.json", "setup_agent.save.json"] });
+    // The UI's chat (ultra mode) plays write_read_file: the real tools write and read the file.
+    const ultra = { mode: "ultra", thinking_enabled: true, is_plan_mode: true, subagent_enabled: true };
+    const chat = await run(gateway, admin, "t-write-read", writeRead.prompt, ultra);
+    expect(shape(chat)).toEqual([
+      ["human", ""],
+      ["ai", "write_file"],
+      ["tool", "write_file"],
+      ["ai", "read_file"],
+      ["tool", "read_file"],
+      ["ai", ""],
+    ]);
+    expect(String(chat[4]!.content)).toContain("hi from replay.");
+    expect((await call(gateway, "GET", "/api/threads/t-write-read/state", admin)).body.values.title).toBe("Direct File Creation and Readback");
+    // The agent-creation chat on the same gateway: turn 1 saves nothing, turn 2 creates ui-helper.
+    const messages = await createAgent(gateway, admin, "t-create");
+    expect(toolResult(messages)?.content).toBe("Agent 'ui-helper' created successfully!");
+    expect((await call(gateway, "GET", "/api/agents/ui-helper", admin)).body).toMatchObject({ name: "ui-helper", soul: RECORDED_SOUL });
+    expect((await call(gateway, "GET", "/api/threads/t-create/state", admin)).body.values.title).toBe("Designing the ui-helper Agent");
+  });
 });
