@@ -179,7 +179,7 @@ export class ReplayChatModel extends ScriptedChatModel {
       const first = messages.find(isUserTurn) ?? messages[0];
       const seen = first === undefined ? "" : normalized(textOf(first.content));
       throw this.#miss(
-        `the ${caller} call about "${oneLine(seen, 60)}"${turn === undefined ? ` (the recording has no ${caller} call)` : ""}`,
+        `the ${caller} call about "${oneLine(seen, 60)}"${keyed !== undefined ? ` (the recording has no ${caller} call)` : ""}`,
         keyed !== undefined ? "record a fixture with this call, or leave this call off in config" : "send a recorded prompt first",
         keyed,
       );
