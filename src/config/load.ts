@@ -1,7 +1,7 @@
 import * as v from "valibot";
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import { ConfigError, type ConfigIssue } from "./errors.ts";
-import { parseReplayRecording } from "./replay-recording.ts";
+import { parseReplayRecording, samePromptRecordings, type ReplayRecording } from "./replay-recording.ts";
 import { describeIssue, formatKeyPath } from "./issues.ts";
 import { AppConfigSchema, DEMO_MODEL_NAME, describeValue, type AppConfig } from "./schema.ts";
 
@@ -99,16 +99,34 @@ function checkCrossReferences(config: AppConfig): ConfigIssue[] {
         message: `duplicate model name "${model.name}" (already used by models[${earlier}]); model names must be unique`,
       });
     }
-    if (model.use === "replay" && model.fixture === undefined && model.recording === undefined) {
+    if (
+      model.use === "replay" &&
+      model.fixture === undefined &&
+      model.recording === undefined &&
+      model.fixtures === undefined &&
+      model.recordings === undefined
+    ) {
       issues.push({
         path: at("fixture"),
-        message: `required when use is "replay"; set it to the recorded session to play (a fixture file, relative to this config file)`,
+        message: `required when use is "replay"; set it to the recorded session to play (a fixture file, relative to this config file), or fixtures: to a list of them`,
       });
     }
-    for (const key of ["fixture", "recording"] as const) {
+    for (const key of ["fixture", "recording", "fixtures", "recordings"] as const) {
       if (model.use !== "replay" && model[key] !== undefined) {
         issues.push({ path: at(key), message: `only read when use is "replay"; remove it, or set use: replay` });
       }
+    }
+    for (const [one, several] of [["fixture", "fixtures"], ["recording", "recordings"]] as const) {
+      if (model.use === "replay" && model[one] !== undefined && model[several] !== undefined) {
+        issues.push({ path: at(several), message: `give either ${one} (one recording) or ${several} (a list), not both; put the ${one} in the ${several} list` });
+      }
+    }
+    const conflict = model.fixtures === undefined && model.recordings !== undefined ? samePromptRecordings(model.recordings) : undefined;
+    if (conflict !== undefined) {
+      issues.push({
+        path: formatKeyPath([{ key: "models" }, { key: index }, { key: "recordings" }, { key: conflict[1] }, { key: "prompt" }]),
+        message: `the same prompt as recordings[${conflict[0]}]; each recording of a replay model must answer its own prompt`,
+      });
     }
     if (model.use === "openai-compatible" && model.model === undefined) {
       issues.push({
@@ -154,20 +172,41 @@ export function resolveFixturePath(fixture: string, baseDir: string): string {
  * without replay models comes back as it is.
  */
 export async function loadReplayRecordings<T extends AppConfig>(config: T, source: ReplayFixtureSource, configFileName: string): Promise<T> {
-  if (!config.models.some((model) => model.use === "replay" && model.recording === undefined && model.fixture !== undefined)) return config;
+  const pending = (model: AppConfig["models"][number]): boolean =>
+    model.use === "replay" && ((model.recording === undefined && model.fixture !== undefined) || (model.recordings === undefined && model.fixtures !== undefined));
+  if (!config.models.some(pending)) return config;
   const models = await Promise.all(
     config.models.map(async (model, index) => {
-      if (model.use !== "replay" || model.recording !== undefined || model.fixture === undefined) return model;
-      const path = resolveFixturePath(model.fixture, source.baseDir);
-      const content = await source.readText(path);
-      if (content === undefined) {
-        const issue: ConfigIssue = {
-          path: formatKeyPath([{ key: "models" }, { key: index }, { key: "fixture" }]),
-          message: `the replay fixture ${path} does not exist; fixture paths are relative to the config file's folder`,
-        };
-        throw new ConfigError("config_not_found", configFileName, [issue]);
+      if (!pending(model)) return model;
+      const read = async (fixture: string, key: Array<string | number>): Promise<ReplayRecording> => {
+        const path = resolveFixturePath(fixture, source.baseDir);
+        const content = await source.readText(path);
+        if (content === undefined) {
+          const issue: ConfigIssue = {
+            path: formatKeyPath([{ key: "models" }, { key: index }, ...key.map((k) => ({ key: k }))]),
+            message: `the replay fixture ${path} does not exist; fixture paths are relative to the config file's folder`,
+          };
+          throw new ConfigError("config_not_found", configFileName, [issue]);
+        }
+        return parseReplayRecording(content, path);
+      };
+      const loaded = { ...model };
+      if (model.recording === undefined && model.fixture !== undefined) loaded.recording = await read(model.fixture, ["fixture"]);
+      if (model.recordings === undefined && model.fixtures !== undefined) {
+        const fixtures = model.fixtures;
+        const recordings = await Promise.all(fixtures.map((fixture, at) => read(fixture, ["fixtures", at])));
+        const conflict = samePromptRecordings(recordings);
+        if (conflict !== undefined) {
+          const [a, b] = conflict.map((at) => resolveFixturePath(fixtures[at]!, source.baseDir));
+          const issue: ConfigIssue = {
+            path: formatKeyPath([{ key: "models" }, { key: index }, { key: "fixtures" }, { key: conflict[1] }]),
+            message: `${b} records the same prompt as ${a} ("${recordings[conflict[1]]!.prompt.slice(0, 60)}"); each fixture of a replay model must answer its own prompt`,
+          };
+          throw new ConfigError("config_invalid", configFileName, [issue]);
+        }
+        loaded.recordings = recordings;
       }
-      return { ...model, recording: parseReplayRecording(content, path) };
+      return loaded;
     }),
   );
   return { ...config, models };

@@ -127,3 +127,23 @@ export function parseReplayRecording(source: string, fileName: string): ReplayRe
   }
   return result.output;
 }
+
+/**
+ * The key a recording is played for: its prompt with whitespace collapsed. The replay model reads
+ * a turn's latest user message through the same key (after dropping reminders and the input guard).
+ */
+export function replayPromptKey(prompt: string): string {
+  return prompt.replace(/\s+/g, " ").trim();
+}
+
+/** The first pair of recordings (by index) that share a prompt key, or undefined when each prompt is its own. */
+export function samePromptRecordings(recordings: readonly Pick<ReplayRecording, "prompt">[]): [number, number] | undefined {
+  const first = new Map<string, number>();
+  for (const [index, recording] of recordings.entries()) {
+    const key = replayPromptKey(recording.prompt);
+    const earlier = first.get(key);
+    if (earlier !== undefined) return [earlier, index];
+    first.set(key, index);
+  }
+  return undefined;
+}

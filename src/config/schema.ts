@@ -119,6 +119,10 @@ export const ModelConfigSchema = mapping({
   fixture: v.optional(nonEmptyString),
   /** use: replay only: the recording itself; filled from `fixture` when the config is loaded, or given inline. */
   recording: v.optional(ReplayRecordingSchema),
+  /** use: replay only: several recorded sessions, each played for its own prompt (instead of `fixture`). */
+  fixtures: v.optional(v.pipe(v.array(nonEmptyString), v.minLength(1, () => "expected at least one fixture file, got an empty list"))),
+  /** use: replay only: the recordings themselves; filled from `fixtures` when the config is loaded, or given inline. */
+  recordings: v.optional(v.pipe(v.array(ReplayRecordingSchema), v.minLength(1, () => "expected at least one recording, got an empty list"))),
 });
 
 export const SandboxConfigSchema = mapping({
@@ -221,10 +225,11 @@ export interface AppConfigInput {
 }
 type _AppConfigInputMatches = Assert<SameType<AppConfigInput, v.InferInput<typeof AppConfigSchema>>>;
 /** One `models:` entry as written (base_url and timeout_ms have defaults). */
-export interface ModelConfigInput extends Omit<ModelConfig, "base_url" | "timeout_ms" | "recording"> {
+export interface ModelConfigInput extends Omit<ModelConfig, "base_url" | "timeout_ms" | "recording" | "recordings"> {
   base_url?: string;
   timeout_ms?: number;
   recording?: ReplayRecordingInput;
+  recordings?: ReplayRecordingInput[];
 }
 type _ModelConfigInputMatches = Assert<SameType<ModelConfigInput, v.InferInput<typeof ModelConfigSchema>>>;
 export interface ModelConfig {
@@ -244,6 +249,8 @@ export interface ModelConfig {
   context_window?: number;
   fixture?: string;
   recording?: ReplayRecording;
+  fixtures?: string[];
+  recordings?: ReplayRecording[];
 }
 type _ModelConfigMatches = Assert<SameType<ModelConfig, v.InferOutput<typeof ModelConfigSchema>>>;
 export interface SandboxConfig {

@@ -3,7 +3,7 @@ import { availableModelNames } from "../config/load.ts";
 import { DEMO_MODEL_NAME, type AppConfig, type ModelConfig, type ModelProvider } from "../config/schema.ts";
 import type { Env } from "../ports/runtime-ports.ts";
 import { DemoChatModel } from "./demo.ts";
-import { ReplayChatModel } from "./replay.ts";
+import { ReplayChatModel, type ReplaySource } from "./replay.ts";
 import { ModelError } from "./errors.ts";
 import { ChatOpenAICompatible, type FetchLike } from "./openai-compatible/index.ts";
 
@@ -77,15 +77,26 @@ export function createChatModel(
   });
 }
 
+/** A replay entry's recordings with where each came from: `recording` (from `fixture`) first, then `recordings` (from `fixtures`). */
+function replaySources(entry: ModelConfig): ReplaySource[] {
+  const inline = (what: string) => `the inline ${what} of model "${entry.name}"`;
+  return [
+    ...(entry.recording === undefined ? [] : [{ recording: entry.recording, source: entry.fixture ?? inline("recording") }]),
+    ...(entry.recordings ?? []).map((recording, index) => ({ recording, source: entry.fixtures?.[index] ?? inline(`recordings[${index}]`) })),
+  ];
+}
+
 function createReplayModel(entry: ModelConfig): ReplayChatModel {
-  if (entry.recording === undefined) {
+  const unread = [...(entry.recording === undefined && entry.fixture !== undefined ? [entry.fixture] : []), ...(entry.recordings === undefined ? (entry.fixtures ?? []) : [])];
+  const recordings = replaySources(entry);
+  if (recordings.length === 0 || unread.length > 0) {
     throw new ModelError(
-      `Replay model "${entry.name}" has no recording loaded${entry.fixture === undefined ? "" : ` from ${entry.fixture}`}; ` +
+      `Replay model "${entry.name}" has no recording loaded${unread.length === 0 ? "" : ` from ${unread.join(", ")}`}; ` +
         "load the config with loadReplayRecordings (the CLI does at start) or give the recording inline",
       { code: "replay_not_loaded" },
     );
   }
-  return new ReplayChatModel({ recording: entry.recording, source: entry.fixture ?? `the inline recording of model "${entry.name}"`, modelName: entry.name });
+  return new ReplayChatModel({ recordings, modelName: entry.name });
 }
 
 /** Refuses a config with a replay model whose fixture was not read, so a server stops at start. */
@@ -125,7 +136,7 @@ export function assertModelApiKeysSet(config: AppConfig, env: Env): void {
 }
 
 function replayModelId(entry: ModelConfig): string {
-  return `replay:${entry.recording?.scenario ?? entry.model ?? entry.fixture ?? entry.name}`;
+  return `replay:${(entry.recording ?? entry.recordings?.[0])?.scenario ?? entry.model ?? entry.fixture ?? entry.fixtures?.[0] ?? entry.name}`;
 }
 
 /** What a UI or the CLI shows about a model: which provider, which model id, and whether it is the demo. */

@@ -3,7 +3,7 @@
 import type { CallbackManagerForLLMRun } from "@langchain/core/callbacks/manager";
 import { BaseCallbackHandler } from "@langchain/core/callbacks/base";
 import type { AIMessage, BaseMessage, ToolCall } from "@langchain/core/messages";
-import type { RecordedTurn, ReplayRecording } from "../config/replay-recording.ts";
+import { replayPromptKey, type RecordedTurn, type ReplayRecording } from "../config/replay-recording.ts";
 import { estimateTokens } from "../core/tokens.ts";
 import { ModelError } from "./errors.ts";
 import { ScriptedChatModel, stableHash, type ScriptedChatModelFields, type ScriptedTurn } from "./scripted.ts";
@@ -22,12 +22,22 @@ const CALLER_ALIASES: Readonly<Record<string, string>> = { title_agent: "middlew
 const PROMPT_QUOTE_CHARS = 48;
 const MAX_PENDING_CALLERS = 256;
 
-export interface ReplayChatModelFields extends ScriptedChatModelFields {
+/** One recording a replay model plays, and where it came from (the fixture path), named in every miss. */
+export interface ReplaySource {
   readonly recording: ReplayRecording;
-  /** Where the recording came from (the fixture path), named in every miss. */
   readonly source: string;
+}
+
+export interface ReplayChatModelFields extends ScriptedChatModelFields {
+  /** The recordings, each played for its own prompt (the turn's latest user message picks one). */
+  readonly recordings: readonly ReplaySource[];
   /** The config's name of this model, named in every miss. */
   readonly modelName?: string;
+}
+
+interface KeyedRecording extends ReplaySource {
+  /** The recording's prompt as a turn is matched against it. */
+  readonly prompt: string;
 }
 
 /**
@@ -43,11 +53,9 @@ export function replayCaller(tags: readonly string[] | undefined, runName: strin
   return name !== "" && (callers === undefined || callers.has(name)) ? name : LEAD_CALLER;
 }
 
-/** Text as the recording is matched: reminders and the input guard dropped, whitespace collapsed. */
+/** Text as the recording is matched: reminders and the input guard dropped, then the recording's prompt key. */
 function normalized(text: string): string {
-  return userInputOf(text.replace(/<system-reminder>[\s\S]*?<\/system-reminder>/g, ""))
-    .replace(/\s+/g, " ")
-    .trim();
+  return replayPromptKey(userInputOf(text.replace(/<system-reminder>[\s\S]*?<\/system-reminder>/g, "")));
 }
 
 /** Remembers each model call's caller at its start, where the run name is still known. */
@@ -79,8 +87,9 @@ class CallerCapture extends BaseCallbackHandler {
 }
 
 /**
- * Answers each call with the recorded output for its caller, keyed by the prompt: the agent's
- * n-th call after the recorded prompt gets the recording's n-th lead_agent turn, so the recorded
+ * Answers each call with the recorded output for its caller, keyed by the prompt: the recording
+ * whose prompt is the turn's latest user message plays (so a thread's second message can play
+ * another recording), and the agent's n-th call after that prompt gets its n-th lead_agent turn, so the recorded
  * tool calls go to the real tools; a host call (title, suggestions) that quotes the prompt gets its
  * caller's recorded answer. Anything else fails the call with a ModelError `replay_miss` naming
  * the prompt and the fixture, never a made-up answer.
@@ -88,10 +97,9 @@ class CallerCapture extends BaseCallbackHandler {
 export class ReplayChatModel extends ScriptedChatModel {
   protected readonly marker: string = REPLAY_MODEL_MARKER;
   protected readonly reportedModelName: string;
-  readonly recording: ReplayRecording;
-  readonly source: string;
+  readonly recordings: readonly ReplaySource[];
   readonly #modelName: string;
-  readonly #prompt: string;
+  readonly #keyed: readonly KeyedRecording[];
   readonly #callers: Map<string, string>;
 
   static override lc_name(): string {
@@ -99,16 +107,17 @@ export class ReplayChatModel extends ScriptedChatModel {
   }
 
   constructor(fields: ReplayChatModelFields) {
-    const { recording, source, modelName, ...rest } = fields;
+    const { recordings, modelName, ...rest } = fields;
     const callers = new Map<string, string>();
-    const recorded = new Set(recording.turns.map((turn) => turn.caller));
+    const recorded = new Set(recordings.flatMap(({ recording }) => recording.turns.map((turn) => turn.caller)));
     super({ ...rest, callbacks: [new CallerCapture(callers, recorded), ...(Array.isArray(rest.callbacks) ? rest.callbacks : [])] });
     this.#callers = callers;
-    this.recording = recording;
-    this.source = source;
+    this.recordings = recordings;
     this.#modelName = modelName ?? REPLAY_PROVIDER;
-    this.#prompt = normalized(recording.prompt);
-    this.reportedModelName = `${REPLAY_PROVIDER}:${recording.scenario ?? recording.model ?? "recording"}`;
+    this.#keyed = recordings.map((entry) => ({ ...entry, prompt: normalized(entry.recording.prompt) }));
+    const first = recordings[0]?.recording;
+    if (first === undefined) throw new ModelError(`Replay model "${this.#modelName}" has no recording to play`, { code: "replay_not_loaded" });
+    this.reportedModelName = `${REPLAY_PROVIDER}:${first.scenario ?? first.model ?? "recording"}`;
   }
 
   _llmType(): string {
@@ -128,27 +137,32 @@ export class ReplayChatModel extends ScriptedChatModel {
     return captured ?? replayCaller((runManager as unknown as { tags?: string[] }).tags, undefined);
   }
 
-  #turnsOf(caller: string): RecordedTurn[] {
-    return this.recording.turns.filter((turn) => turn.caller === caller);
+  #turnsOf(keyed: KeyedRecording, caller: string): RecordedTurn[] {
+    return keyed.recording.turns.filter((turn) => turn.caller === caller);
   }
 
   /** The agent's own call: the latest user turn must be the recorded prompt (subagents: their task). */
   #agentTurn(messages: BaseMessage[], caller: string): ScriptedTurn {
     const userIndex = messages.findLastIndex(isUserTurn);
     const said = userIndex >= 0 ? normalized(textOf(messages[userIndex]!.content)) : "";
-    if (caller === LEAD_CALLER && said !== this.#prompt) {
+    // A subagent's task is its own prompt: it plays the first recording with that subagent's calls.
+    const keyed =
+      this.#keyed.find((entry) => entry.prompt === said) ??
+      (caller === LEAD_CALLER ? undefined : (this.#keyed.find((entry) => this.#turnsOf(entry, caller).length > 0) ?? this.#keyed[0]));
+    if (keyed === undefined) {
       throw this.#miss(
         said === "" ? "a conversation with no user message" : `the prompt "${oneLine(said, 60)}"`,
-        "send the recorded prompt, or record a fixture for this one",
+        "send a recorded prompt, or record a fixture for this one",
       );
     }
     const step = messages.slice(userIndex + 1).filter((message) => message.type === "ai").length;
-    const turns = this.#turnsOf(caller);
+    const turns = this.#turnsOf(keyed, caller);
     const turn = turns[step];
     if (turn === undefined) {
       throw this.#miss(
         `call ${step + 1} of ${caller} after the prompt "${oneLine(said, 60)}" (the recording has ${turns.length})`,
         "the run went past the recording; re-record the fixture",
+        keyed,
       );
     }
     return this.#play(turn, messages, `${caller}:${step}`);
@@ -156,15 +170,18 @@ export class ReplayChatModel extends ScriptedChatModel {
 
   /** A host call (title, suggestions ...): answered when it is about the recorded prompt. */
   #hostTurn(messages: BaseMessage[], caller: string): ScriptedTurn {
-    const quote = this.#prompt.slice(0, PROMPT_QUOTE_CHARS);
-    const about = messages.some((message) => normalized(textOf(message.content)).includes(quote));
-    const turn = this.#turnsOf(caller)[0];
-    if (!about || turn === undefined) {
+    const texts = messages.map((message) => normalized(textOf(message.content)));
+    const about = this.#keyed.filter((entry) => texts.some((text) => text.includes(entry.prompt.slice(0, PROMPT_QUOTE_CHARS))));
+    // The call is about the recordings it quotes; the first of them that recorded this caller answers.
+    const keyed = about.find((entry) => this.#turnsOf(entry, caller).length > 0) ?? about[0];
+    const turn = keyed === undefined ? undefined : this.#turnsOf(keyed, caller)[0];
+    if (keyed === undefined || turn === undefined) {
       const first = messages.find(isUserTurn) ?? messages[0];
       const seen = first === undefined ? "" : normalized(textOf(first.content));
       throw this.#miss(
-        `the ${caller} call about "${oneLine(seen, 60)}"${turn === undefined ? ` (the recording has no ${caller} call)` : ""}`,
-        about ? "record a fixture with this call, or leave this call off in config" : "send the recorded prompt first",
+        `the ${caller} call about "${oneLine(seen, 60)}"${keyed !== undefined ? ` (the recording has no ${caller} call)` : ""}`,
+        keyed !== undefined ? "record a fixture with this call, or leave this call off in config" : "send a recorded prompt first",
+        keyed,
       );
     }
     return this.#play(turn, messages, `${caller}:0`);
@@ -194,10 +211,14 @@ export class ReplayChatModel extends ScriptedChatModel {
     };
   }
 
-  #miss(what: string, next: string): ModelError {
+  /** A replay_miss naming the fixture(s) looked in and the prompt(s) they record. */
+  #miss(what: string, next: string, keyed?: ReplaySource): ModelError {
+    const looked = keyed === undefined ? this.recordings : [keyed];
+    const where = looked.map((entry) => entry.source).join(", ");
+    const prompts = looked.map((entry) => `"${oneLine(entry.recording.prompt, 60)}"`).join(", ");
     return new ModelError(
-      `Replay model "${this.#modelName}" has no recorded answer for ${what} in ${this.source} ` +
-        `(it records the prompt "${oneLine(this.recording.prompt, 60)}"); ${next}.`,
+      `Replay model "${this.#modelName}" has no recorded answer for ${what} in ${where} ` +
+        `(it records the prompt${looked.length > 1 ? "s" : ""} ${prompts}); ${next}.`,
       { code: "replay_miss" },
     );
   }

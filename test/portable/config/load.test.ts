@@ -221,7 +221,7 @@ describe("unknown keys", () => {
   it("fails inside a model entry, with the index", () => {
     const error = failure(yaml("models:", "  - { name: a, use: demo }", "  - { name: b, use: demo, api_kye_env: X }"));
     expect(error.message).toBe(
-      "config.yaml: models[1].api_kye_env: unknown key; expected one of: name, use, model, base_url, api_key_env, display_name, description, max_tokens, temperature, timeout_ms, supports_vision, supports_thinking, extra_headers, context_window, fixture, recording",
+      "config.yaml: models[1].api_kye_env: unknown key; expected one of: name, use, model, base_url, api_key_env, display_name, description, max_tokens, temperature, timeout_ms, supports_vision, supports_thinking, extra_headers, context_window, fixture, recording, fixtures, recordings",
     );
   });
 

@@ -15,7 +15,7 @@ const PROMPT = RECORDING.prompt;
 const SUGGESTIONS = RECORDING.turns.find((turn) => turn.caller === "suggest_agent")!.output.data.content as string;
 
 function replayModel(recording: ReplayRecording = RECORDING): ReplayChatModel {
-  return new ReplayChatModel({ recording, source: "fixtures/write_read_file.ultra.json", modelName: "scenario-model" });
+  return new ReplayChatModel({ recordings: [{ recording, source: "fixtures/write_read_file.ultra.json" }], modelName: "scenario-model" });
 }
 
 /** The tool result a sandbox tool would give, so the conversation goes on as a run's does. */
@@ -123,6 +123,47 @@ describe("ReplayChatModel", () => {
     const extra = [new HumanMessage(PROMPT), new AIMessage("a"), new AIMessage("b"), new AIMessage("c")];
     await expect(model.invoke(extra)).rejects.toMatchObject({ code: "replay_miss", message: expect.stringContaining("call 4 of lead_agent") });
   });
+
+  it("plays several recordings, each for its own prompt: a thread's second message plays the other one", async () => {
+    const SAVE_PROMPT = "Now save it as a skill, please.";
+    const save: ReplayRecording = {
+      scenario: "save",
+      prompt: SAVE_PROMPT,
+      turns: [
+        { caller: "lead_agent", output: { type: "ai", data: { content: "", tool_calls: [{ name: "save_skill", args: { name: "note" }, id: "call_save" }] } } },
+        { caller: "lead_agent", output: { type: "ai", data: { content: "Saved." } } },
+        { caller: "middleware:title", output: { type: "ai", data: { content: "Saving a skill" } } },
+      ],
+    };
+    const model = new ReplayChatModel({
+      recordings: [
+        { recording: RECORDING, source: "fixtures/write_read_file.ultra.json" },
+        { recording: save, source: "fixtures/save.json" },
+      ],
+      modelName: "scenario-model",
+    });
+    // Each prompt opens its own recording, in a fresh thread.
+    expect(((await model.invoke([new HumanMessage(SAVE_PROMPT)])) as AIMessage).tool_calls?.[0]?.name).toBe("save_skill");
+    // In one thread: the first message plays write_read_file to its end, the second plays save.
+    const messages: BaseMessage[] = [new HumanMessage(PROMPT)];
+    for (const content of ["OK", "hi from replay."]) {
+      const reply = (await model.invoke(messages)) as AIMessage;
+      messages.push(reply, resultOf(reply, content));
+    }
+    messages.push((await model.invoke(messages)) as AIMessage, new HumanMessage(SAVE_PROMPT));
+    const saving = (await model.invoke(messages)) as AIMessage;
+    expect(saving.tool_calls?.map((call) => call.name)).toEqual(["save_skill"]);
+    messages.push(saving, resultOf(saving, "saved"));
+    expect(((await model.invoke(messages)) as AIMessage).content).toBe("Saved.");
+    // A host call answers for the recording it quotes.
+    expect((await model.invoke(`Title: ${SAVE_PROMPT}`, { tags: ["middleware:title"] })).content).toBe("Saving a skill");
+    expect((await model.invoke(`Title: ${PROMPT}`, { tags: ["middleware:title"] })).content).toBe("Direct File Creation and Readback");
+    // A prompt neither records: the miss names both fixtures and both prompts.
+    await expect(model.invoke([new HumanMessage("Something else entirely")])).rejects.toMatchObject({
+      code: "replay_miss",
+      message: expect.stringMatching(/in fixtures\/write_read_file\.ultra\.json, fixtures\/save\.json \(it records the prompts ".*", "Now save it as a skill, please\."\)/),
+    });
+  });
 });
 
 describe("use: replay in config", () => {
@@ -175,5 +216,48 @@ describe("use: replay in config", () => {
     );
     // A replay model whose fixture was never read refuses to be built, instead of failing a run later.
     expect(() => createChatModel(config, "r", mapEnv({}))).toThrow(/Replay model "r" has no recording loaded from gone\.json/);
+  });
+
+  it("reads fixtures: [...] (several recordings) and plays each for its own prompt", async () => {
+    const other = { ...JSON.parse(FIXTURE_TEXT), scenario: "other", prompt: "A second, different prompt." };
+    files.set("conf/fixtures/other.json", JSON.stringify(other));
+    const config = await loadReplayRecordings(
+      validateLeadConfig({ models: [{ name: "r", use: "replay", fixtures: ["fixtures/session.json", "fixtures/other.json"] }] }, "conf/config.yaml"),
+      source,
+      "conf/config.yaml",
+    );
+    expect(config.models[0]!.recordings?.map((recording) => recording.prompt)).toEqual([PROMPT, "A second, different prompt."]);
+    const model = createChatModel(config, "r", mapEnv({}));
+    for (const prompt of [PROMPT, "A second, different prompt."]) {
+      expect(((await model.invoke([new HumanMessage(prompt)])) as AIMessage).tool_calls?.[0]?.name).toBe("write_file");
+    }
+    expect(validateLeadConfig(config, "again.yaml").models[0]!.recordings).toHaveLength(2);
+  });
+
+  it("refuses two fixtures with the same prompt at load, naming both files", async () => {
+    const twin = { ...JSON.parse(FIXTURE_TEXT), scenario: "twin", prompt: `  ${PROMPT.replace(/ /g, "\n")} ` };
+    files.set("conf/fixtures/twin.json", JSON.stringify(twin));
+    const config = validateLeadConfig({ models: [{ name: "r", use: "replay", fixtures: ["fixtures/session.json", "fixtures/twin.json"] }] }, "conf/config.yaml");
+    await expect(loadReplayRecordings(config, source, "conf/config.yaml")).rejects.toMatchObject({
+      code: "config_invalid",
+      message: expect.stringMatching(/^conf\/config\.yaml: models\[0\]\.fixtures\[1\]: conf\/fixtures\/twin\.json records the same prompt as conf\/fixtures\/session\.json/),
+    });
+    // Inline recordings too, at validation.
+    expect(() => validateLeadConfig({ models: [{ name: "r", use: "replay", recordings: [RECORDING, twin] }] }, "c.yaml")).toThrow(
+      /c\.yaml: models\[0\]\.recordings\[1\]\.prompt: the same prompt as recordings\[0\]/,
+    );
+  });
+
+  it("refuses fixture and fixtures together, and names a missing file of the list", async () => {
+    expect(() => validateLeadConfig({ models: [{ name: "r", use: "replay", fixture: "a.json", fixtures: ["b.json"] }] }, "c.yaml")).toThrow(
+      /c\.yaml: models\[0\]\.fixtures: give either fixture \(one recording\) or fixtures \(a list\), not both/,
+    );
+    expect(() => validateLeadConfig({ models: [{ name: "r", use: "replay", fixtures: [] }] }, "c.yaml")).toThrow(/models\[0\]\.fixtures: expected at least one fixture file/);
+    const config = validateLeadConfig({ models: [{ name: "r", use: "replay", fixtures: ["fixtures/session.json", "gone.json"] }] }, "conf/config.yaml");
+    await expect(loadReplayRecordings(config, source, "conf/config.yaml")).rejects.toMatchObject({
+      code: "config_not_found",
+      message: expect.stringMatching(/^conf\/config\.yaml: models\[0\]\.fixtures\[1\]: the replay fixture conf\/gone\.json does not exist/),
+    });
+    expect(() => createChatModel(config, "r", mapEnv({}))).toThrow(/Replay model "r" has no recording loaded from fixtures\/session\.json, gone\.json/);
   });
 });
