@@ -43,6 +43,7 @@ export default defineConfig({
       // A fresh folder holding a copy of the config and the fixture skills: what the journeys write stays there.
       command:
         `mkdir -p "${gatewayWorkDir}" && cp "${repo}/test/ui/gateway-session.yaml" "${gatewayWorkDir}/config.yaml" && cp -r "${repo}/test/ui/skills" "${gatewayWorkDir}/" && ` +
+        `mkdir -p "${gatewayWorkDir}/fixtures" && cp "${repo}"/test/fixtures/replay/setup_agent.*.json "${gatewayWorkDir}/fixtures/" && ` +
         `cd "${gatewayWorkDir}" && exec node "${repo}/bin/deerflow-edge.mjs" serve --port ${gatewayPort} --config config.yaml`,
       url: `${gatewayInternalUrl}/health`,
       reuseExistingServer: !process.env.CI,
