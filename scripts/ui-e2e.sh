@@ -147,5 +147,20 @@ const extra = [flaky ? `${flaky} flaky (passed on retry)` : "", skipped ? `${ski
 console.log(`ui-e2e: ${passed + flaky} passed, ${failed} failed${extra ? ` (${extra})` : ""}`);
 EOF
 if [ -f "$reports/metrics.jsonl" ]; then cat "$reports/metrics.jsonl"; fi
+# Every /api call the browser made in the journeys, by route: how many always answered below 400.
+if [ -f "$reports/api-calls.jsonl" ]; then
+  node - "$reports/api-calls.jsonl" <<'NODE'
+const rows = require("node:fs").readFileSync(process.argv[2], "utf8").trim().split("\n").map((line) => JSON.parse(line));
+const route = (path) => path.replace(/[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}/g, "{id}").replace(/\/artifacts\/.*/, "/artifacts/{path}").replace(/\/(agents|skills|facts)\/[^/]+$/, "/$1/{name}");
+const byRoute = new Map();
+for (const row of rows) {
+  const key = `${row.method} ${route(row.path)}`;
+  byRoute.set(key, [...(byRoute.get(key) ?? []), row.status]);
+}
+const failing = [...byRoute].filter(([, statuses]) => statuses.some((status) => status >= 400));
+console.log(`ui-e2e: the browser made ${rows.length} /api calls on ${byRoute.size} routes; ${byRoute.size - failing.length} always answered below 400`);
+for (const [key, statuses] of failing) console.log(`ui-e2e:   ${key}: ${[...new Set(statuses)].join(", ")}`);
+NODE
+fi
 say "wall time $(elapsed); reports in $reports"
 exit "$status"
