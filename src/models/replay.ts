@@ -143,7 +143,7 @@ export class ReplayChatModel extends ScriptedChatModel {
 
   /** The agent's own call: the latest user turn must be the recorded prompt (subagents: their task). */
   #agentTurn(messages: BaseMessage[], caller: string): ScriptedTurn {
-    const userIndex = messages.findLastIndex(isUserTurn);
+    const userIndex = this.#promptIndex(messages);
     const said = userIndex >= 0 ? normalized(textOf(messages[userIndex]!.content)) : "";
     // A subagent's task is its own prompt: it plays the first recording with that subagent's calls.
     const keyed =
@@ -166,6 +166,20 @@ export class ReplayChatModel extends ScriptedChatModel {
       );
     }
     return this.#play(turn, messages, `${caller}:${step}`);
+  }
+
+  /**
+   * Where the turn's prompt is: the latest user turn, unless the latest human message is hidden
+   * from the UI and is itself a recorded prompt. A client may send its own words hidden (DeerFlow's
+   * UI sends "Save agent" that way), while the middlewares' hidden reminders never match a recording.
+   */
+  #promptIndex(messages: readonly BaseMessage[]): number {
+    const latestHuman = messages.findLastIndex((message) => message.type === "human" && message.additional_kwargs?.deerflow_content_kind === undefined);
+    if (latestHuman >= 0 && !isUserTurn(messages[latestHuman]!)) {
+      const text = normalized(textOf(messages[latestHuman]!.content));
+      if (this.#keyed.some((entry) => entry.prompt === text)) return latestHuman;
+    }
+    return messages.findLastIndex(isUserTurn);
   }
 
   /** A host call (title, suggestions ...): answered when it is about the recorded prompt. */

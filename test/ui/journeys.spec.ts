@@ -314,16 +314,20 @@ test("custom agent: named and designed in the UI's agent-creation chat, then cha
   await runEnded(interview);
 
   await expect(page.getByText(/choose Save agent when it looks right/)).toBeVisible();
+  // Nothing is saved by the interview: the agent exists only once "Save agent" has run setup_agent.
+  expect((await page.request.get("/api/agents/ui-helper")).status()).toBe(404);
+  // "Save agent" sends the UI's save command as a hidden message (hide_from_ui) in the same
+  // bootstrap chat; the recorded model answers it by calling setup_agent, and the page shows its
+  // "Agent created!" card once the tool result is in the thread.
+  const saving = waitForApi(page, "POST", /\/runs\/stream$/);
+  await page.getByRole("button", { name: "More actions" }).click();
+  await page.getByRole("menuitem", { name: "Save agent" }).click();
+  await runEnded(saving);
+  await expect(page.getByText("Agent created!")).toBeVisible();
   await page.unroute(stream);
-  // "Save agent" sends the UI's save command hidden from the chat (hide_from_ui), and the replay
-  // model keys on the latest visible user message, so setup_agent.save.json never matches from the
-  // real UI (a replay-model fix, reported). The agent is saved as setup_agent would save it.
-  const csrf = (await page.context().cookies()).find((cookie) => cookie.name === "csrf_token")?.value ?? "";
-  const created = await page.request.post("/api/agents", {
-    headers: { "X-CSRF-Token": csrf },
-    data: { name: "ui-helper", description: "Helps with the DeerFlow UI", soul: "You help people use the DeerFlow web UI.", tool_groups: ["file:read", "file:write", "bash"] },
-  });
-  expect(created.status(), await created.text()).toBe(201);
+  const saved = await page.request.get("/api/agents/ui-helper");
+  expect(saved.status()).toBe(200);
+  expect(((await saved.json()) as { soul?: string }).soul ?? "").not.toBe("");
 
   await page.goto("/workspace/agents");
   await expect(page.getByText("ui-helper", { exact: true })).toBeVisible();

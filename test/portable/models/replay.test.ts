@@ -166,6 +166,35 @@ describe("ReplayChatModel", () => {
   });
 });
 
+describe("ReplayChatModel: a hidden message of the client's", () => {
+  const SAVE_PROMPT = "Please save this custom agent now.";
+  const save: ReplayRecording = {
+    scenario: "save",
+    prompt: SAVE_PROMPT,
+    turns: [{ caller: "lead_agent", output: { type: "ai", data: { content: "", tool_calls: [{ name: "setup_agent", args: { soul: "Be kind." }, id: "call_setup" }] } } }],
+  };
+  const model = () =>
+    new ReplayChatModel({
+      recordings: [
+        { recording: RECORDING, source: "fixtures/write_read_file.ultra.json" },
+        { recording: save, source: "fixtures/save.json" },
+      ],
+      modelName: "scenario-model",
+    });
+
+  it("plays the recording a hidden human message names (DeerFlow's UI sends \"Save agent\" hidden)", async () => {
+    const hidden = new HumanMessage({ content: SAVE_PROMPT, additional_kwargs: { hide_from_ui: true } });
+    const reply = (await model().invoke([new HumanMessage("Hello there"), new AIMessage("Hi."), hidden])) as AIMessage;
+    expect(reply.tool_calls?.map((call) => call.name)).toEqual(["setup_agent"]);
+  });
+
+  it("passes over a hidden reminder a middleware added after the user's prompt", async () => {
+    const reminder = new HumanMessage({ content: "<system-reminder>Your todo list is empty.</system-reminder>", additional_kwargs: { hide_from_ui: true } });
+    const reply = (await model().invoke([new HumanMessage(PROMPT), reminder])) as AIMessage;
+    expect(reply.tool_calls?.map((call) => call.name)).toEqual(["write_file"]);
+  });
+});
+
 describe("use: replay in config", () => {
   const files = new Map<string, string>([["conf/fixtures/session.json", FIXTURE_TEXT]]);
   const source = { readText: async (path: string) => files.get(path), baseDir: "conf" };
