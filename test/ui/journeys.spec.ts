@@ -150,7 +150,17 @@ test("chat: the reply streams in, the thread reloads without an error, and a sec
   await expect(composer(page)).toBeEditable({ timeout: 30_000 });
   const composerEnabledMs = Date.now() - started;
   metric("composer_enabled_ms", composerEnabledMs, { journey: "reload a thread" });
-  expect((await history).status()).toBe(200);
+  const historyResponse = await history;
+  expect(historyResponse.status()).toBe(200);
+  // The gateway's share of that time: the history call, from its request to its last byte.
+  const timing = historyResponse.request().timing();
+  metric("messages_page_ms", Math.round(timing.responseEnd - Math.max(0, timing.requestStart)), { journey: "reload a thread" });
+  // When the page could first act: the document's DOMContentLoaded, from the navigation's start.
+  const domReady = await page.evaluate(() => {
+    const nav = performance.getEntriesByType("navigation")[0] as PerformanceNavigationTiming | undefined;
+    return nav ? Math.round(nav.domContentLoadedEventEnd) : -1;
+  });
+  metric("thread_page_dom_ready_ms", domReady, { journey: "reload a thread" });
   await expect(messages(page).getByText("Write a note about Deno deployments", { exact: true })).toBeVisible();
   await expect(messages(page).getByText(DEMO_SIGNATURE)).toHaveCount(1);
   await expect(page.getByText(HISTORY_ERROR)).toHaveCount(0);
