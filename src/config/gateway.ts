@@ -176,6 +176,13 @@ export const GatewayConfigSchema = mapping({
   auth: v.optional(GatewayAuthConfigSchema, {}),
   uploads: v.optional(GatewayUploadsConfigSchema, {}),
   limits: v.optional(GatewayLimitsConfigSchema, {}),
+  /**
+   * Snapshot the thread's workspace and outputs before and after every run, for
+   * `GET .../runs/{id}/workspace-changes`. Off saves two sandbox listings (and the hashing of small
+   * files) per run, which a remote sandbox pays for over the network; the route then answers
+   * `available: false`.
+   */
+  workspace_changes: v.optional(v.boolean("expected true or false"), true),
 });
 
 export type GatewayUserRole = (typeof GATEWAY_USER_ROLES)[number];
@@ -228,6 +235,7 @@ export interface GatewayConfig {
   auth: GatewayAuthConfig;
   uploads: GatewayUploadsConfig;
   limits: GatewayLimitsConfig;
+  workspace_changes: boolean;
 }
 /** The `gateway:` section as written: every key optional. */
 export interface GatewayConfigInput {
@@ -246,6 +254,7 @@ export interface GatewayConfigInput {
   };
   uploads?: Partial<GatewayUploadsConfig>;
   limits?: Partial<GatewayLimitsConfig>;
+  workspace_changes?: boolean;
 }
 type _GatewayConfigMatches = Assert<SameType<GatewayConfig, v.InferOutput<typeof GatewayConfigSchema>>>;
 type _GatewayConfigInputMatches = Assert<SameType<GatewayConfigInput, v.InferInput<typeof GatewayConfigSchema>>>;

@@ -1,5 +1,6 @@
 import type { Context, Hono } from "hono";
 import { availableModelNames } from "../../config/index.ts";
+import { parseGatewayConfig } from "../../config/gateway.ts";
 import { NAMED_ID_PATTERN, newId } from "../../core/ids.ts";
 import { RunManager, coordinationOptions, type RunCoordination } from "../../runtime/runs/manager.ts";
 import type { LeaseFence } from "../../runtime/runs/fence.ts";
@@ -272,10 +273,14 @@ export async function registerRunsPart(
     modelNames: () => availableModelNames(deps.config),
     customAgentExists: async (name) => (await deps.customAgents.get(name)) !== undefined,
     onDiagnostic: deps.reportDiagnostic,
-    probe: (() => {
-      const snapshot = workspaceChangesProbe(deps.sandbox, deps.config.tool_output?.storage_subdir ? { toolResultsDirname: deps.config.tool_output.storage_subdir } : {});
-      return ({ threadId, user }) => snapshot({ userId: user.id, threadId });
-    })(),
+    ...(parseGatewayConfig(deps.config.gateway).workspace_changes
+      ? {
+          probe: (() => {
+            const snapshot = workspaceChangesProbe(deps.sandbox, deps.config.tool_output?.storage_subdir ? { toolResultsDirname: deps.config.tool_output.storage_subdir } : {});
+            return ({ threadId, user }: { threadId: string; user: GatewayUser }) => snapshot({ userId: user.id, threadId });
+          })(),
+        }
+      : {}),
   });
   await runs.recover();
   registerRunRoutes(api, {

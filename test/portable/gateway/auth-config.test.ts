@@ -34,6 +34,7 @@ describe("the gateway: section", () => {
         max_body_bytes: 1024 * 1024,
         max_json_depth: 64,
       },
+      workspace_changes: true,
     });
   });
 

@@ -307,6 +307,14 @@ describe("GET /api/threads/{id}/runs/{rid}/workspace-changes", () => {
     expect(again.body).toMatchObject({ available: true, summary: { created: 1 }, files: [] });
   });
 
+  it("is off with gateway.workspace_changes: false: no snapshot, the route answers available: false", async () => {
+    const gateway = await miscGateway({ gateway: { auth, workspace_changes: false }, read_before_write: { enabled: false } });
+    await threadOf(gateway, "t-ws-off");
+    const { changes } = await runAndChanges(gateway, "t-ws-off", "Compare tides and currents");
+    expect(changes.status).toBe(200);
+    expect(changes.body).toMatchObject({ available: false, files: [] });
+  });
+
   it("is the run's own: another user's thread is a 404, an unknown run a 404, a bad flag a 4xx", async () => {
     const gateway = await miscGateway();
     await threadOf(gateway, "t-ws2");
