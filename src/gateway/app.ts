@@ -48,6 +48,7 @@ import { registerThreadRoutes } from "./routes/threads.ts";
 import { registerAgentRoutes } from "./routes/agents.ts";
 import { registerAssistRoutes } from "./routes/assist.ts";
 import { registerFeatureRoutes } from "./routes/features.ts";
+import { registerUnsupportedRoutes } from "./routes/unsupported.ts";
 import { registerSkillRoutes } from "./routes/skills.ts";
 import type { DeploymentFiles } from "../ports/deployment-files.ts";
 import { registerMemoryRoutes } from "./routes/memory.ts";
@@ -367,6 +368,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   registerAssistantRoutes(api, { config, createdAt: new Date(clock.now()).toISOString() });
   registerAgentRoutes(api, { customAgents, guard, config });
   registerFeatureRoutes(api);
+  registerUnsupportedRoutes(api, { guard });
   registerAssistRoutes(api, { ...deps, authorizer });
   registerSkillRoutes(api, { storage, versioned, config, guard, sandbox, ...(options.skillsFolder ? { skillsFolder: options.skillsFolder } : {}) });
   registerMemoryRoutes(api, { versioned, clock, config });

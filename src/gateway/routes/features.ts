@@ -7,7 +7,8 @@ import type { GatewayEnv } from "../types.ts";
  * here, a live browser and durable MCP tasks do not, so the UI hides those instead of calling
  * them. channels, integrations and scheduled_tasks are off too; this UI build does not read them
  * (it learns about channels from `/api/channels/providers`, answered below with `enabled: false`
- * and no providers, which hides the channels screens and stops the sidebar's polling).
+ * and no providers, which hides the channels screens and stops the sidebar's polling). The rest
+ * of those screens' routes (Lark status, scheduled tasks, channel writes) are in unsupported.ts.
  */
 
 export interface GatewayFeatures {
