@@ -252,7 +252,9 @@ test("settings: every tab loads; a skill toggles, an MCP server is added, a memo
   await page.goto("/workspace/chats/new");
   await openSettings(page, "Account");
   const dialog = page.getByRole("dialog");
-  for (const section of ["Account", "Appearance", "Memory", "Tools", "Skills", "Notification", "About"]) {
+  // Channels and Integrations are shown whatever /api/features says (this UI build does not read
+  // those flags): they must load their empty, not-available states, not an error.
+  for (const section of ["Account", "Appearance", "Notification", "Channels", "Integrations", "Memory", "Tools", "Skills", "About"]) {
     await dialog.getByRole("button", { name: section, exact: true }).click();
     await expect(dialog.getByText("Loading...")).toHaveCount(0);
     await expect(dialog.getByText(/^Error:/)).toHaveCount(0);
@@ -347,6 +349,19 @@ test("custom agent: named and designed in the UI's agent-creation chat, then cha
   await send(page, "Write a note about tidy notes");
   const body = (await run).request().postDataJSON() as { context?: { agent_name?: string } };
   expect(body.context?.agent_name).toBe("ui-helper");
+});
+
+test("scheduled tasks: the sidebar's page loads an empty list (this gateway runs no scheduler)", async ({ page }) => {
+  await signIn(page);
+  await page.goto("/workspace/chats/new");
+  const listed = waitForApi(page, "GET", /\/api\/scheduled-tasks$/);
+  await page.getByRole("link", { name: "Scheduled tasks" }).first().click();
+  await expect(page).toHaveURL(/\/workspace\/scheduled-tasks/);
+  const response = await listed;
+  expect(response.status()).toBe(200);
+  expect(await response.json()).toEqual([]);
+  await expect(page.getByRole("heading", { name: "Scheduled tasks" })).toBeVisible();
+  await expect(page.getByText(/^Error:/)).toHaveCount(0);
 });
 
 test("threads: rename one from the sidebar, then delete it", async ({ page }) => {
