@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import type { AgentAssemblyDescriptor } from "../../../src/extension-api/index.ts";
 import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
-import { acceptanceGateways, call, human, type SendOptions } from "../../fixtures/plugins/gateway-harness.ts";
+import { acceptanceGateways, call, human } from "../../fixtures/plugins/gateway-harness.ts";
+import { auth, admin, user, withBody, ENV } from "./ui-callers.ts";
 
 /*
  * Custom agents as DeerFlow's UI uses them (/api/agents: list, get, create, update, delete, name
@@ -10,19 +11,6 @@ import { acceptanceGateways, call, human, type SendOptions } from "../../fixture
  * it changes.
  */
 
-const ADMIN_KEY = "admin-key-0123456789abcdef";
-const USER_KEY = "user-key-0123456789abcdef";
-const ENV = { ADMIN_KEY, USER_KEY };
-const auth = {
-  mode: "api_key",
-  api_keys: [
-    { key_env: "ADMIN_KEY", user_id: "ops", role: "admin" },
-    { key_env: "USER_KEY", user_id: "u1", role: "user" },
-  ],
-};
-const admin: SendOptions = { headers: { "x-api-key": ADMIN_KEY } };
-const user: SendOptions = { headers: { "x-api-key": USER_KEY } };
-const withBody = (who: SendOptions, body: unknown): SendOptions => ({ ...who, body });
 
 /** Every descriptor the gateway's assemblies report, through a real agent-assembly observer. */
 function observingLoader(seen: AgentAssemblyDescriptor[]): ModuleLoader {

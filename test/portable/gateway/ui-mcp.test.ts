@@ -12,8 +12,9 @@ import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { mapEnv } from "../../../src/core/env.ts";
 import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
-import { acceptanceGateways, call, human, type SendOptions } from "../../fixtures/plugins/gateway-harness.ts";
+import { acceptanceGateways, call, human } from "../../fixtures/plugins/gateway-harness.ts";
 import { startTestMcpServer, type TestMcpServer } from "../../mcp/http-server.ts";
+import { auth, admin, user, withBody, ENV as CALLER_ENV } from "./ui-callers.ts";
 
 /*
  * Settings → Tools as DeerFlow's UI uses it (GET, PUT, PATCH /api/mcp/config) through a real
@@ -23,19 +24,7 @@ import { startTestMcpServer, type TestMcpServer } from "../../mcp/http-server.ts
  * following the file (a real Streamable HTTP MCP server in this process) without a restart.
  */
 
-const ADMIN_KEY = "admin-key-0123456789abcdef";
-const USER_KEY = "user-key-0123456789abcdef";
-const ENV = { ADMIN_KEY, USER_KEY, GITHUB_TOKEN_REF: "from-env" };
-const auth = {
-  mode: "api_key",
-  api_keys: [
-    { key_env: "ADMIN_KEY", user_id: "ops", role: "admin" },
-    { key_env: "USER_KEY", user_id: "u1", role: "user" },
-  ],
-};
-const admin: SendOptions = { headers: { "x-api-key": ADMIN_KEY } };
-const user: SendOptions = { headers: { "x-api-key": USER_KEY } };
-const withBody = (who: SendOptions, body: unknown): SendOptions => ({ ...who, body });
+const ENV = { ...CALLER_ENV, GITHUB_TOKEN_REF: "from-env" };
 
 const SECRET = "ghp_verysecret_0123456789";
 const BEARER = "Bearer sk-live-abcdef987654";

@@ -1,11 +1,12 @@
 import { describe, expect, it } from "vitest";
 import type { SystemModelRequest, SystemModelResult, SystemOperationKind } from "../../../src/extension-api/index.ts";
 import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
-import { acceptanceGateways, call, human, type SendOptions } from "../../fixtures/plugins/gateway-harness.ts";
+import { acceptanceGateways, call, human } from "../../fixtures/plugins/gateway-harness.ts";
 import { startReplayServer, type Fixture } from "../openai-replay.ts";
 import { readFile } from "node:fs/promises";
 import { validateLeadConfig } from "../../../src/agents/app-config.ts";
 import { loadReplayRecordings } from "../../../src/config/load.ts";
+import { auth, user, other, withBody, ENV } from "./ui-callers.ts";
 
 /*
  * The small routes DeerFlow's UI calls around a chat, through a real gateway with api_key auth:
@@ -14,21 +15,6 @@ import { loadReplayRecordings } from "../../../src/config/load.ts";
  * observers see), and a run's workspace changes.
  */
 
-const ADMIN_KEY = "admin-key-0123456789abcdef";
-const USER_KEY = "user-key-0123456789abcdef";
-const OTHER_KEY = "other-key-0123456789abcdef";
-const ENV = { ADMIN_KEY, USER_KEY, OTHER_KEY };
-const auth = {
-  mode: "api_key",
-  api_keys: [
-    { key_env: "ADMIN_KEY", user_id: "ops", role: "admin" },
-    { key_env: "USER_KEY", user_id: "u1", role: "user" },
-    { key_env: "OTHER_KEY", user_id: "u2", role: "user" },
-  ],
-};
-const user: SendOptions = { headers: { "x-api-key": USER_KEY } };
-const other: SendOptions = { headers: { "x-api-key": OTHER_KEY } };
-const withBody = (who: SendOptions, body: unknown): SendOptions => ({ ...who, body });
 
 interface SeenCall {
   readonly kind: SystemOperationKind;

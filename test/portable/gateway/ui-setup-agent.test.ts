@@ -8,6 +8,7 @@ import type { KeyValue } from "../../../src/ports/key-value.ts";
 import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { acceptanceGateways, call, human, type SendOptions } from "../../fixtures/plugins/gateway-harness.ts";
+import { ENV, auth, admin, user, withBody } from "./ui-callers.ts";
 
 /*
  * The UI's agent-creation chat (frontend/src/app/workspace/agents/new/page.tsx) through a real
@@ -35,18 +36,6 @@ const RECORDED_SOUL = RECORDED_CALL.args.soul as string;
 const RECORDED_DESCRIPTION = RECORDED_CALL.args.description as string;
 const BOOTSTRAP = { mode: "flash", is_bootstrap: true, agent_name: "ui-helper" };
 
-const ADMIN_KEY = "admin-key-0123456789abcdef";
-const USER_KEY = "user-key-0123456789abcdef";
-const auth = {
-  mode: "api_key",
-  api_keys: [
-    { key_env: "ADMIN_KEY", user_id: "ops", role: "admin" },
-    { key_env: "USER_KEY", user_id: "u1", role: "user" },
-  ],
-};
-const admin: SendOptions = { headers: { "x-api-key": ADMIN_KEY } };
-const user: SendOptions = { headers: { "x-api-key": USER_KEY } };
-const withBody = (who: SendOptions, body: unknown): SendOptions => ({ ...who, body });
 
 function observingLoader(seen: AgentAssemblyDescriptor[]): ModuleLoader {
   return {
@@ -59,7 +48,7 @@ function observingLoader(seen: AgentAssemblyDescriptor[]): ModuleLoader {
   };
 }
 
-const gatewayWith = acceptanceGateways(() => ({ env: { ADMIN_KEY, USER_KEY } }));
+const gatewayWith = acceptanceGateways(() => ({ env: ENV }));
 
 /** The gateway `serve` builds for a config whose default model replays `fixtures` (or inline `recordings`). */
 async function setupGateway(options: { seen?: AgentAssemblyDescriptor[]; recordings?: ReplayRecordingInput[]; fixtures?: string[]; storage?: KeyValue } = {}) {

@@ -11,8 +11,9 @@ import { mapEnv } from "../../../src/core/env.ts";
 import { AgentScope, Placement } from "../../../src/extension-api/index.ts";
 import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
-import { acceptanceGateways, call, human, send, type SendOptions } from "../../fixtures/plugins/gateway-harness.ts";
+import { acceptanceGateways, call, human, send } from "../../fixtures/plugins/gateway-harness.ts";
 import { zip, type ZipEntry } from "../../fixtures/skill-zip.ts";
+import { ENV, auth, admin, user, withBody } from "./ui-callers.ts";
 
 /*
  * Settings -> Skills of DeerFlow's UI against a real gateway with api_key auth: the list with its
@@ -22,18 +23,6 @@ import { zip, type ZipEntry } from "../../fixtures/skill-zip.ts";
  * middleware placed next to the model.
  */
 
-const ADMIN_KEY = "admin-key-0123456789abcdef";
-const USER_KEY = "user-key-0123456789abcdef";
-const auth = {
-  mode: "api_key",
-  api_keys: [
-    { key_env: "ADMIN_KEY", user_id: "ops", role: "admin" },
-    { key_env: "USER_KEY", user_id: "u1", role: "user" },
-  ],
-};
-const admin: SendOptions = { headers: { "x-api-key": ADMIN_KEY } };
-const user: SendOptions = { headers: { "x-api-key": USER_KEY } };
-const withBody = (who: SendOptions, body: unknown): SendOptions => ({ ...who, body });
 
 interface ModelCall {
   readonly system: string;
@@ -74,7 +63,7 @@ afterEach(async () => {
   await Promise.all(dirs.splice(0).map((dir) => rm(dir, { recursive: true, force: true })));
 });
 
-const gatewayWith = acceptanceGateways(() => ({ env: { ADMIN_KEY, USER_KEY } }));
+const gatewayWith = acceptanceGateways(() => ({ env: ENV }));
 
 /** A gateway over a skills folder on disk holding two bundled skills; writable unless said otherwise. */
 async function skillsGateway(options: { writable?: boolean; skills?: Record<string, unknown> } = {}) {

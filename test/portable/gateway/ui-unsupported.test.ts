@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { acceptanceGateways, call, type SendOptions } from "../../fixtures/plugins/gateway-harness.ts";
+import { auth, admin, user, other, withBody, ENV } from "./ui-callers.ts";
 
 /*
  * The screens DeerFlow's UI always shows for services this gateway does not run (Settings →
@@ -8,22 +9,6 @@ import { acceptanceGateways, call, type SendOptions } from "../../fixtures/plugi
  * writes answer 501 naming what is missing, and all of them sit behind auth.
  */
 
-const ADMIN_KEY = "admin-key-0123456789abcdef";
-const USER_KEY = "user-key-0123456789abcdef";
-const OTHER_KEY = "other-key-0123456789abcdef";
-const ENV = { ADMIN_KEY, USER_KEY, OTHER_KEY };
-const auth = {
-  mode: "api_key",
-  api_keys: [
-    { key_env: "ADMIN_KEY", user_id: "ops", role: "admin" },
-    { key_env: "USER_KEY", user_id: "u1", role: "user" },
-    { key_env: "OTHER_KEY", user_id: "u2", role: "user" },
-  ],
-};
-const admin: SendOptions = { headers: { "x-api-key": ADMIN_KEY } };
-const user: SendOptions = { headers: { "x-api-key": USER_KEY } };
-const other: SendOptions = { headers: { "x-api-key": OTHER_KEY } };
-const withBody = (who: SendOptions, body: unknown): SendOptions => ({ ...who, body });
 
 const gatewayWith = acceptanceGateways(() => ({ env: ENV }));
 
