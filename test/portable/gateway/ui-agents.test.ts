@@ -1,8 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { AgentAssemblyDescriptor } from "../../../src/extension-api/index.ts";
-import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
 import { acceptanceGateways, call, human } from "../../fixtures/plugins/gateway-harness.ts";
-import { auth, admin, user, withBody, ENV } from "./ui-callers.ts";
+import { auth, admin, user, withBody, ENV, assemblyObservingLoader } from "./ui-callers.ts";
 
 /*
  * Custom agents as DeerFlow's UI uses them (/api/agents: list, get, create, update, delete, name
@@ -12,24 +11,13 @@ import { auth, admin, user, withBody, ENV } from "./ui-callers.ts";
  */
 
 
-/** Every descriptor the gateway's assemblies report, through a real agent-assembly observer. */
-function observingLoader(seen: AgentAssemblyDescriptor[]): ModuleLoader {
-  return {
-    async load() {
-      return {
-        install: (registry: { agentAssemblyObserver(o: { onAgentAssembled(d: AgentAssemblyDescriptor): void }): void }) =>
-          registry.agentAssemblyObserver({ onAgentAssembled: (descriptor) => void seen.push(descriptor) }),
-      };
-    },
-  };
-}
 
 const gatewayWith = acceptanceGateways(() => ({ env: ENV }));
 
 async function agentsGateway(seen: AgentAssemblyDescriptor[] = []) {
   const { gateway } = await gatewayWith(
     { gateway: { auth }, plugins: [{ use: "./observer.ts:install" }] },
-    { loader: observingLoader(seen) },
+    { loader: assemblyObservingLoader(seen) },
   );
   return gateway;
 }

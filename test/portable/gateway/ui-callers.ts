@@ -1,3 +1,5 @@
+import type { AgentAssemblyDescriptor } from "../../../src/extension-api/index.ts";
+import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
 import type { SendOptions } from "../../fixtures/plugins/gateway-harness.ts";
 
 /*
@@ -22,3 +24,15 @@ export const admin: SendOptions = { headers: { "x-api-key": ADMIN_KEY } };
 export const user: SendOptions = { headers: { "x-api-key": USER_KEY } };
 export const other: SendOptions = { headers: { "x-api-key": OTHER_KEY } };
 export const withBody = (who: SendOptions, body: unknown): SendOptions => ({ ...who, body });
+
+/** A loader for `plugins: [{ use: "./observer.ts:install" }]`: every descriptor the gateway's assemblies report, through a real agent-assembly observer. */
+export function assemblyObservingLoader(seen: AgentAssemblyDescriptor[]): ModuleLoader {
+  return {
+    async load() {
+      return {
+        install: (registry: { agentAssemblyObserver(o: { onAgentAssembled(d: AgentAssemblyDescriptor): void }): void }) =>
+          registry.agentAssemblyObserver({ onAgentAssembled: (descriptor) => void seen.push(descriptor) }),
+      };
+    },
+  };
+}

@@ -11,10 +11,9 @@ import { systemClock } from "../../../src/core/clock.ts";
 import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { mapEnv } from "../../../src/core/env.ts";
-import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
 import { acceptanceGateways, call, human } from "../../fixtures/plugins/gateway-harness.ts";
 import { startTestMcpServer, type TestMcpServer } from "../../mcp/http-server.ts";
-import { auth, admin, user, withBody, ENV as CALLER_ENV } from "./ui-callers.ts";
+import { auth, admin, user, withBody, ENV as CALLER_ENV, assemblyObservingLoader } from "./ui-callers.ts";
 
 /*
  * Settings → Tools as DeerFlow's UI uses it (GET, PUT, PATCH /api/mcp/config) through a real
@@ -69,17 +68,6 @@ function diskFile(options: { writable?: boolean; beforeWrite?: () => Promise<voi
   };
 }
 
-/** Every descriptor the gateway's assemblies report, through a real agent-assembly observer. */
-function observingLoader(seen: AgentAssemblyDescriptor[]): ModuleLoader {
-  return {
-    async load() {
-      return {
-        install: (registry: { agentAssemblyObserver(o: { onAgentAssembled(d: AgentAssemblyDescriptor): void }): void }) =>
-          registry.agentAssemblyObserver({ onAgentAssembled: (descriptor) => void seen.push(descriptor) }),
-      };
-    },
-  };
-}
 
 const gatewayWith = acceptanceGateways(() => ({ env: ENV }));
 
@@ -88,7 +76,7 @@ async function mcpGateway(file: ExtensionsConfigFile = diskFile(), seen: AgentAs
   live.push(mcpConfig);
   const { gateway } = await gatewayWith(
     { gateway: { auth }, plugins: [{ use: "./observer.ts:install" }] },
-    { loader: observingLoader(seen), mcpConfig },
+    { loader: assemblyObservingLoader(seen), mcpConfig },
   );
   return gateway;
 }

@@ -5,10 +5,9 @@ import { loadReplayRecordings } from "../../../src/config/load.ts";
 import type { ReplayRecordingInput } from "../../../src/config/replay-recording.ts";
 import type { AgentAssemblyDescriptor } from "../../../src/extension-api/index.ts";
 import type { KeyValue } from "../../../src/ports/key-value.ts";
-import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { acceptanceGateways, call, human, type SendOptions } from "../../fixtures/plugins/gateway-harness.ts";
-import { ENV, auth, admin, user, withBody } from "./ui-callers.ts";
+import { ENV, auth, admin, user, withBody, assemblyObservingLoader } from "./ui-callers.ts";
 
 /*
  * The UI's agent-creation chat (frontend/src/app/workspace/agents/new/page.tsx) through a real
@@ -37,17 +36,6 @@ const RECORDED_DESCRIPTION = RECORDED_CALL.args.description as string;
 const BOOTSTRAP = { mode: "flash", is_bootstrap: true, agent_name: "ui-helper" };
 
 
-function observingLoader(seen: AgentAssemblyDescriptor[]): ModuleLoader {
-  return {
-    async load() {
-      return {
-        install: (registry: { agentAssemblyObserver(o: { onAgentAssembled(d: AgentAssemblyDescriptor): void }): void }) =>
-          registry.agentAssemblyObserver({ onAgentAssembled: (descriptor) => void seen.push(descriptor) }),
-      };
-    },
-  };
-}
-
 const gatewayWith = acceptanceGateways(() => ({ env: ENV }));
 
 /** The gateway `serve` builds for a config whose default model replays `fixtures` (or inline `recordings`). */
@@ -63,7 +51,7 @@ async function setupGateway(options: { seen?: AgentAssemblyDescriptor[]; recordi
     "config.yaml",
   );
   const { gateway } = await gatewayWith(config as unknown as Record<string, unknown>, {
-    loader: observingLoader(options.seen ?? []),
+    loader: assemblyObservingLoader(options.seen ?? []),
     ...(options.storage ? { storage: options.storage } : {}),
   });
   return gateway;
