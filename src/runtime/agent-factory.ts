@@ -104,6 +104,8 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
         ? { agentSetup: customAgentSetup(options.customAgents, { systemRole: String(principal.systemRole), isInternal: principal.isInternal === true }) }
         : {}),
       ...(memoryStore ? { memoryStore } : {}),
+      // The registry whose load keyed this build: the agent lists the same skills the key names.
+      ...(skills ? { skillRegistry: skills } : {}),
       ...leadAgentExtras(options),
       ...(liveTools.length > 0 ? { extraTools: [...(options.extraTools ?? []), ...liveTools] } : {}),
       ...(options.onDiagnostic ? { onExtensionDiagnostic: options.onDiagnostic } : {}),
