@@ -1,7 +1,9 @@
 // Acknowledged means durable: the real CLI of the runtime this runs under (Node, Deno or Bun) is
 // killed with SIGKILL right after it acknowledged uploads, and in the middle of a run; started
 // again on the same storage, it still has the files (byte for byte) and the run's journal shows
-// the run's start and its interruption by the restart.
+// the run's start and its interruption by the restart. The same holds for what DeerFlow's UI
+// writes through the gateway (a memory fact, a custom agent, run feedback, a thread goal, the MCP
+// config): each acknowledged write is there after a SIGKILL and a restart.
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -105,5 +107,58 @@ describe(`SIGKILL right after the acknowledgement (${runtime} CLI)`, () => {
       await restarted.kill();
     }
     // Two cold starts of the CLI (TypeScript compiled on the fly) on a shared machine.
+  }, 120_000);
+});
+
+describe(`SIGKILL right after the UI's writes are acknowledged (${runtime} CLI)`, () => {
+  let workspace: CliWorkspace;
+  beforeAll(async () => {
+    workspace = await cliWorkspace({ models: [{ name: "demo", use: "demo" }], default_model: "demo" });
+  });
+  afterAll(async () => {
+    await workspace?.dispose();
+  });
+
+  it("keeps a memory fact, a custom agent, run feedback, a goal and the MCP config", async () => {
+    const server = await workspace.start();
+    const send = async (method: string, path: string, body?: unknown) => {
+      const response = await fetch(`${server.url}${path}`, {
+        method,
+        headers: { "content-type": "application/json" },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      const text = await response.text();
+      expect(response.status, `${method} ${path}: ${text}\n${server.output()}`).toBeLessThan(300);
+      return text === "" ? undefined : (JSON.parse(text) as Record<string, unknown>);
+    };
+    const { thread_id: threadId } = (await send("POST", "/api/threads", {})) as { thread_id: string };
+    await send("POST", `/api/threads/${threadId}/runs/wait`, { assistant_id: "lead_agent", input: { messages: [{ type: "human", content: "Say hello." }] } });
+    const [run] = (await (await fetch(`${server.url}/api/threads/${threadId}/runs?limit=1`)).json()) as Array<{ run_id: string }>;
+
+    const fact = "Prefers metric units (kept across a crash)";
+    await send("POST", "/api/memory/facts", { content: fact, category: "preference" });
+    await send("POST", "/api/agents", { name: "crash-proof", description: "Survives a kill", model: "demo", tool_groups: ["file:read"], soul: "You outlive crashes." });
+    await send("PUT", `/api/threads/${threadId}/runs/${run!.run_id}/feedback`, { rating: 1, comment: "kept" });
+    await send("PUT", `/api/threads/${threadId}/goal`, { objective: "Write the crash report", max_continuations: 2 });
+    await send("PUT", "/api/mcp/config", { mcp_servers: { docs: { enabled: false, type: "http", url: "http://127.0.0.1:9/mcp", description: "kept across a crash" } } });
+    await server.kill();
+
+    const restarted = await workspace.start();
+    try {
+      const read = async (path: string) => {
+        const response = await fetch(`${restarted.url}${path}`);
+        expect(response.status, `${path}\n${restarted.output()}`).toBe(200);
+        return (await response.json()) as Record<string, unknown>;
+      };
+      const memory = (await read("/api/memory")) as { facts: Array<{ content: string }> };
+      expect(memory.facts.map((f) => f.content)).toContain(fact);
+      expect(await read("/api/agents/crash-proof")).toMatchObject({ name: "crash-proof", soul: "You outlive crashes." });
+      expect(await read(`/api/threads/${threadId}/runs/${run!.run_id}/feedback`)).toEqual([expect.objectContaining({ rating: 1, comment: "kept" })]);
+      expect(JSON.stringify(await read(`/api/threads/${threadId}/goal`))).toContain("Write the crash report");
+      const mcp = (await read("/api/mcp/config")) as { mcp_servers: Record<string, { description?: string }> };
+      expect(mcp.mcp_servers.docs?.description).toBe("kept across a crash");
+    } finally {
+      await restarted.kill();
+    }
   }, 120_000);
 });
