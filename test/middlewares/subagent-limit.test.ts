@@ -174,6 +174,22 @@ describe("SubagentLimit afterModel", () => {
     expect(readStopReason(runtime)).toBe("subagent_limit_capped");
   });
 
+  // Spec (middleware-chain.md #27): "If the ordinary cap is exhausted, the middleware strips remaining task
+  // calls, forces finish_reason="stop", and appends a visible limit note". Only a tool_calls finish reason
+  // is rewritten: "stop" is already the target and any other provider reason (length, content_filter) is a
+  // fact a later guard reads, so it stays as the provider sent it.
+  it('"forces finish_reason="stop"": rewrites finish_reason only from tool_calls, leaving stop (and other reasons) alone', async () => {
+    for (const [before, after] of [["tool_calls", "stop"], ["stop", "stop"], ["length", "length"], ["content_filter", "content_filter"]] as const) {
+      const message = new AIMessage({ content: "x", tool_calls: [task("t1"), task("t2")], response_metadata: { finish_reason: before } });
+      const updated = updatedMessage(await runAfterModel(mw, stateWith(message, delegations(6, "r")), makeRuntime({ runId: "r" })));
+      expect(updated.tool_calls).toEqual([]);
+      expect(updated.response_metadata["finish_reason"], `from ${before}`).toBe(after);
+    }
+    const unset = new AIMessage({ content: "x", tool_calls: [task("t1")] });
+    const updated = updatedMessage(await runAfterModel(mw, stateWith(unset, delegations(6, "r")), makeRuntime({ runId: "r" })));
+    expect(updated.response_metadata["finish_reason"]).toBeUndefined();
+  });
+
   it("an earlier guard's stop reason wins", async () => {
     const runtime = makeRuntime({ runId: "r" });
     recordStopReason(runtime, "loop_capped");
