@@ -29,7 +29,7 @@ import { UploadsConfigSchema, type UploadsConfig } from "../middlewares/uploads/
 import { WebFetchConfigSchema, WebSearchConfigSchema, type WebFetchConfig, type WebSearchConfig } from "../tools/web.ts";
 import { SandboxConfigSchema, type AppConfig, type SandboxConfig } from "../config/schema.ts";
 import { pluginsConfigEntries, type PluginSpec } from "../extensions/config.ts";
-import { SubagentsConfigSchema, type SubagentsConfig } from "./subagents-config.ts";
+import { SubagentRuntimeConfigSchema, SubagentsConfigSchema, type SubagentRuntimeConfig, type SubagentsConfig } from "./subagents-config.ts";
 import { GatewayConfigSchema } from "../config/gateway.ts";
 import { InputPolishConfigSchema, SuggestionsConfigSchema, type InputPolishConfig, type SuggestionsConfig } from "../config/assist.ts";
 
@@ -45,6 +45,8 @@ export const leadConfigEntries = {
   // Startup-only: plugins run with the host's rights, so only the operator's config.yaml names them.
   plugins: v.nullish(pluginsConfigEntries.plugins, []),
   subagents: v.nullish(SubagentsConfigSchema),
+  // Startup settings of the subagent runtime (max_running caps SubagentLimit's concurrency).
+  subagent_runtime: v.nullish(SubagentRuntimeConfigSchema),
   // Where `deerflow-edge serve` listens, who may call it, upload limits.
   gateway: v.nullish(GatewayConfigSchema),
   // The gateway's one-shot model calls for DeerFlow's UI (follow-up questions, draft polishing).
@@ -91,6 +93,7 @@ export interface LeadConfig extends Omit<AppConfig, "sandbox"> {
   sandbox: LeadSandboxConfig;
   plugins: PluginSpec[];
   subagents?: SubagentsConfig | null;
+  subagent_runtime?: SubagentRuntimeConfig | null;
   gateway?: GatewayConfig | null;
   suggestions?: SuggestionsConfig | null;
   input_polish?: InputPolishConfig | null;

@@ -204,7 +204,7 @@ export function buildLeadMiddlewares(config: LeadConfig, deps: LeadChainDeps): A
       createSubagentLimitMiddleware({
         ...(config.subagents?.max_concurrent === undefined ? {} : { max_concurrent: config.subagents.max_concurrent }),
         ...(config.subagents?.max_total_per_run === undefined ? {} : { max_total_per_run: config.subagents.max_total_per_run }),
-      }),
+      }, config.subagent_runtime?.max_running === undefined ? {} : { maxRunning: config.subagent_runtime.max_running }),
     ); // 28
   }
   if (config.loop_detection?.enabled !== false) chain.push(createLoopDetectionMiddleware(config.loop_detection ?? {})); // 29

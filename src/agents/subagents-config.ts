@@ -3,6 +3,7 @@ import type { Assert, SameType } from "../core/types.ts";
 import { DeerflowError } from "../core/errors.ts";
 import {
   DEFAULT_MAX_CONCURRENT_SUBAGENTS,
+  MAX_CONCURRENT_SUBAGENTS,
   MaxTotalPerRunSchema,
 } from "../middlewares/subagent-limit.ts";
 import type { TokenBudgetConfigInput } from "../middlewares/token-budget.ts";
@@ -90,6 +91,19 @@ export interface SubagentsConfigInput {
   batch?: BatchTaskConfigInput;
 }
 type _SubagentsConfigInputMatches = Assert<SameType<SubagentsConfigInput, v.InferInput<typeof SubagentsConfigSchema>>>;
+
+/**
+ * The `subagent_runtime` section of config.yaml: startup settings of the runtime that runs subagents.
+ * `max_running` is the most subagents that run at once; SubagentLimit resolves every per-response
+ * concurrency (configured or a run's override) against it and the 1-64 safety range.
+ */
+export const SubagentRuntimeConfigSchema = v.strictObject({
+  max_running: v.optional(v.pipe(positive, v.maxValue(MAX_CONCURRENT_SUBAGENTS, `expected at most ${MAX_CONCURRENT_SUBAGENTS}`))),
+});
+export interface SubagentRuntimeConfig {
+  max_running?: number;
+}
+type _SubagentRuntimeConfigMatches = Assert<SameType<SubagentRuntimeConfig, v.InferOutput<typeof SubagentRuntimeConfigSchema>>>;
 
 /** The `subagents` section validated; the first issue fails with code `invalid_subagents_config` and its path. */
 export function parseSubagentsConfig(input: unknown): SubagentsConfig {

@@ -30,6 +30,21 @@ describe("lead agent with delegation on", () => {
     expect(off.agent.middlewares.map((m) => m.name)).not.toContain("SubagentLimit");
   });
 
+  // Spec (middleware-chain.md #27): "the per-response concurrency limit (max_concurrent_subagents, resolved
+  // against startup subagent_runtime.max_running and the 1-64 safety range before construction)".
+  it('"max_concurrent_subagents, resolved against startup subagent_runtime.max_running": the startup setting caps SubagentLimit', async () => {
+    const limitOf = async (config: Record<string, unknown>) => {
+      const assembly = await assembleLeadAgent({ config: validateLeadConfig(config, "t"), services: services(), env: mapEnv({}), subagentsEnabled: true });
+      return assembly.agent.middlewares.find((m) => m.name === "SubagentLimit")!.releasePolicyParameters!();
+    };
+    expect(await limitOf({ subagents: { max_concurrent: 5 } })).toMatchObject({ max_concurrent: 5 });
+    expect(await limitOf({ subagents: { max_concurrent: 5 }, subagent_runtime: { max_running: 2 } })).toMatchObject({ max_concurrent: 2 });
+    expect(await limitOf({ subagent_runtime: { max_running: 8 } })).toMatchObject({ max_concurrent: 3 });
+    expect(() => validateLeadConfig({ subagent_runtime: { max_running: 0 } }, "t")).toThrow(/subagent_runtime\.max_running/);
+    expect(() => validateLeadConfig({ subagent_runtime: { max_running: 65 } }, "t")).toThrow(/subagent_runtime\.max_running/);
+    expect(() => validateLeadConfig({ subagent_runtime: { max_running: 1.5 } }, "t")).toThrow(/subagent_runtime\.max_running/);
+  });
+
   it("runs a delegated general-purpose subagent end to end on the subagent chain (demo model)", async () => {
     const svc = services();
     const assembly = await assembleLeadAgent({ config: validateLeadConfig({}, "t"), services: svc, env: mapEnv({}), subagentsEnabled: true });
