@@ -164,6 +164,70 @@ describe("lead chain: the tool side under its conditions", () => {
     expect(everything).toHaveLength(35); // the 25 defaults and 10 optional members
     expect(orderingViolations(everything)).toEqual([]);
   });
+
+  // Spec (middleware-chain.md): "Lead-agent middlewares are assembled in strict order across three functions"
+  // — the shared base (1-13, ToolReceipt registered ahead of 9-12 as "the outermost wrap_tool_call layer"),
+  // then the lead-only list 14-35. Every optional member on, the whole order by name, from the spec's table.
+  it('"assembled in strict order": with every optional member on, the exact chain order of the spec\'s table', async () => {
+    const everything = await names(
+      {
+        authorization: { enabled: true, default_role: "user", roles: { user: { tools: { allow: "*" }, models: { allow: "*" } } } },
+        guardrails: { enabled: true, provider: "allowlist", allowed_tools: ["bash"] },
+        tool_progress: { enabled: true },
+        summarization: { enabled: true, trigger: { tokens: 4000 } },
+        token_budget: { enabled: true },
+        tool_search: { enabled: true },
+        models: [{ name: "eyes", use: "demo", supports_vision: true }],
+        default_model: "eyes",
+      },
+      {
+        planMode: true,
+        subagentsEnabled: true,
+        extraTools: [mcpTool],
+        customMiddlewares: [{ name: "acme.custom" }],
+        configuredMiddlewares: [{ name: "acme.configured" }],
+      },
+    );
+    expect(everything).toEqual([
+      "InputSanitization", // 1
+      "ToolOutputBudget", // 2
+      "ToolResultSanitization", // 3
+      "ThreadData", // 4
+      "Uploads", // 5
+      "Sandbox", // 6
+      "DanglingToolCall", // 7
+      "LLMErrorHandling", // 8
+      "ToolReceipt", // 13 (registered ahead of 9-12)
+      "Authorization", // 9
+      "Guardrail", // 9
+      "SandboxAudit", // 10
+      "ReadBeforeWrite", // 11
+      "ToolProgress", // 12
+      "ToolErrorHandling", // 13
+      "DynamicContext", // 14
+      "SkillActivation", // 15
+      "SkillToolPolicy", // 16
+      "DurableContext", // 17
+      "Summarization", // 18
+      "Todo", // 19
+      "TokenUsage", // 20
+      "Title", // 21
+      "Memory", // 22
+      "ViewImage", // 23
+      "McpRouting", // 24
+      "DeferredToolFilter", // 25
+      "SystemMessageCoalescing", // 26
+      "SubagentLimit", // 27
+      "LoopDetection", // 28
+      "TokenBudget", // 29
+      "acme.custom", // 30
+      "acme.configured", // 31
+      "TerminalResponse", // 32
+      "ModelLengthFinishReason", // 33
+      "SafetyFinishReason", // 34
+      "Clarification", // 35
+    ]);
+  });
 });
 
 describe("lead chain: the fingerprint follows behaviour", () => {
