@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { lstat, mkdir, readFile, symlink, writeFile } from "node:fs/promises";
+import { lstat, mkdir, readdir, readFile, stat, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { describe, expect, it } from "vitest";
@@ -30,6 +30,21 @@ let env!: Record<string, string>;
 useNpmTestEnv((e) => (env = e));
 
 const rejection = (promise: Promise<unknown>) => rejectionOf(promise, ExtensionManagerError);
+
+/**
+ * Every entry under `root`: folders by inode (a reinstall replaces them), files by their bytes. Not
+ * mtimes or file inodes: npm rewrites its hidden node_modules/.package-lock.json on any run,
+ * --package-lock-only included, and the manager puts the old bytes back.
+ */
+async function fileTree(root: string): Promise<string[]> {
+  const entries = await readdir(root, { recursive: true });
+  const rows: string[] = [];
+  for (const entry of entries.sort()) {
+    const info = await stat(join(root, entry));
+    rows.push(`${entry} ${info.isFile() ? await readFile(join(root, entry), "latin1") : `folder ${info.ino}`}`);
+  }
+  return rows;
+}
 
 function plugins(configText: string | undefined): Array<Record<string, unknown>> {
   return ((parseYaml(configText ?? "") as { plugins?: unknown } | null)?.plugins ?? []) as Array<Record<string, unknown>>;
@@ -63,7 +78,7 @@ describe("extension install from a local folder (real npm)", () => {
     expect((await lstat(join(project.extensions, "node_modules", FIXTURE_PACKAGE))).isDirectory()).toBe(true);
     expect(state.config!.startsWith("# my settings\nmodels: []\n\nplugins:\n")).toBe(true);
     expect(plugins(state.config)).toEqual([{ name: "fixture", package: FIXTURE_PACKAGE, use: FIXTURE_USE, enabled: true, required: false, config: {} }]);
-    expect(host.npmCommands()).toEqual(["--version", "install"]);
+    expect(host.npmCommands()).toEqual(["--version", "install", "ci"]);
 
     // The gateway's own loader loads the recorded use from the config folder.
     const loaded = await loadExtensions(parsePlugins(plugins(state.config)), createModuleLoader({ baseDir: project.dir }));
@@ -135,7 +150,7 @@ describe("extension install from a local folder (real npm)", () => {
     expect(after).toEqual(before);
     expect(after.sources).toEqual(["first-extension"]);
     expect(after.installed).toEqual(["first-extension"]);
-    expect(host.npmCommands().slice(-3)).toEqual(["--version", "install", "ci"]);
+    expect(host.npmCommands().slice(-4)).toEqual(["--version", "install", "ci", "ci"]);
   });
 
   it("--ignore-scripts reaches npm install and the recovery npm ci alike", async () => {
@@ -152,6 +167,7 @@ describe("extension install from a local folder (real npm)", () => {
     expect(seen.map((args) => [args[0], args.includes("--ignore-scripts=true")])).toEqual([
       ["--version", false],
       ["install", true],
+      ["ci", true],
       ["ci", true],
     ]);
   });
@@ -229,6 +245,35 @@ describe("extension install from a local folder (real npm)", () => {
     expect(await projectState(project)).toEqual(before);
   });
 
+  // Spec (extension-system.md): "after every uv add/remove the manager audits the new lock before
+  // syncing or enabling anything." Here: npm resolves the lock only (--package-lock-only), the audit
+  // reads it, and only an audited lock reaches node_modules through npm ci.
+  it('"audits the new lock before syncing or enabling anything": a lock that fails the audit leaves node_modules untouched and runs no install script', async () => {
+    const markers = await tempDir("markers");
+    const script = (name: string) => `node -e "require('fs').writeFileSync(require('path').join(${JSON.stringify(markers)}, '${name}'), 'ran')"`;
+    const helper = await tempDir("helper");
+    await writeFile(join(helper, "package.json"), JSON.stringify({ name: "local-helper", version: "1.0.0", scripts: { install: script("helper-install"), postinstall: script("helper-postinstall") } }));
+    const project = await makeProject("plugins: []\n");
+    await makeManager(makeTestHost(env), project).install(await makeSource(renamed("first-extension", "first")), { yes: true });
+    const before = await projectState(project);
+    const treeBefore = await fileTree(join(project.extensions, "node_modules"));
+    expect(treeBefore.length).toBeGreaterThan(1);
+
+    const host = makeTestHost(env);
+    const source = await makeSource((manifest) => {
+      renamed("second-extension", "second")(manifest);
+      manifest["dependencies"] = { "local-helper": `file:${helper}` };
+      manifest["scripts"] = { preinstall: script("ext-preinstall"), postinstall: script("ext-postinstall") };
+    });
+    const error = await rejection(makeManager(host, project).install(source, { yes: true }));
+    expect(error.code).toBe("extension_lock_not_reproducible");
+    expect(await readdir(markers)).toEqual([]);
+    expect(await fileTree(join(project.extensions, "node_modules"))).toEqual(treeBefore);
+    expect(await projectState(project)).toEqual(before);
+    // Nothing to re-synchronise: the environment never changed.
+    expect(host.npmCommands()).toEqual(["--version", "install"]);
+  });
+
   it("runs npm with redirecting overrides dropped and registry, cache and credential settings kept", async () => {
     const project = await makeProject();
     const hostile = await npmTestEnv({
@@ -295,7 +340,7 @@ describe("extension install from a remote tarball (real npm, loopback HTTP)", ()
       expect(error.code).toBe("extension_package_invalid");
       expect(error.message).toMatch(/not-an-extension's package\.json: must declare exactly one extension entry/);
       expect(await projectState(project)).toEqual(before);
-      expect(host.npmCommands()).toEqual(["--version", "install", "ci"]);
+      expect(host.npmCommands()).toEqual(["--version", "install", "ci", "ci"]);
     } finally {
       server.close();
     }

@@ -32,4 +32,20 @@ describe("the extension snapshot in run context", () => {
     expect(resolveRunExtensions({ [EXTENSION_SNAPSHOT_CONTEXT_KEY]: extensions })).toBeUndefined();
     expect(resolveRunExtensions({})).toBeUndefined();
   });
+
+  // Spec (extension-system.md): task_tool reads the snapshot back "through resolve_run_extensions()
+  // (type-checked — runtime context is caller-mergeable)" and "a caller-supplied value is never
+  // authoritative". A forgery built from the host's own class passes instanceof; only the registry of
+  // issued snapshots refuses it.
+  it("refuses a forged snapshot of the host's own class that the host never issued", () => {
+    const bound = bindExtensionSnapshot(loaded())[EXTENSION_SNAPSHOT_CONTEXT_KEY] as object;
+    const SnapshotClass = bound.constructor as new (extensions: unknown) => object;
+    const other = loaded();
+    const forged = new SnapshotClass(other);
+    expect(forged).toBeInstanceOf(SnapshotClass);
+    expect(resolveRunExtensions({ [EXTENSION_SNAPSHOT_CONTEXT_KEY]: forged })).toBeUndefined();
+    const grafted = Object.assign(Object.create(Object.getPrototypeOf(bound) as object) as object, { extensions: other });
+    expect(resolveRunExtensions({ [EXTENSION_SNAPSHOT_CONTEXT_KEY]: grafted })).toBeUndefined();
+    expect(resolveRunExtensions({ [EXTENSION_SNAPSHOT_CONTEXT_KEY]: bound })).not.toBeUndefined();
+  });
 });

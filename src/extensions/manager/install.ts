@@ -6,7 +6,7 @@ import { planRecord } from "./records.ts";
 import { recover } from "./recovery.ts";
 import { checkSnapshotSource, includeInSnapshot } from "./snapshot.ts";
 import { validateExtensionSource } from "./source.ts";
-import { decoder, dependencyNames, encoder, parentOf, type DependencyFiles, type ManagerWorkspace } from "./workspace.ts";
+import { decoder, dependencyNames, encoder, parentOf, sameBytes, type DependencyFiles, type ManagerWorkspace } from "./workspace.ts";
 
 // Install, inside the manager's lock: the source checked, the snapshot copied, npm install, the
 // lock audited, the entry loaded, and only then the one config write (see manager.ts).
@@ -115,14 +115,24 @@ export async function installLocked(ws: ManagerWorkspace, source: string, option
       await host.copyTree(local.path, local.snapshot, includeInSnapshot);
     }
     const dependenciesBefore = dependencyNames(managed.manifest);
-    npmAttempted = true;
     const spec = local ? `./sources/${local.entry.packageName}` : trimmed;
+    // Resolve only: the manifest and lock change and no install script runs. npm still writes its
+    // hidden node_modules/.package-lock.json for the resolved tree; that file goes back as it was,
+    // so node_modules keeps describing what is really installed.
+    const hiddenLockPath = `${paths.nodeModules}/.package-lock.json`;
+    const nodeModulesBefore = await host.lstat(paths.nodeModules);
+    const hiddenLockBefore = nodeModulesBefore === undefined ? undefined : await host.readFile(hiddenLockPath);
     try {
-      await ws.npm(["install", "--save=true", "--save-exact=true", ...npmFlags, "--", spec], "npm install", signal);
+      await ws.npm(["install", "--package-lock-only=true", "--save=true", "--save-exact=true", ...npmFlags, "--", spec], "npm install", signal);
     } finally {
       // npm's writes, even a failed run's partial ones, belong to this transaction.
       Object.assign(managed, await ws.readDependencyFiles());
+      if (nodeModulesBefore === undefined) await host.remove(paths.nodeModules);
+      else if (hiddenLockBefore === undefined) await host.remove(hiddenLockPath);
+      else if (!sameBytes(await host.readFile(hiddenLockPath), hiddenLockBefore)) await host.writeFileAtomic(hiddenLockPath, hiddenLockBefore);
     }
+    // The new lock is audited before the environment changes (spec: "audits the new lock before
+    // syncing or enabling anything").
     ws.auditLock(managed.lock, warnings);
 
     const added = [...dependencyNames(managed.manifest)].filter((name) => !dependenciesBefore.has(name));
@@ -137,6 +147,13 @@ export async function installLocked(ws: ManagerWorkspace, source: string, option
     const dependency = added[0]!;
     if (local && dependency !== local.entry.packageName) {
       throw new ExtensionManagerError("extension_package_invalid", `npm installed the folder as "${dependency}", not as its package name "${local.entry.packageName}"`);
+    }
+    // Only now does node_modules change: a clean install of exactly the audited lock.
+    npmAttempted = true;
+    try {
+      await ws.npm(["ci", ...npmFlags], "npm ci (installing the audited lock)", signal);
+    } finally {
+      Object.assign(managed, await ws.readDependencyFiles());
     }
     const installedManifest = await host.readFile(`${paths.nodeModules}/${dependency}/package.json`);
     if (installedManifest === undefined) {

@@ -13,7 +13,8 @@ import { interruptedError, ManagerWorkspace, type ExtensionManagerOptions } from
  * npm is the only writer of the lock and the manager the only caller of npm for it.
  *
  * Install: validate the source and the config (before any package code can run), check npm, copy
- * the snapshot, npm install, audit the lock, find the one entry, load it, and only then write the
+ * the snapshot, resolve the lock only (npm install --package-lock-only: no node_modules write, no
+ * install script), audit it, npm ci, find the one entry, load it, and only then write the
  * plugin record, the one config write. Remove: deactivate the record first (an abrupt exit must
  * never leave a required plugin pointing at a package that is gone), then npm uninstall, audit, and
  * retire the snapshot.

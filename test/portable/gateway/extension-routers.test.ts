@@ -300,6 +300,44 @@ describe("mounting contributed routers", () => {
     expect(diagnostics[0]?.message).toBe("router path /api/models is already served by host; this router was not mounted");
   });
 
+  // Spec (extension-system.md): "Any preflight, conflict, or include failure rolls back the whole
+  // router without preventing later routers from mounting."
+  it('"Any preflight, conflict, or include failure rolls back the whole router without preventing later routers from mounting": a mount failure on the second route leaves the first inert (active=false) and unclaimed', async () => {
+    const app = hostApp();
+    const { mounted, diagnostics } = mount(
+      app,
+      [
+        { source: "half", value: [route("GET", "/api/ext/half/a", text("half a")), route("GET", "/api/ext/half/b", text("half b"))] },
+        { source: "after", value: [route("GET", "/api/ext/half/a", text("after a")), route("GET", "/api/ext/after", text("after"))] },
+      ],
+      {
+        wrap: (handler, info) => {
+          if (info.source === "half" && info.path === "/api/ext/half/b") throw new Error("include failed");
+          return handler;
+        },
+      },
+    );
+    expect(diagnostics).toEqual([{ level: "error", source: "half", message: "router could not be mounted; continuing without it: include failed" }]);
+    expect(mounted.map((m) => `${m.source}: ${m.path}`)).toEqual(["after: /api/ext/half/a", "after: /api/ext/after"]);
+    // The first route of "half" stays registered in Hono but inert: the request falls through to "after".
+    expect(await get(app, "/api/ext/half/a")).toEqual({ status: 200, body: "after a" });
+    expect((await get(app, "/api/ext/half/b")).status).toBe(404);
+    expect((await get(app, "/api/ext/after")).body).toBe("after");
+  });
+
+  it("a router whose mount failed part-way serves nothing, even with no later router behind it", async () => {
+    const app = hostApp();
+    let calls = 0;
+    mount(app, [{ source: "half", value: [route("GET", "/api/ext/solo", () => (calls++, new Response("solo"))), route("GET", "/api/ext/solo/b")] }], {
+      wrap: (handler, info) => {
+        if (info.path === "/api/ext/solo/b") throw new Error("include failed");
+        return handler;
+      },
+    });
+    expect((await get(app, "/api/ext/solo")).status).toBe(404);
+    expect(calls).toBe(0);
+  });
+
   it("wraps each contributed handler when asked", async () => {
     const app = hostApp();
     const seen: string[] = [];
