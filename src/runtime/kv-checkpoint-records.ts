@@ -13,6 +13,20 @@ export interface CheckpointRecord {
   parent_checkpoint_id?: string;
   checkpoint: SerializedValue;
   metadata: SerializedValue;
+  /**
+   * The values of the channels this checkpoint gave a new version (put's `newVersions`), inline,
+   * so a checkpoint is one write. Absent in records written before: their values are BlobRecords.
+   */
+  blobs?: Record<string, InlineBlob>;
+  /** For a channel whose version this checkpoint inherited: the checkpoint whose `blobs` hold it. */
+  blob_at?: Record<string, string>;
+}
+
+export interface InlineBlob {
+  /** The channel version the value belongs to, as `String(version)`. */
+  version: string;
+  /** Absent when the channel was emptied at this version. */
+  value?: SerializedValue;
 }
 
 export interface BlobRecord {

@@ -30,8 +30,8 @@ import {
   isCheckpointRecord,
   isWriteRecord,
   toSerialized,
-  type BlobRecord,
   type CheckpointRecord,
+  type InlineBlob,
   type SerializedValue,
   type WriteRecord,
 } from "./kv-checkpoint-records.ts";
@@ -63,14 +63,17 @@ export interface KeyValueCheckpointSaverOptions {
  * Storage layout under the prefix, every id encoded by `encodeSegment`:
  *
  *   <thread>:<ns>:c:<checkpoint>                one CheckpointRecord per checkpoint
- *   <thread>:<ns>:b:<channel>:<version>         one BlobRecord per channel version
+ *   <thread>:<ns>:b:<channel>:<version>         one BlobRecord per channel version (written before
+ *                                               values were inline; still read, no longer written)
  *   <thread>:<ns>:w:<checkpoint>:<task>:<idx>   one WriteRecord per pending write
  *
- * A checkpoint record holds the checkpoint without its channel values; put() stores a blob only
- * for the channels named in `newVersions`, and a read joins `channel_versions` with the blobs
- * (the layout of the Postgres saver), so an unchanged channel is not copied into every
- * checkpoint. Every checkpoint, blob and write is its own key, so concurrent puts and putWrites
- * never read-modify-write a shared value and cannot lose one another.
+ * A checkpoint record holds the checkpoint without its channel values, plus inline (`blobs`) the
+ * values of the channels named in `newVersions` only, and for each channel it inherited unchanged
+ * the id of the checkpoint holding that version (`blob_at`, taken from the parent's record), so an
+ * unchanged channel is not copied into every checkpoint and a put is one write: a crash leaves a
+ * checkpoint with all its values or no checkpoint. A value found neither way is read from its
+ * BlobRecord (threads stored by earlier versions). Every checkpoint and write is its own key, so
+ * concurrent puts and putWrites never read-modify-write a shared value and cannot lose one another.
  *
  * Key enumeration is the index: one `getKeys(<thread>:<ns>)` finds a thread's checkpoints and
  * their writes; values are read only for what is returned. Everything of a thread sits under
@@ -78,6 +81,9 @@ export interface KeyValueCheckpointSaverOptions {
  * fs driver ignores the base and walks its whole tree on every getKeys, so with it the cost of
  * getTuple grows with the size of the store.
  */
+
+/** How many recently put checkpoint records a saver keeps to find a next put's parent. */
+const RECENT_RECORDS = 64;
 
 interface ScanResult {
   checkpoints: CheckpointEntry[];
@@ -175,6 +181,12 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
   readonly prefix: string;
   /** The prefix with its trailing ":" ("" for an empty prefix). */
   readonly #root: string;
+  /**
+   * The records this saver put last, by key: the next put's parent is almost always one of them,
+   * so it is not read back. A record is never changed once written, only rewritten whole by a put
+   * of the same id, which goes through here too.
+   */
+  readonly #recent = new Map<string, CheckpointRecord>();
 
   constructor({ storage, prefix = "checkpoints", serde }: KeyValueCheckpointSaverOptions) {
     super(serde);
@@ -273,8 +285,23 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
   async #loadCheckpoint(entry: CheckpointEntry, record: CheckpointRecord): Promise<Checkpoint> {
     const checkpoint = (await this.#load(record.checkpoint)) as Checkpoint;
     const versions = Object.entries(checkpoint.channel_versions ?? {});
+    // Records an inherited value lives in, each read once however many channels it holds.
+    const holders = new Map<string, Promise<CheckpointRecord | undefined>>();
+    const holder = (id: string) => {
+      let found = holders.get(id);
+      if (found === undefined) {
+        found = this.#readCheckpoint(this.#checkpointKey(entry.threadId, entry.checkpointNs, id));
+        holders.set(id, found);
+      }
+      return found;
+    };
     const blobs = await Promise.all(
       versions.map(async ([channel, version]) => {
+        const inline = await this.#inlineBlob(record, channel, String(version), holder);
+        if (inline !== undefined) {
+          return inline.value === undefined ? undefined : ([channel, await this.#load(inline.value)] as const);
+        }
+        // A value written before checkpoints carried them inline: its own BlobRecord.
         const key = this.#blobKey(entry.threadId, entry.checkpointNs, channel, version);
         const blob = await this.storage.getItem<unknown>(key);
         if (blob === null || blob === undefined) return undefined;
@@ -289,6 +316,47 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
     );
     checkpoint.channel_values = Object.fromEntries(blobs.filter((b) => b !== undefined));
     return checkpoint;
+  }
+
+  /** A channel version's value held inline by `record` or by the checkpoint its `blob_at` names. */
+  async #inlineBlob(
+    record: CheckpointRecord,
+    channel: string,
+    version: string,
+    holder: (checkpointId: string) => Promise<CheckpointRecord | undefined>,
+  ): Promise<InlineBlob | undefined> {
+    const own = record.blobs?.[channel];
+    if (own !== undefined && own.version === version) return own;
+    const at = record.blob_at?.[channel];
+    if (at === undefined) return undefined;
+    const held = (await holder(at))?.blobs?.[channel];
+    return held !== undefined && held.version === version ? held : undefined;
+  }
+
+  /**
+   * Where `put` finds the values of the channels it did not give a new version: the checkpoint
+   * holding each one inline, from the parent's record. A channel not found there (a parent written
+   * before values were inline, or none) is read from its BlobRecord as before.
+   */
+  async #inheritedBlobs(
+    threadId: string,
+    checkpointNs: string,
+    parentId: string | undefined,
+    versions: ChannelVersions,
+    newVersions: ChannelVersions,
+  ): Promise<Record<string, string>> {
+    const inherited = Object.entries(versions).filter(([channel]) => !Object.prototype.hasOwnProperty.call(newVersions, channel));
+    if (parentId === undefined || inherited.length === 0) return {};
+    const parentKey = this.#checkpointKey(threadId, checkpointNs, parentId);
+    const parent = this.#recent.get(parentKey) ?? (await this.#readCheckpoint(parentKey));
+    if (parent === undefined) return {};
+    const at: Record<string, string> = {};
+    for (const [channel, version] of inherited) {
+      const own = parent.blobs?.[channel];
+      if (own !== undefined && own.version === String(version)) at[channel] = parentId;
+      else if (parent.blob_at?.[channel] !== undefined) at[channel] = parent.blob_at[channel]!;
+    }
+    return at;
   }
 
   /** Writes in `writesSortKey` order (task path, task id, idx), as live execution applies them. */
@@ -359,6 +427,12 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
       };
     }
     return tuple;
+  }
+
+  #remember(key: string, record: CheckpointRecord): void {
+    this.#recent.delete(key);
+    this.#recent.set(key, record);
+    if (this.#recent.size > RECENT_RECORDS) this.#recent.delete(this.#recent.keys().next().value!);
   }
 
   // -- BaseCheckpointSaver ----------------------------------------------------------------------
@@ -466,18 +540,20 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
 
     const { channel_values: values, ...withoutValues } = copyCheckpoint(checkpoint);
     const channelValues: Record<string, unknown> = values ?? {};
-    // Blobs before the record, so a reader that sees the checkpoint finds its values.
+    // The new values travel inside the checkpoint record: one write, so a checkpoint is stored
+    // with its values or not at all.
+    const blobs: Record<string, InlineBlob> = {};
     await Promise.all(
       Object.entries(newVersions ?? {}).map(async ([channel, version]) => {
-        const blob: BlobRecord = Object.prototype.hasOwnProperty.call(channelValues, channel)
-          ? { v: 1, value: toSerialized(await this.serde.dumpsTyped(channelValues[channel])) }
-          : { v: 1 };
-        await this.storage.setItem(this.#blobKey(threadId, checkpointNs, channel, version), blob);
+        blobs[channel] = Object.prototype.hasOwnProperty.call(channelValues, channel)
+          ? { version: String(version), value: toSerialized(await this.serde.dumpsTyped(channelValues[channel])) }
+          : { version: String(version) };
       }),
     );
-    const [serializedCheckpoint, serializedMetadata] = await Promise.all([
+    const [serializedCheckpoint, serializedMetadata, blobAt] = await Promise.all([
       this.serde.dumpsTyped(withoutValues),
       this.serde.dumpsTyped(metadata),
+      this.#inheritedBlobs(threadId, checkpointNs, parentId, checkpoint.channel_versions ?? {}, newVersions ?? {}),
     ]);
     const record: CheckpointRecord = {
       v: 1,
@@ -487,8 +563,12 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
       ...(parentId !== undefined ? { parent_checkpoint_id: parentId } : {}),
       checkpoint: toSerialized(serializedCheckpoint),
       metadata: toSerialized(serializedMetadata),
+      blobs,
+      ...(Object.keys(blobAt).length > 0 ? { blob_at: blobAt } : {}),
     };
-    await this.storage.setItem(this.#checkpointKey(threadId, checkpointNs, checkpointId), record);
+    const key = this.#checkpointKey(threadId, checkpointNs, checkpointId);
+    await this.storage.setItem(key, record);
+    this.#remember(key, record);
     return { configurable: { thread_id: threadId, checkpoint_ns: checkpointNs, checkpoint_id: checkpointId } };
   }
 
@@ -535,7 +615,9 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
   }
 
   async deleteThread(threadId: string): Promise<void> {
-    const keys = await this.storage.getKeys(this.#threadBase(requireId("threadId", threadId)));
+    const base = this.#threadBase(requireId("threadId", threadId));
+    for (const key of this.#recent.keys()) if (key.startsWith(base + ":")) this.#recent.delete(key);
+    const keys = await this.storage.getKeys(base);
     const isCheckpoint = (key: string) => this.#parseKey(key)?.kind === "c";
     // Checkpoints first: values and writes are only reached through a checkpoint, so a delete
     // that stops halfway never leaves a checkpoint visible without them.

@@ -296,3 +296,71 @@ describe.each([
     await storage.dispose();
   }, 60_000); // about 80 checkpoints and their writes through the fs driver: 2 s alone, once past 20 s on Deno with every other test file on the same 2 cores
 });
+
+describe("KeyValueCheckpointSaver stored layout", () => {
+  const withValues = (id: string, values: Record<string, unknown>, versions: Record<string, string>): Checkpoint => ({
+    ...emptyCheckpoint(),
+    id,
+    channel_values: values,
+    channel_versions: versions,
+  });
+
+  it("stores a checkpoint with its new channel values as one write, and a child inherits the unchanged ones (also through a fresh saver)", async () => {
+    const storage = memoryStorage();
+    let writes = 0;
+    const counted = new Proxy(storage, {
+      get(target, property, receiver) {
+        const original = Reflect.get(target, property, receiver);
+        if (property === "setItem" || property === "setItemRaw") return (...args: unknown[]) => (writes++, (original as Function).apply(target, args));
+        return original;
+      },
+    }) as Storage;
+    const saver = new KeyValueCheckpointSaver({ storage: counted });
+    const parentId = uuid6(-1);
+    const parentConfig = await saver.put(
+      { configurable: { thread_id: "one-write" } },
+      withValues(parentId, { a: "alpha", b: [1, 2] }, { a: "1", b: "1" }),
+      meta,
+      { a: "1", b: "1" },
+    );
+    expect(writes).toBe(1);
+    // A second process: nothing of the parent in memory, its record is read from the store.
+    const fresh = new KeyValueCheckpointSaver({ storage: counted });
+    const childConfig = await fresh.put(parentConfig, withValues(uuid6(-1), { a: "alpha", b: [1, 2, 3] }, { a: "1", b: "2" }), meta, { b: "2" });
+    expect(writes).toBe(2);
+    const grandchild = await saver.put(childConfig, withValues(uuid6(-1), { a: "alpha", b: [1, 2, 3], c: true }, { a: "1", b: "2", c: "1" }), meta, { c: "1" });
+    expect(writes).toBe(3);
+    for (const reader of [saver, new KeyValueCheckpointSaver({ storage })]) {
+      expect((await reader.getTuple(parentConfig))!.checkpoint.channel_values).toEqual({ a: "alpha", b: [1, 2] });
+      expect((await reader.getTuple(childConfig))!.checkpoint.channel_values).toEqual({ a: "alpha", b: [1, 2, 3] });
+      expect((await reader.getTuple(grandchild))!.checkpoint.channel_values).toEqual({ a: "alpha", b: [1, 2, 3], c: true });
+    }
+  });
+
+  it("reads threads stored before values were inline (one BlobRecord per channel version), and continues them", async () => {
+    const storage = memoryStorage();
+    const saver = new KeyValueCheckpointSaver({ storage });
+    const { encodeSegment } = await import("../../src/runtime/kv-checkpoint-keys.ts");
+    const { toSerialized } = await import("../../src/runtime/kv-checkpoint-records.ts");
+    const ns = `checkpoints:${encodeSegment("old-thread")}:${encodeSegment("")}`;
+    const oldId = uuid6(-1);
+    // What the saver wrote before: the record without values, each value under b:<channel>:<version>.
+    const { channel_values: _values, ...withoutValues } = withValues(oldId, {}, { a: "1", b: "1" });
+    await storage.setItem(`${ns}:b:${encodeSegment("a")}:${encodeSegment("1")}`, { v: 1, value: toSerialized(await saver.serde.dumpsTyped("old alpha")) });
+    await storage.setItem(`${ns}:b:${encodeSegment("b")}:${encodeSegment("1")}`, { v: 1 });
+    await storage.setItem(`${ns}:c:${encodeSegment(oldId)}`, {
+      v: 1,
+      thread_id: "old-thread",
+      checkpoint_ns: "",
+      checkpoint_id: oldId,
+      checkpoint: toSerialized(await saver.serde.dumpsTyped(withoutValues)),
+      metadata: toSerialized(await saver.serde.dumpsTyped(meta)),
+    });
+    const oldConfig = { configurable: { thread_id: "old-thread", checkpoint_ns: "", checkpoint_id: oldId } };
+    expect((await saver.getTuple(oldConfig))!.checkpoint.channel_values).toEqual({ a: "old alpha" });
+    // A new checkpoint on the old thread keeps the old values it did not change.
+    const next = await saver.put(oldConfig, withValues(uuid6(-1), { a: "old alpha", b: "new" }, { a: "1", b: "2" }), meta, { b: "2" });
+    expect((await new KeyValueCheckpointSaver({ storage }).getTuple(next))!.checkpoint.channel_values).toEqual({ a: "old alpha", b: "new" });
+    expect((await saver.getTuple({ configurable: { thread_id: "old-thread" } }))!.checkpoint.channel_values).toEqual({ a: "old alpha", b: "new" });
+  });
+});
