@@ -28,11 +28,13 @@ import { decodeSegment, encodeSegment, takeSegments } from "./kv-checkpoint-keys
 import {
   isBlobRecord,
   isCheckpointRecord,
+  isWriteBatchRecord,
   isWriteRecord,
   toSerialized,
   type CheckpointRecord,
   type InlineBlob,
   type SerializedValue,
+  type WriteBatchRecord,
   type WriteRecord,
 } from "./kv-checkpoint-records.ts";
 
@@ -65,7 +67,10 @@ export interface KeyValueCheckpointSaverOptions {
  *   <thread>:<ns>:c:<checkpoint>                one CheckpointRecord per checkpoint
  *   <thread>:<ns>:b:<channel>:<version>         one BlobRecord per channel version (written before
  *                                               values were inline; still read, no longer written)
- *   <thread>:<ns>:w:<checkpoint>:<task>:<idx>   one WriteRecord per pending write
+ *   <thread>:<ns>:w:<checkpoint>:<task>:<batch> one WriteBatchRecord per putWrites call (`<batch>`
+ *                                               is "b" + a time-ordered id)
+ *   <thread>:<ns>:w:<checkpoint>:<task>:<idx>   one WriteRecord per pending write (written before
+ *                                               writes were batched; still read)
  *
  * A checkpoint record holds the checkpoint without its channel values, plus inline (`blobs`) the
  * values of the channels named in `newVersions` only, and for each channel it inherited unchanged
@@ -81,6 +86,19 @@ export interface KeyValueCheckpointSaverOptions {
  * fs driver ignores the base and walks its whole tree on every getKeys, so with it the cost of
  * getTuple grows with the size of the store.
  */
+
+// Shared by every saver in the process, so a fresh saver's batch still sorts after an older one's.
+let lastBatchMs = 0;
+let batchSeq = 0;
+
+/** A batch id later than every one made before in this process (time first, so ids sort across processes). */
+function nextBatchId(): string {
+  const now = Math.max(Date.now(), lastBatchMs);
+  batchSeq = now === lastBatchMs ? batchSeq + 1 : 0;
+  lastBatchMs = now;
+  const random = Math.floor(Math.random() * 0x100000000).toString(16).padStart(8, "0");
+  return `b${now.toString().padStart(15, "0")}.${batchSeq.toString().padStart(9, "0")}.${random}`;
+}
 
 /** How many recently put checkpoint records a saver keeps to find a next put's parent. */
 const RECENT_RECORDS = 64;
@@ -359,24 +377,50 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
     return at;
   }
 
-  /** Writes in `writesSortKey` order (task path, task id, idx), as live execution applies them. */
+  /**
+   * Writes in `writesSortKey` order (task path, task id, idx), as live execution applies them. Of
+   * several writes to one (task, idx), across calls in the order they were made (old per-write
+   * records first: they predate every batch), a special channel's last and a regular write's first
+   * is the one kept, as MemorySaver keeps them.
+   */
   async #readWrites(keys: string[]): Promise<WriteRecord[]> {
-    const values = await Promise.all(keys.map((key) => this.storage.getItem<unknown>(key)));
-    const records: WriteRecord[] = [];
+    const ordered = keys.map((key) => ({ key, batch: this.#batchIdOf(key) })).sort((a, b) =>
+      a.batch === b.batch ? 0 : a.batch === undefined ? -1 : b.batch === undefined ? 1 : a.batch < b.batch ? -1 : 1,
+    );
+    const values = await Promise.all(ordered.map(({ key }) => this.storage.getItem<unknown>(key)));
+    const kept = new Map<string, WriteRecord>();
+    const keep = (record: WriteRecord) => {
+      const slot = JSON.stringify([record.task_id, record.idx]);
+      if (record.idx >= 0 && kept.has(slot)) return;
+      kept.set(slot, record);
+    };
     values.forEach((value, i) => {
       if (value === null || value === undefined) return;
-      if (!isWriteRecord(value)) {
-        throw new CheckpointerError(
-          "corrupt_record",
-          `Pending-write record at ${JSON.stringify(keys[i])} is unreadable. Remove the key or restore it from a backup.`,
-        );
+      if (isWriteRecord(value)) return keep(value);
+      if (isWriteBatchRecord(value)) {
+        for (const w of value.writes) keep({ v: 1, task_id: value.task_id, task_path: value.task_path, idx: w.idx, channel: w.channel, value: w.value });
+        return;
       }
-      records.push(value);
+      throw new CheckpointerError(
+        "corrupt_record",
+        `Pending-write record at ${JSON.stringify(ordered[i]!.key)} is unreadable. Remove the key or restore it from a backup.`,
+      );
     });
-    return records
+    return [...kept.values()]
       .map((record) => ({ record, sortKey: writesSortKey(record.task_path, record.task_id, record.idx) }))
       .sort((a, b) => compareWritesSortKeys(a.sortKey, b.sortKey))
       .map(({ record }) => record);
+  }
+
+  /** A batch key's time-ordered id; undefined for an old per-write key (its last segment an index). */
+  #batchIdOf(key: string): string | undefined {
+    // Both an index and a batch id are short enough to be one piece: the key's last.
+    const id = decodeSegment(key.slice(key.lastIndexOf(":") + 1));
+    return id !== undefined && id.startsWith("b") ? id : undefined;
+  }
+
+  #nextBatchId(): string {
+    return nextBatchId();
   }
 
   async #pendingWrites(records: WriteRecord[]): Promise<CheckpointPendingWrite[]> {
@@ -591,27 +635,24 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
     const taskSegment = encodeSegment(task);
 
     // Special channels (errors, interrupts, ...) map to fixed negative indices and replace the
-    // previous write; regular writes keep their position and a repeated (task, idx) is kept once.
-    // Within one call the last write to a key wins.
-    const byKey = new Map<string, { idx: number; channel: string; value: unknown }>();
+    // previous write; regular writes keep their position and a repeated (task, idx) is kept once
+    // (resolved when read, see #readWrites). Within one call the last write to an idx wins.
+    const byIdx = new Map<number, { idx: number; channel: string; value: unknown }>();
     writes.forEach(([channel, value], position) => {
       const idx = WRITES_IDX_MAP[channel] || position;
-      byKey.set(`${writeBase}:${taskSegment}:${encodeSegment(String(idx))}`, { idx, channel, value });
+      byIdx.set(idx, { idx, channel, value });
     });
-    await Promise.all(
-      Array.from(byKey, async ([key, { idx, channel, value }]) => {
-        if (idx >= 0 && (await this.storage.hasItem(key))) return;
-        const record: WriteRecord = {
-          v: 1,
-          task_id: task,
-          idx,
-          channel,
-          task_path: taskPath ?? "",
-          value: toSerialized(await this.serde.dumpsTyped(value)),
-        };
-        await this.storage.setItem(key, record);
-      }),
-    );
+    if (byIdx.size === 0) return;
+    const record: WriteBatchRecord = {
+      v: 1,
+      task_id: task,
+      task_path: taskPath ?? "",
+      writes: await Promise.all(
+        Array.from(byIdx.values(), async ({ idx, channel, value }) => ({ idx, channel, value: toSerialized(await this.serde.dumpsTyped(value)) })),
+      ),
+    };
+    // One key for the call: its writes are stored together or not at all.
+    await this.storage.setItem(`${writeBase}:${taskSegment}:${encodeSegment(this.#nextBatchId())}`, record);
   }
 
   async deleteThread(threadId: string): Promise<void> {

@@ -364,3 +364,40 @@ describe("KeyValueCheckpointSaver stored layout", () => {
     expect((await saver.getTuple({ configurable: { thread_id: "old-thread" } }))!.checkpoint.channel_values).toEqual({ a: "old alpha", b: "new" });
   });
 });
+
+describe("KeyValueCheckpointSaver pending-write batches", () => {
+  it("stores one putWrites call as one write, and reads old per-write records beside new batches like MemorySaver would", async () => {
+    const storage = memoryStorage();
+    let writes = 0;
+    const counted = new Proxy(storage, {
+      get(target, property, receiver) {
+        const original = Reflect.get(target, property, receiver);
+        if (property === "setItem" || property === "setItemRaw") return (...args: unknown[]) => (writes++, (original as Function).apply(target, args));
+        return original;
+      },
+    }) as Storage;
+    const saver = new KeyValueCheckpointSaver({ storage: counted });
+    const { encodeSegment } = await import("../../src/runtime/kv-checkpoint-keys.ts");
+    const { toSerialized } = await import("../../src/runtime/kv-checkpoint-records.ts");
+    const id = uuid6(-1);
+    const config = await saver.put({ configurable: { thread_id: "wt" } }, checkpoint(id), meta, {});
+    // What earlier versions wrote: one record per write, under w:<checkpoint>:<task>:<idx>.
+    const old = async (task: string, idx: number, channel: string, value: unknown) =>
+      storage.setItem(`checkpoints:${encodeSegment("wt")}:${encodeSegment("")}:w:${encodeSegment(id)}:${encodeSegment(task)}:${encodeSegment(String(idx))}`, {
+        v: 1, task_id: task, idx, channel, task_path: "", value: toSerialized(await saver.serde.dumpsTyped(value)),
+      });
+    await old("task-b", 0, "a", "old a");
+    await old("task-a", -1, ERROR, "old error");
+    writes = 0;
+    await saver.putWrites(config, [["a", "new a"], ["b", 2], ["c", 3]], "task-b");
+    expect(writes).toBe(1);
+    await new KeyValueCheckpointSaver({ storage: counted }).putWrites(config, [[ERROR, "new error"]], "task-a");
+    expect(writes).toBe(2);
+    expect((await new KeyValueCheckpointSaver({ storage }).getTuple(config))!.pendingWrites).toEqual([
+      ["task-a", ERROR, "new error"],
+      ["task-b", "a", "old a"],
+      ["task-b", "b", 2],
+      ["task-b", "c", 3],
+    ]);
+  });
+});
