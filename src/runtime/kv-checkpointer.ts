@@ -661,8 +661,10 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
     const keys = await this.storage.getKeys(base);
     const isCheckpoint = (key: string) => this.#parseKey(key)?.kind === "c";
     // Checkpoints first: values and writes are only reached through a checkpoint, so a delete
-    // that stops halfway never leaves a checkpoint visible without them.
-    await Promise.all(keys.filter(isCheckpoint).map((key) => this.storage.removeItem(key)));
+    // that stops halfway never leaves a checkpoint visible without them. Newest first, one after
+    // another: a checkpoint's inherited values live in an older checkpoint's record (ids grow
+    // with time and the encoding keeps their order), so what is left holds all its values.
+    for (const key of keys.filter(isCheckpoint).sort().reverse()) await this.storage.removeItem(key);
     await Promise.all(keys.filter((key) => !isCheckpoint(key)).map((key) => this.storage.removeItem(key)));
   }
 

@@ -401,3 +401,36 @@ describe("KeyValueCheckpointSaver pending-write batches", () => {
     ]);
   });
 });
+
+describe("KeyValueCheckpointSaver thread deletion", () => {
+  it("a thread delete that stops halfway leaves every checkpoint still listed with all its values", async () => {
+    const storage = memoryStorage();
+    const saver = new KeyValueCheckpointSaver({ storage });
+    let config = { configurable: { thread_id: "del" } } as { configurable: Record<string, unknown> };
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const id = uuid6(-1);
+      ids.push(id);
+      // "a" is set once and inherited by every later checkpoint; "n" changes every time.
+      const versions = { a: "1", n: String(i + 1) };
+      config = (await saver.put(config, { ...emptyCheckpoint(), id, channel_values: { a: "kept", n: i }, channel_versions: versions }, meta, i === 0 ? versions : { n: versions.n })) as typeof config;
+    }
+    let removals = 0;
+    const failing = new Proxy(storage, {
+      get(target, property, receiver) {
+        const original = Reflect.get(target, property, receiver);
+        if (property === "removeItem") {
+          return (...args: unknown[]) => {
+            if (++removals > 3) return Promise.reject(new Error("store went away"));
+            return (original as Function).apply(target, args);
+          };
+        }
+        return original;
+      },
+    }) as Storage;
+    await expect(new KeyValueCheckpointSaver({ storage: failing }).deleteThread("del")).rejects.toThrow("store went away");
+    const left = await listAll(new KeyValueCheckpointSaver({ storage }), { thread_id: "del" });
+    expect(left.length).toBe(3);
+    for (const tuple of left) expect(tuple.checkpoint.channel_values).toEqual({ a: "kept", n: ids.indexOf(tuple.checkpoint.id) });
+  });
+});
