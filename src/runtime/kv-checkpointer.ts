@@ -200,11 +200,12 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
   /** The prefix with its trailing ":" ("" for an empty prefix). */
   readonly #root: string;
   /**
-   * The records this saver put last, by key: the next put's parent is almost always one of them,
-   * so it is not read back. A record is never changed once written, only rewritten whole by a put
+   * Where the values of the records this saver put last are (their channel versions and
+   * `blob_at`, not the values), by key: the next put's parent is almost always one of them, so it
+   * is not read back. A record is never changed once written, only rewritten whole by a put
    * of the same id, which goes through here too.
    */
-  readonly #recent = new Map<string, CheckpointRecord>();
+  readonly #recent = new Map<string, Pick<CheckpointRecord, "blobs" | "blob_at">>();
 
   constructor({ storage, prefix = "checkpoints", serde }: KeyValueCheckpointSaverOptions) {
     super(serde);
@@ -475,7 +476,9 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
 
   #remember(key: string, record: CheckpointRecord): void {
     this.#recent.delete(key);
-    this.#recent.set(key, record);
+    // Only where values are, not the values: a long thread's messages are not held twice.
+    const versions = Object.fromEntries(Object.entries(record.blobs ?? {}).map(([channel, blob]) => [channel, { version: blob.version }]));
+    this.#recent.set(key, { blobs: versions, ...(record.blob_at !== undefined ? { blob_at: record.blob_at } : {}) });
     if (this.#recent.size > RECENT_RECORDS) this.#recent.delete(this.#recent.keys().next().value!);
   }
 
