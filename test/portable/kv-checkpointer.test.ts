@@ -297,6 +297,23 @@ describe.each([
   }, 60_000); // about 80 checkpoints and their writes through the fs driver: 2 s alone, once past 20 s on Deno with every other test file on the same 2 cores
 });
 
+/** The storage, counting its setItem and setItemRaw calls in `writes`. */
+function countingWrites(storage: Storage): Storage & { writes: number } {
+  const counter = { writes: 0 };
+  return new Proxy(storage, {
+    get(target, property, receiver) {
+      if (property === "writes") return counter.writes;
+      const original = Reflect.get(target, property, receiver);
+      if (property === "setItem" || property === "setItemRaw") return (...args: unknown[]) => (counter.writes++, (original as Function).apply(target, args));
+      return original;
+    },
+    set(target, property, value, receiver) {
+      if (property === "writes") return ((counter.writes = value as number), true);
+      return Reflect.set(target, property, value, receiver);
+    },
+  }) as Storage & { writes: number };
+}
+
 describe("KeyValueCheckpointSaver stored layout", () => {
   const withValues = (id: string, values: Record<string, unknown>, versions: Record<string, string>): Checkpoint => ({
     ...emptyCheckpoint(),
@@ -307,14 +324,7 @@ describe("KeyValueCheckpointSaver stored layout", () => {
 
   it("stores a checkpoint with its new channel values as one write, and a child inherits the unchanged ones (also through a fresh saver)", async () => {
     const storage = memoryStorage();
-    let writes = 0;
-    const counted = new Proxy(storage, {
-      get(target, property, receiver) {
-        const original = Reflect.get(target, property, receiver);
-        if (property === "setItem" || property === "setItemRaw") return (...args: unknown[]) => (writes++, (original as Function).apply(target, args));
-        return original;
-      },
-    }) as Storage;
+    const counted = countingWrites(storage);
     const saver = new KeyValueCheckpointSaver({ storage: counted });
     const parentId = uuid6(-1);
     const parentConfig = await saver.put(
@@ -323,13 +333,13 @@ describe("KeyValueCheckpointSaver stored layout", () => {
       meta,
       { a: "1", b: "1" },
     );
-    expect(writes).toBe(1);
+    expect(counted.writes).toBe(1);
     // A second process: nothing of the parent in memory, its record is read from the store.
     const fresh = new KeyValueCheckpointSaver({ storage: counted });
     const childConfig = await fresh.put(parentConfig, withValues(uuid6(-1), { a: "alpha", b: [1, 2, 3] }, { a: "1", b: "2" }), meta, { b: "2" });
-    expect(writes).toBe(2);
+    expect(counted.writes).toBe(2);
     const grandchild = await saver.put(childConfig, withValues(uuid6(-1), { a: "alpha", b: [1, 2, 3], c: true }, { a: "1", b: "2", c: "1" }), meta, { c: "1" });
-    expect(writes).toBe(3);
+    expect(counted.writes).toBe(3);
     for (const reader of [saver, new KeyValueCheckpointSaver({ storage })]) {
       expect((await reader.getTuple(parentConfig))!.checkpoint.channel_values).toEqual({ a: "alpha", b: [1, 2] });
       expect((await reader.getTuple(childConfig))!.checkpoint.channel_values).toEqual({ a: "alpha", b: [1, 2, 3] });
@@ -368,14 +378,7 @@ describe("KeyValueCheckpointSaver stored layout", () => {
 describe("KeyValueCheckpointSaver pending-write batches", () => {
   it("stores one putWrites call as one write, and reads old per-write records beside new batches like MemorySaver would", async () => {
     const storage = memoryStorage();
-    let writes = 0;
-    const counted = new Proxy(storage, {
-      get(target, property, receiver) {
-        const original = Reflect.get(target, property, receiver);
-        if (property === "setItem" || property === "setItemRaw") return (...args: unknown[]) => (writes++, (original as Function).apply(target, args));
-        return original;
-      },
-    }) as Storage;
+    const counted = countingWrites(storage);
     const saver = new KeyValueCheckpointSaver({ storage: counted });
     const { encodeSegment } = await import("../../src/runtime/kv-checkpoint-keys.ts");
     const { toSerialized } = await import("../../src/runtime/kv-checkpoint-records.ts");
@@ -388,11 +391,11 @@ describe("KeyValueCheckpointSaver pending-write batches", () => {
       });
     await old("task-b", 0, "a", "old a");
     await old("task-a", -1, ERROR, "old error");
-    writes = 0;
+    counted.writes = 0;
     await saver.putWrites(config, [["a", "new a"], ["b", 2], ["c", 3]], "task-b");
-    expect(writes).toBe(1);
+    expect(counted.writes).toBe(1);
     await new KeyValueCheckpointSaver({ storage: counted }).putWrites(config, [[ERROR, "new error"]], "task-a");
-    expect(writes).toBe(2);
+    expect(counted.writes).toBe(2);
     expect((await new KeyValueCheckpointSaver({ storage }).getTuple(config))!.pendingWrites).toEqual([
       ["task-a", ERROR, "new error"],
       ["task-b", "a", "old a"],
