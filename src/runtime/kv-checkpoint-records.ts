@@ -13,6 +13,20 @@ export interface CheckpointRecord {
   parent_checkpoint_id?: string;
   checkpoint: SerializedValue;
   metadata: SerializedValue;
+  /**
+   * The values of the channels this checkpoint gave a new version (put's `newVersions`), inline,
+   * so a checkpoint is one write. Absent in records written before: their values are BlobRecords.
+   */
+  blobs?: Record<string, InlineBlob>;
+  /** For a channel whose version this checkpoint inherited: the checkpoint whose `blobs` hold it. */
+  blob_at?: Record<string, string>;
+}
+
+export interface InlineBlob {
+  /** The channel version the value belongs to, as `String(version)`. */
+  version: string;
+  /** Absent when the channel was emptied at this version. */
+  value?: SerializedValue;
 }
 
 export interface BlobRecord {
@@ -28,6 +42,17 @@ export interface WriteRecord {
   channel: string;
   task_path: string;
   value: SerializedValue;
+}
+
+/**
+ * The writes of one putWrites call, one key (`w:<checkpoint>:<task>:<batch id>`); earlier versions
+ * stored one WriteRecord per write (`w:<checkpoint>:<task>:<idx>`), still read.
+ */
+export interface WriteBatchRecord {
+  v: 1;
+  task_id: string;
+  task_path: string;
+  writes: Array<{ idx: number; channel: string; value: SerializedValue }>;
 }
 
 // Serialized values as JSON-safe records (bytes as base64)
@@ -70,5 +95,24 @@ export function isWriteRecord(value: unknown): value is WriteRecord {
     typeof r.channel === "string" &&
     typeof r.task_path === "string" &&
     isSerialized(r.value)
+  );
+}
+
+export function isWriteBatchRecord(value: unknown): value is WriteBatchRecord {
+  if (typeof value !== "object" || value === null) return false;
+  const r = value as Record<string, unknown>;
+  return (
+    r.v === 1 &&
+    typeof r.task_id === "string" &&
+    typeof r.task_path === "string" &&
+    Array.isArray(r.writes) &&
+    r.writes.every(
+      (w: unknown) =>
+        typeof w === "object" &&
+        w !== null &&
+        typeof (w as Record<string, unknown>).idx === "number" &&
+        typeof (w as Record<string, unknown>).channel === "string" &&
+        isSerialized((w as Record<string, unknown>).value),
+    )
   );
 }

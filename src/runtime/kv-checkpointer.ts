@@ -28,11 +28,13 @@ import { decodeSegment, encodeSegment, takeSegments } from "./kv-checkpoint-keys
 import {
   isBlobRecord,
   isCheckpointRecord,
+  isWriteBatchRecord,
   isWriteRecord,
   toSerialized,
-  type BlobRecord,
   type CheckpointRecord,
+  type InlineBlob,
   type SerializedValue,
+  type WriteBatchRecord,
   type WriteRecord,
 } from "./kv-checkpoint-records.ts";
 
@@ -63,14 +65,20 @@ export interface KeyValueCheckpointSaverOptions {
  * Storage layout under the prefix, every id encoded by `encodeSegment`:
  *
  *   <thread>:<ns>:c:<checkpoint>                one CheckpointRecord per checkpoint
- *   <thread>:<ns>:b:<channel>:<version>         one BlobRecord per channel version
- *   <thread>:<ns>:w:<checkpoint>:<task>:<idx>   one WriteRecord per pending write
+ *   <thread>:<ns>:b:<channel>:<version>         one BlobRecord per channel version (written before
+ *                                               values were inline; still read, no longer written)
+ *   <thread>:<ns>:w:<checkpoint>:<task>:<batch> one WriteBatchRecord per putWrites call (`<batch>`
+ *                                               is "b" + a time-ordered id)
+ *   <thread>:<ns>:w:<checkpoint>:<task>:<idx>   one WriteRecord per pending write (written before
+ *                                               writes were batched; still read)
  *
- * A checkpoint record holds the checkpoint without its channel values; put() stores a blob only
- * for the channels named in `newVersions`, and a read joins `channel_versions` with the blobs
- * (the layout of the Postgres saver), so an unchanged channel is not copied into every
- * checkpoint. Every checkpoint, blob and write is its own key, so concurrent puts and putWrites
- * never read-modify-write a shared value and cannot lose one another.
+ * A checkpoint record holds the checkpoint without its channel values, plus inline (`blobs`) the
+ * values of the channels named in `newVersions` only, and for each channel it inherited unchanged
+ * the id of the checkpoint holding that version (`blob_at`, taken from the parent's record), so an
+ * unchanged channel is not copied into every checkpoint and a put is one write: a crash leaves a
+ * checkpoint with all its values or no checkpoint. A value found neither way is read from its
+ * BlobRecord (threads stored by earlier versions). Every checkpoint and write is its own key, so
+ * concurrent puts and putWrites never read-modify-write a shared value and cannot lose one another.
  *
  * Key enumeration is the index: one `getKeys(<thread>:<ns>)` finds a thread's checkpoints and
  * their writes; values are read only for what is returned. Everything of a thread sits under
@@ -78,6 +86,22 @@ export interface KeyValueCheckpointSaverOptions {
  * fs driver ignores the base and walks its whole tree on every getKeys, so with it the cost of
  * getTuple grows with the size of the store.
  */
+
+// Shared by every saver in the process, so a fresh saver's batch still sorts after an older one's.
+let lastBatchMs = 0;
+let batchSeq = 0;
+
+/** A batch id later than every one made before in this process (time first, so ids sort across processes). */
+function nextBatchId(): string {
+  const now = Math.max(Date.now(), lastBatchMs);
+  batchSeq = now === lastBatchMs ? batchSeq + 1 : 0;
+  lastBatchMs = now;
+  const random = Math.floor(Math.random() * 0x100000000).toString(16).padStart(8, "0");
+  return `b${now.toString().padStart(15, "0")}.${batchSeq.toString().padStart(9, "0")}.${random}`;
+}
+
+/** How many recently put checkpoint records a saver keeps to find a next put's parent. */
+const RECENT_RECORDS = 64;
 
 interface ScanResult {
   checkpoints: CheckpointEntry[];
@@ -175,6 +199,13 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
   readonly prefix: string;
   /** The prefix with its trailing ":" ("" for an empty prefix). */
   readonly #root: string;
+  /**
+   * Where the values of the records this saver put last are (their channel versions and
+   * `blob_at`, not the values), by key: the next put's parent is almost always one of them, so it
+   * is not read back. A record is never changed once written, only rewritten whole by a put
+   * of the same id, which goes through here too.
+   */
+  readonly #recent = new Map<string, Pick<CheckpointRecord, "blobs" | "blob_at">>();
 
   constructor({ storage, prefix = "checkpoints", serde }: KeyValueCheckpointSaverOptions) {
     super(serde);
@@ -273,8 +304,23 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
   async #loadCheckpoint(entry: CheckpointEntry, record: CheckpointRecord): Promise<Checkpoint> {
     const checkpoint = (await this.#load(record.checkpoint)) as Checkpoint;
     const versions = Object.entries(checkpoint.channel_versions ?? {});
+    // Records an inherited value lives in, each read once however many channels it holds.
+    const holders = new Map<string, Promise<CheckpointRecord | undefined>>();
+    const holder = (id: string) => {
+      let found = holders.get(id);
+      if (found === undefined) {
+        found = this.#readCheckpoint(this.#checkpointKey(entry.threadId, entry.checkpointNs, id));
+        holders.set(id, found);
+      }
+      return found;
+    };
     const blobs = await Promise.all(
       versions.map(async ([channel, version]) => {
+        const inline = await this.#inlineBlob(record, channel, String(version), holder);
+        if (inline !== undefined) {
+          return inline.value === undefined ? undefined : ([channel, await this.#load(inline.value)] as const);
+        }
+        // A value written before checkpoints carried them inline: its own BlobRecord.
         const key = this.#blobKey(entry.threadId, entry.checkpointNs, channel, version);
         const blob = await this.storage.getItem<unknown>(key);
         if (blob === null || blob === undefined) return undefined;
@@ -291,24 +337,91 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
     return checkpoint;
   }
 
-  /** Writes in `writesSortKey` order (task path, task id, idx), as live execution applies them. */
+  /** A channel version's value held inline by `record` or by the checkpoint its `blob_at` names. */
+  async #inlineBlob(
+    record: CheckpointRecord,
+    channel: string,
+    version: string,
+    holder: (checkpointId: string) => Promise<CheckpointRecord | undefined>,
+  ): Promise<InlineBlob | undefined> {
+    const own = record.blobs?.[channel];
+    if (own !== undefined && own.version === version) return own;
+    const at = record.blob_at?.[channel];
+    if (at === undefined) return undefined;
+    const held = (await holder(at))?.blobs?.[channel];
+    return held !== undefined && held.version === version ? held : undefined;
+  }
+
+  /**
+   * Where `put` finds the values of the channels it did not give a new version: the checkpoint
+   * holding each one inline, from the parent's record. A channel not found there (a parent written
+   * before values were inline, or none) is read from its BlobRecord as before.
+   */
+  async #inheritedBlobs(
+    threadId: string,
+    checkpointNs: string,
+    parentId: string | undefined,
+    versions: ChannelVersions,
+    newVersions: ChannelVersions,
+  ): Promise<Record<string, string>> {
+    const inherited = Object.entries(versions).filter(([channel]) => !Object.prototype.hasOwnProperty.call(newVersions, channel));
+    if (parentId === undefined || inherited.length === 0) return {};
+    const parentKey = this.#checkpointKey(threadId, checkpointNs, parentId);
+    const parent = this.#recent.get(parentKey) ?? (await this.#readCheckpoint(parentKey));
+    if (parent === undefined) return {};
+    const at: Record<string, string> = {};
+    for (const [channel, version] of inherited) {
+      const own = parent.blobs?.[channel];
+      if (own !== undefined && own.version === String(version)) at[channel] = parentId;
+      else if (parent.blob_at?.[channel] !== undefined) at[channel] = parent.blob_at[channel]!;
+    }
+    return at;
+  }
+
+  /**
+   * Writes in `writesSortKey` order (task path, task id, idx), as live execution applies them. Of
+   * several writes to one (task, idx), across calls in the order they were made (old per-write
+   * records first: they predate every batch), a special channel's last and a regular write's first
+   * is the one kept, as MemorySaver keeps them.
+   */
   async #readWrites(keys: string[]): Promise<WriteRecord[]> {
-    const values = await Promise.all(keys.map((key) => this.storage.getItem<unknown>(key)));
-    const records: WriteRecord[] = [];
+    const ordered = keys.map((key) => ({ key, batch: this.#batchIdOf(key) })).sort((a, b) =>
+      a.batch === b.batch ? 0 : a.batch === undefined ? -1 : b.batch === undefined ? 1 : a.batch < b.batch ? -1 : 1,
+    );
+    const values = await Promise.all(ordered.map(({ key }) => this.storage.getItem<unknown>(key)));
+    const kept = new Map<string, WriteRecord>();
+    const keep = (record: WriteRecord) => {
+      const slot = JSON.stringify([record.task_id, record.idx]);
+      if (record.idx >= 0 && kept.has(slot)) return;
+      kept.set(slot, record);
+    };
     values.forEach((value, i) => {
       if (value === null || value === undefined) return;
-      if (!isWriteRecord(value)) {
-        throw new CheckpointerError(
-          "corrupt_record",
-          `Pending-write record at ${JSON.stringify(keys[i])} is unreadable. Remove the key or restore it from a backup.`,
-        );
+      if (isWriteRecord(value)) return keep(value);
+      if (isWriteBatchRecord(value)) {
+        for (const w of value.writes) keep({ v: 1, task_id: value.task_id, task_path: value.task_path, idx: w.idx, channel: w.channel, value: w.value });
+        return;
       }
-      records.push(value);
+      throw new CheckpointerError(
+        "corrupt_record",
+        `Pending-write record at ${JSON.stringify(ordered[i]!.key)} is unreadable. Remove the key or restore it from a backup.`,
+      );
     });
-    return records
+    return [...kept.values()]
       .map((record) => ({ record, sortKey: writesSortKey(record.task_path, record.task_id, record.idx) }))
       .sort((a, b) => compareWritesSortKeys(a.sortKey, b.sortKey))
       .map(({ record }) => record);
+  }
+
+  /** A batch key's time-ordered id; undefined for an old per-write key (its last segment an index). */
+  #batchIdOf(key: string): string | undefined {
+    // Both an index and a batch id are short enough to be one piece: the key's last.
+    const id = decodeSegment(key.slice(key.lastIndexOf(":") + 1));
+    return id !== undefined && id.startsWith("b") ? id : undefined;
+  }
+
+  #nextBatchId(): string {
+    return nextBatchId();
   }
 
   async #pendingWrites(records: WriteRecord[]): Promise<CheckpointPendingWrite[]> {
@@ -359,6 +472,14 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
       };
     }
     return tuple;
+  }
+
+  #remember(key: string, record: CheckpointRecord): void {
+    this.#recent.delete(key);
+    // Only where values are, not the values: a long thread's messages are not held twice.
+    const versions = Object.fromEntries(Object.entries(record.blobs ?? {}).map(([channel, blob]) => [channel, { version: blob.version }]));
+    this.#recent.set(key, { blobs: versions, ...(record.blob_at !== undefined ? { blob_at: record.blob_at } : {}) });
+    if (this.#recent.size > RECENT_RECORDS) this.#recent.delete(this.#recent.keys().next().value!);
   }
 
   // -- BaseCheckpointSaver ----------------------------------------------------------------------
@@ -466,18 +587,20 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
 
     const { channel_values: values, ...withoutValues } = copyCheckpoint(checkpoint);
     const channelValues: Record<string, unknown> = values ?? {};
-    // Blobs before the record, so a reader that sees the checkpoint finds its values.
+    // The new values travel inside the checkpoint record: one write, so a checkpoint is stored
+    // with its values or not at all.
+    const blobs: Record<string, InlineBlob> = {};
     await Promise.all(
       Object.entries(newVersions ?? {}).map(async ([channel, version]) => {
-        const blob: BlobRecord = Object.prototype.hasOwnProperty.call(channelValues, channel)
-          ? { v: 1, value: toSerialized(await this.serde.dumpsTyped(channelValues[channel])) }
-          : { v: 1 };
-        await this.storage.setItem(this.#blobKey(threadId, checkpointNs, channel, version), blob);
+        blobs[channel] = Object.prototype.hasOwnProperty.call(channelValues, channel)
+          ? { version: String(version), value: toSerialized(await this.serde.dumpsTyped(channelValues[channel])) }
+          : { version: String(version) };
       }),
     );
-    const [serializedCheckpoint, serializedMetadata] = await Promise.all([
+    const [serializedCheckpoint, serializedMetadata, blobAt] = await Promise.all([
       this.serde.dumpsTyped(withoutValues),
       this.serde.dumpsTyped(metadata),
+      this.#inheritedBlobs(threadId, checkpointNs, parentId, checkpoint.channel_versions ?? {}, newVersions ?? {}),
     ]);
     const record: CheckpointRecord = {
       v: 1,
@@ -487,8 +610,12 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
       ...(parentId !== undefined ? { parent_checkpoint_id: parentId } : {}),
       checkpoint: toSerialized(serializedCheckpoint),
       metadata: toSerialized(serializedMetadata),
+      blobs,
+      ...(Object.keys(blobAt).length > 0 ? { blob_at: blobAt } : {}),
     };
-    await this.storage.setItem(this.#checkpointKey(threadId, checkpointNs, checkpointId), record);
+    const key = this.#checkpointKey(threadId, checkpointNs, checkpointId);
+    await this.storage.setItem(key, record);
+    this.#remember(key, record);
     return { configurable: { thread_id: threadId, checkpoint_ns: checkpointNs, checkpoint_id: checkpointId } };
   }
 
@@ -511,35 +638,36 @@ export class KeyValueCheckpointSaver extends BaseCheckpointSaver {
     const taskSegment = encodeSegment(task);
 
     // Special channels (errors, interrupts, ...) map to fixed negative indices and replace the
-    // previous write; regular writes keep their position and a repeated (task, idx) is kept once.
-    // Within one call the last write to a key wins.
-    const byKey = new Map<string, { idx: number; channel: string; value: unknown }>();
+    // previous write; regular writes keep their position and a repeated (task, idx) is kept once
+    // (resolved when read, see #readWrites). Within one call the last write to an idx wins.
+    const byIdx = new Map<number, { idx: number; channel: string; value: unknown }>();
     writes.forEach(([channel, value], position) => {
       const idx = WRITES_IDX_MAP[channel] || position;
-      byKey.set(`${writeBase}:${taskSegment}:${encodeSegment(String(idx))}`, { idx, channel, value });
+      byIdx.set(idx, { idx, channel, value });
     });
-    await Promise.all(
-      Array.from(byKey, async ([key, { idx, channel, value }]) => {
-        if (idx >= 0 && (await this.storage.hasItem(key))) return;
-        const record: WriteRecord = {
-          v: 1,
-          task_id: task,
-          idx,
-          channel,
-          task_path: taskPath ?? "",
-          value: toSerialized(await this.serde.dumpsTyped(value)),
-        };
-        await this.storage.setItem(key, record);
-      }),
-    );
+    if (byIdx.size === 0) return;
+    const record: WriteBatchRecord = {
+      v: 1,
+      task_id: task,
+      task_path: taskPath ?? "",
+      writes: await Promise.all(
+        Array.from(byIdx.values(), async ({ idx, channel, value }) => ({ idx, channel, value: toSerialized(await this.serde.dumpsTyped(value)) })),
+      ),
+    };
+    // One key for the call: its writes are stored together or not at all.
+    await this.storage.setItem(`${writeBase}:${taskSegment}:${encodeSegment(this.#nextBatchId())}`, record);
   }
 
   async deleteThread(threadId: string): Promise<void> {
-    const keys = await this.storage.getKeys(this.#threadBase(requireId("threadId", threadId)));
+    const base = this.#threadBase(requireId("threadId", threadId));
+    for (const key of this.#recent.keys()) if (key.startsWith(base + ":")) this.#recent.delete(key);
+    const keys = await this.storage.getKeys(base);
     const isCheckpoint = (key: string) => this.#parseKey(key)?.kind === "c";
     // Checkpoints first: values and writes are only reached through a checkpoint, so a delete
-    // that stops halfway never leaves a checkpoint visible without them.
-    await Promise.all(keys.filter(isCheckpoint).map((key) => this.storage.removeItem(key)));
+    // that stops halfway never leaves a checkpoint visible without them. Newest first, one after
+    // another: a checkpoint's inherited values live in an older checkpoint's record (ids grow
+    // with time and the encoding keeps their order), so what is left holds all its values.
+    for (const key of keys.filter(isCheckpoint).sort().reverse()) await this.storage.removeItem(key);
     await Promise.all(keys.filter((key) => !isCheckpoint(key)).map((key) => this.storage.removeItem(key)));
   }
 

@@ -296,3 +296,144 @@ describe.each([
     await storage.dispose();
   }, 60_000); // about 80 checkpoints and their writes through the fs driver: 2 s alone, once past 20 s on Deno with every other test file on the same 2 cores
 });
+
+/** The storage, counting its setItem and setItemRaw calls in `writes`. */
+function countingWrites(storage: Storage): Storage & { writes: number } {
+  const counter = { writes: 0 };
+  return new Proxy(storage, {
+    get(target, property, receiver) {
+      if (property === "writes") return counter.writes;
+      const original = Reflect.get(target, property, receiver);
+      if (property === "setItem" || property === "setItemRaw") return (...args: unknown[]) => (counter.writes++, (original as Function).apply(target, args));
+      return original;
+    },
+    set(target, property, value, receiver) {
+      if (property === "writes") return ((counter.writes = value as number), true);
+      return Reflect.set(target, property, value, receiver);
+    },
+  }) as Storage & { writes: number };
+}
+
+describe("KeyValueCheckpointSaver stored layout", () => {
+  const withValues = (id: string, values: Record<string, unknown>, versions: Record<string, string>): Checkpoint => ({
+    ...emptyCheckpoint(),
+    id,
+    channel_values: values,
+    channel_versions: versions,
+  });
+
+  it("stores a checkpoint with its new channel values as one write, and a child inherits the unchanged ones (also through a fresh saver)", async () => {
+    const storage = memoryStorage();
+    const counted = countingWrites(storage);
+    const saver = new KeyValueCheckpointSaver({ storage: counted });
+    const parentId = uuid6(-1);
+    const parentConfig = await saver.put(
+      { configurable: { thread_id: "one-write" } },
+      withValues(parentId, { a: "alpha", b: [1, 2] }, { a: "1", b: "1" }),
+      meta,
+      { a: "1", b: "1" },
+    );
+    expect(counted.writes).toBe(1);
+    // A second process: nothing of the parent in memory, its record is read from the store.
+    const fresh = new KeyValueCheckpointSaver({ storage: counted });
+    const childConfig = await fresh.put(parentConfig, withValues(uuid6(-1), { a: "alpha", b: [1, 2, 3] }, { a: "1", b: "2" }), meta, { b: "2" });
+    expect(counted.writes).toBe(2);
+    const grandchild = await saver.put(childConfig, withValues(uuid6(-1), { a: "alpha", b: [1, 2, 3], c: true }, { a: "1", b: "2", c: "1" }), meta, { c: "1" });
+    expect(counted.writes).toBe(3);
+    for (const reader of [saver, new KeyValueCheckpointSaver({ storage })]) {
+      expect((await reader.getTuple(parentConfig))!.checkpoint.channel_values).toEqual({ a: "alpha", b: [1, 2] });
+      expect((await reader.getTuple(childConfig))!.checkpoint.channel_values).toEqual({ a: "alpha", b: [1, 2, 3] });
+      expect((await reader.getTuple(grandchild))!.checkpoint.channel_values).toEqual({ a: "alpha", b: [1, 2, 3], c: true });
+    }
+  });
+
+  it("reads threads stored before values were inline (one BlobRecord per channel version), and continues them", async () => {
+    const storage = memoryStorage();
+    const saver = new KeyValueCheckpointSaver({ storage });
+    const { encodeSegment } = await import("../../src/runtime/kv-checkpoint-keys.ts");
+    const { toSerialized } = await import("../../src/runtime/kv-checkpoint-records.ts");
+    const ns = `checkpoints:${encodeSegment("old-thread")}:${encodeSegment("")}`;
+    const oldId = uuid6(-1);
+    // What the saver wrote before: the record without values, each value under b:<channel>:<version>.
+    const { channel_values: _values, ...withoutValues } = withValues(oldId, {}, { a: "1", b: "1" });
+    await storage.setItem(`${ns}:b:${encodeSegment("a")}:${encodeSegment("1")}`, { v: 1, value: toSerialized(await saver.serde.dumpsTyped("old alpha")) });
+    await storage.setItem(`${ns}:b:${encodeSegment("b")}:${encodeSegment("1")}`, { v: 1 });
+    await storage.setItem(`${ns}:c:${encodeSegment(oldId)}`, {
+      v: 1,
+      thread_id: "old-thread",
+      checkpoint_ns: "",
+      checkpoint_id: oldId,
+      checkpoint: toSerialized(await saver.serde.dumpsTyped(withoutValues)),
+      metadata: toSerialized(await saver.serde.dumpsTyped(meta)),
+    });
+    const oldConfig = { configurable: { thread_id: "old-thread", checkpoint_ns: "", checkpoint_id: oldId } };
+    expect((await saver.getTuple(oldConfig))!.checkpoint.channel_values).toEqual({ a: "old alpha" });
+    // A new checkpoint on the old thread keeps the old values it did not change.
+    const next = await saver.put(oldConfig, withValues(uuid6(-1), { a: "old alpha", b: "new" }, { a: "1", b: "2" }), meta, { b: "2" });
+    expect((await new KeyValueCheckpointSaver({ storage }).getTuple(next))!.checkpoint.channel_values).toEqual({ a: "old alpha", b: "new" });
+    expect((await saver.getTuple({ configurable: { thread_id: "old-thread" } }))!.checkpoint.channel_values).toEqual({ a: "old alpha", b: "new" });
+  });
+});
+
+describe("KeyValueCheckpointSaver pending-write batches", () => {
+  it("stores one putWrites call as one write, and reads old per-write records beside new batches like MemorySaver would", async () => {
+    const storage = memoryStorage();
+    const counted = countingWrites(storage);
+    const saver = new KeyValueCheckpointSaver({ storage: counted });
+    const { encodeSegment } = await import("../../src/runtime/kv-checkpoint-keys.ts");
+    const { toSerialized } = await import("../../src/runtime/kv-checkpoint-records.ts");
+    const id = uuid6(-1);
+    const config = await saver.put({ configurable: { thread_id: "wt" } }, checkpoint(id), meta, {});
+    // What earlier versions wrote: one record per write, under w:<checkpoint>:<task>:<idx>.
+    const old = async (task: string, idx: number, channel: string, value: unknown) =>
+      storage.setItem(`checkpoints:${encodeSegment("wt")}:${encodeSegment("")}:w:${encodeSegment(id)}:${encodeSegment(task)}:${encodeSegment(String(idx))}`, {
+        v: 1, task_id: task, idx, channel, task_path: "", value: toSerialized(await saver.serde.dumpsTyped(value)),
+      });
+    await old("task-b", 0, "a", "old a");
+    await old("task-a", -1, ERROR, "old error");
+    counted.writes = 0;
+    await saver.putWrites(config, [["a", "new a"], ["b", 2], ["c", 3]], "task-b");
+    expect(counted.writes).toBe(1);
+    await new KeyValueCheckpointSaver({ storage: counted }).putWrites(config, [[ERROR, "new error"]], "task-a");
+    expect(counted.writes).toBe(2);
+    expect((await new KeyValueCheckpointSaver({ storage }).getTuple(config))!.pendingWrites).toEqual([
+      ["task-a", ERROR, "new error"],
+      ["task-b", "a", "old a"],
+      ["task-b", "b", 2],
+      ["task-b", "c", 3],
+    ]);
+  });
+});
+
+describe("KeyValueCheckpointSaver thread deletion", () => {
+  it("a thread delete that stops halfway leaves every checkpoint still listed with all its values", async () => {
+    const storage = memoryStorage();
+    const saver = new KeyValueCheckpointSaver({ storage });
+    let config = { configurable: { thread_id: "del" } } as { configurable: Record<string, unknown> };
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const id = uuid6(-1);
+      ids.push(id);
+      // "a" is set once and inherited by every later checkpoint; "n" changes every time.
+      const versions = { a: "1", n: String(i + 1) };
+      config = (await saver.put(config, { ...emptyCheckpoint(), id, channel_values: { a: "kept", n: i }, channel_versions: versions }, meta, i === 0 ? versions : { n: versions.n })) as typeof config;
+    }
+    let removals = 0;
+    const failing = new Proxy(storage, {
+      get(target, property, receiver) {
+        const original = Reflect.get(target, property, receiver);
+        if (property === "removeItem") {
+          return (...args: unknown[]) => {
+            if (++removals > 3) return Promise.reject(new Error("store went away"));
+            return (original as Function).apply(target, args);
+          };
+        }
+        return original;
+      },
+    }) as Storage;
+    await expect(new KeyValueCheckpointSaver({ storage: failing }).deleteThread("del")).rejects.toThrow("store went away");
+    const left = await listAll(new KeyValueCheckpointSaver({ storage }), { thread_id: "del" });
+    expect(left.length).toBe(3);
+    for (const tuple of left) expect(tuple.checkpoint.channel_values).toEqual({ a: "kept", n: ids.indexOf(tuple.checkpoint.id) });
+  });
+});
