@@ -29,8 +29,9 @@ export const WORKER_ENTRY_MODULE = "deerflow-edge-worker.mjs";
  *   builds a shared Client, so `Client` must still construct; LANGSMITH_CLIENT_STUB below does, keeps
  *   its config, and answers every call that would send a trace with an error naming the reason.
  *   Tracing to LangSmith is therefore NOT possible from the Workers build (use the Node, Deno or
- *   Bun server for that); the Workers entry never sets LANGSMITH_* and the test asserts a run never
- *   reaches the stub. The package's root index (langsmith/index.mjs) also re-exports the generated
+ *   Bun server for that). The Workers entry never sets LANGSMITH_*; every stub call that would send
+ *   a trace also prints its reason to the console, and the workerd test asserts that none of its
+ *   runs printed one (no run reached a stub). The package's root index (langsmith/index.mjs) also re-exports the generated
  *   REST client (Langsmith, uploads, pagination), which @langchain/core never imports; it becomes
  *   the hand-written surface alone (lib/index.mjs: Client, RunTree, ...).
  * - ajv (with ajv-formats and fast-uri, ~135 KB): the MCP SDK's Client validates tool output
@@ -45,7 +46,11 @@ export const WORKER_ENTRY_MODULE = "deerflow-edge-worker.mjs";
  */
 export const TRIM_MARKER = "deerflow-edge-trim";
 const LANGSMITH_CLIENT_STUB = `
-const reason = (what) => new Error("${TRIM_MARKER}: LangSmith tracing (" + what + ") is not part of the Cloudflare Workers build; trace from the Node, Deno or Bun server instead");
+const reason = (what) => {
+  const error = new Error("${TRIM_MARKER}: LangSmith tracing (" + what + ") is not part of the Cloudflare Workers build; trace from the Node, Deno or Bun server instead");
+  console.error(error.message);
+  return error;
+};
 export class Client {
   constructor(config = {}) { this.config = config; this.tracingMode = "off"; }
   static getDefaultClientConfig() { return {}; }
@@ -61,7 +66,13 @@ export const DEFAULT_MAX_SIZE_BYTES = 1024 * 1024 * 1024;
 export function mergeRuntimeEnvIntoRun(run) { return run; }
 `;
 const DOMINO_STUB = `
-module.exports = { createDocument() { throw new Error("${TRIM_MARKER}: html-to-markdown is not part of the Cloudflare Workers build (its HTML parser, domino, is left out)"); } };
+module.exports = {
+  createDocument() {
+    const error = new Error("${TRIM_MARKER}: html-to-markdown is not part of the Cloudflare Workers build (its HTML parser, domino, is left out)");
+    console.error(error.message);
+    throw error;
+  },
+};
 `;
 const edgeTrim = {
   name: TRIM_MARKER,

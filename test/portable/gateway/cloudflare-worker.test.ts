@@ -12,6 +12,7 @@ import { fileURLToPath } from "node:url";
 import { Client } from "@langchain/langgraph-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadFixtures, startReplayServer, type ReplayServer } from "../openai-replay.ts";
+import { TRIM_MARKER } from "../../../scripts/build-worker.mjs";
 import { buildWorkerModules, startWorkerd, type Workerd } from "./workerd-harness.ts";
 
 const MINUTE = 60_000;
@@ -154,5 +155,12 @@ describe("the Cloudflare Workers entry on workerd", () => {
     const body = (await response.json()) as { detail: string };
     expect(body.detail).toContain('storage.driver "fs"');
     expect(body.detail).toContain("driver: memory");
+  });
+
+  // scripts/build-worker.mjs leaves langsmith's API client and domino out of the bundle behind
+  // stubs that print "deerflow-edge-trim: ..." when called; the runs above (SDK streams, a
+  // background run, a join, the variables-only entry) must never reach one.
+  it("ran every run above without calling a trimmed module's stub (workerd printed no deerflow-edge-trim line)", () => {
+    expect(workerdOutput()).not.toContain(TRIM_MARKER);
   });
 });
