@@ -1,6 +1,5 @@
 import { bytesToHex, sha256Bytes } from "../core/hex.ts";
-import { VIRTUAL_DIRS } from "../core/path.ts";
-import { isToolResultArtifact } from "../middlewares/tool-output/index.ts";
+import { VIRTUAL_DIRS, isToolResultArtifact } from "../core/path.ts";
 import type { DirEntry, Sandbox, SandboxProvider, SandboxScope } from "../ports/sandbox.ts";
 import { SandboxError } from "../ports/sandbox.ts";
 
