@@ -12,6 +12,7 @@ import { RUN_STATUSES, RunOperationError, type RunRecord, type RunStatus } from 
 import { statusOfRunOperation } from "../errors.ts";
 import { parseRunBody, THREAD_ID_PATTERN, type ParsedRunBody } from "../run-request.ts";
 import { readJsonBody } from "../request-limits.ts";
+import { callerTrustOf } from "../server-owned.ts";
 import { runLocationHeaders, sseResponse } from "../sse.ts";
 import { ASSISTANT_ID_ALIASES, listAssistants, resolveAssistantId } from "./assistants.ts";
 import type { GatewayDeps, GatewayRunHooks } from "../deps.ts";
@@ -48,7 +49,10 @@ export function registerRunRoutes(app: Hono<GatewayEnv>, deps: RunRouteDeps): vo
   const parseBody = async (c: C): Promise<ParsedRunBody> => {
     // An empty body is `{}`; a `null` one is not, and parseRunBody refuses it like any non-object.
     const body = await readJsonBody(c, RUN_BODY_EXAMPLE);
-    const parsed = parseRunBody(body === undefined ? {} : body, deps.maxRecursionLimit === undefined ? {} : { maxRecursionLimit: deps.maxRecursionLimit });
+    const parsed = parseRunBody(body === undefined ? {} : body, {
+      caller: callerTrustOf(c.get("user")),
+      ...(deps.maxRecursionLimit === undefined ? {} : { maxRecursionLimit: deps.maxRecursionLimit }),
+    });
     const assistantId = parsed.request.assistantId;
     if (deps.resolveAssistant && deps.resolveAssistant(assistantId) === undefined) {
       // As LangGraph Platform: a run for an assistant that does not exist is a 404, and starts nothing.
