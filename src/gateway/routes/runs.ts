@@ -4,6 +4,7 @@ import { parseGatewayConfig } from "../../config/gateway.ts";
 import { NAMED_ID_PATTERN, newId } from "../../core/ids.ts";
 import { RunManager, coordinationOptions, type RunCoordination } from "../../runtime/runs/manager.ts";
 import type { LeaseFence } from "../../runtime/runs/fence.ts";
+import { readThreadValues } from "../../runtime/runs/checkpoints.ts";
 import type { JournalEntry } from "../../runtime/runs/journal.ts";
 import { isRecord } from "../../core/guards.ts";
 import { parseLastEventId, type StreamBridge } from "../../runtime/runs/stream-bridge.ts";
@@ -280,7 +281,10 @@ export async function registerRunsPart(
     ...(parseGatewayConfig(deps.config.gateway).workspace_changes
       ? {
           probe: (() => {
-            const snapshot = workspaceChangesProbe(deps.sandbox, deps.config.tool_output?.storage_subdir ? { toolResultsDirname: deps.config.tool_output.storage_subdir } : {});
+            const snapshot = workspaceChangesProbe(deps.sandbox, {
+              ...(deps.config.tool_output?.storage_subdir ? { toolResultsDirname: deps.config.tool_output.storage_subdir } : {}),
+              presented: async ({ threadId }) => presentedArtifacts(await readThreadValues(deps.checkpointer, threadId)),
+            });
             return ({ threadId, user }: { threadId: string; user: GatewayUser }) => snapshot({ userId: user.id, threadId });
           })(),
         }
@@ -420,4 +424,10 @@ function integerQuery(c: C, name: string, fallback: number): number | undefined 
   if (raw === undefined || raw === "") return fallback;
   const value = Number(raw);
   return Number.isInteger(value) ? value : undefined;
+}
+
+/** The thread's presented files: the `artifacts` channel's strings. */
+function presentedArtifacts(values: Record<string, unknown> | undefined): string[] {
+  const artifacts = values?.artifacts;
+  return Array.isArray(artifacts) ? artifacts.filter((path): path is string => typeof path === "string") : [];
 }
