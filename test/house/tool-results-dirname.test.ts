@@ -3,23 +3,13 @@
 // TOOL_RESULTS_DIRNAME)". One constant: a second declaration of the folder name (present_files
 // once had its own) could drift from the budget's and let saved tool output pass as a deliverable.
 import { describe, expect, it } from "vitest";
-import { readdirSync, readFileSync, statSync } from "node:fs";
-import { join, relative } from "node:path";
-import { fileURLToPath } from "node:url";
+import { readFileSync } from "node:fs";
+import { relative } from "node:path";
 import { TOOL_RESULTS_DIRNAME } from "../../src/core/path.ts";
 import { TOOL_RESULTS_DIRNAME as BUDGET_DIRNAME } from "../../src/middlewares/tool-output/index.ts";
+import { SRC, sourceFiles } from "../support/import-edges.ts";
 
-const SRC = fileURLToPath(new URL("../../src", import.meta.url));
 const DECLARED_IN = "core/path.ts";
-
-function sourceFiles(dir: string, out: string[] = []): string[] {
-  for (const name of readdirSync(dir)) {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) sourceFiles(path, out);
-    else if (name.endsWith(".ts")) out.push(path);
-  }
-  return out;
-}
 
 describe("TOOL_RESULTS_DIRNAME", () => {
   it('"default .tool-results, shared constant TOOL_RESULTS_DIRNAME": src/ spells the folder name once, in core/path.ts', () => {

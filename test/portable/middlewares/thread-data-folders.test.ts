@@ -10,28 +10,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HumanMessage } from "@langchain/core/messages";
 import { afterEach, describe, expect, it } from "vitest";
-import { createBunProcessRunner } from "../../../adapters/bun/process-runner.ts";
-import { createDenoProcessRunner } from "../../../adapters/deno/process-runner.ts";
-import { createNodeProcessRunner } from "../../../adapters/node/process-runner.ts";
 import { createLocalSandboxProvider } from "../../../adapters/shared/local-sandbox.ts";
 import type { AgentMiddleware, AgentRuntime, HookResult, NodeHook } from "../../../src/engine/types.ts";
 import { createThreadDataMiddleware } from "../../../src/middlewares/thread-data.ts";
-import type { ProcessRunner } from "../../../src/ports/runtime-ports.ts";
 import type { SandboxProvider } from "../../../src/ports/sandbox.ts";
 import { acquireRunSandbox } from "../../../src/sandbox/acquire.ts";
 import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
 import type { ThreadDataState } from "../../../src/state/types.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
+import { currentRunner, runtime as runtimeName } from "../current-runner.ts";
 
-const g = globalThis as { Deno?: unknown; Bun?: unknown };
-const runtimeName = g.Deno ? "deno" : g.Bun ? "bun" : "node";
-
-function currentRunner(): ProcessRunner {
-  if (runtimeName === "deno") return createDenoProcessRunner();
-  if (runtimeName === "bun") return createBunProcessRunner();
-  return createNodeProcessRunner();
-}
 
 const FOLDERS = ["workspace", "uploads", "outputs"] as const;
 
