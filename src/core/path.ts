@@ -43,3 +43,22 @@ export function virtualRootOf(path: string): string | undefined {
   const normalized = normalizePosixPath(path);
   return ROOTS.find((root) => normalized === root || normalized.startsWith(`${root}/`));
 }
+
+/**
+ * The folder, under the outputs dir, that ToolOutputBudget writes externalised tool results to
+ * by default (its `storage_subdir`). Declared once: the budget writes there, and present_files,
+ * the workspace-changes scan and every artifact listing skip it by this name.
+ */
+export const TOOL_RESULTS_DIRNAME = ".tool-results";
+
+/**
+ * Whether a path is an externalised tool result rather than something the run produced: a folder
+ * named like the storage folder (the default always, a configured one too) anywhere below a
+ * virtual root, or anywhere in a relative path. The root itself is not looked at, so a storage
+ * folder named like one of its segments ("outputs") does not swallow every file.
+ */
+export function isToolResultArtifact(path: string, storageSubdir: string = TOOL_RESULTS_DIRNAME): boolean {
+  const root = ROOTS.find((candidate) => path.startsWith(`${candidate}/`));
+  const segments = (root === undefined ? path : path.slice(root.length + 1)).split(/[/\\]/);
+  return segments.includes(TOOL_RESULTS_DIRNAME) || (storageSubdir !== "" && segments.includes(storageSubdir));
+}

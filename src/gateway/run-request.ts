@@ -11,7 +11,14 @@ import {
 } from "../runtime/runs/types.ts";
 import { THREAD_ID_PATTERN } from "../runtime/thread-store.ts";
 import { jsonObject, JsonObjectSchema } from "./errors.ts";
-import { serverOwnedChannelsIn, serverOwnedChannelsMessage, stripServerOwnedContext, stripServerOwnedMessage, stripServerOwnedMessages } from "./server-owned.ts";
+import {
+  serverOwnedChannelsIn,
+  serverOwnedChannelsMessage,
+  stripServerOwnedContext,
+  stripServerOwnedMessage,
+  stripServerOwnedMessages,
+  type CallerTrust,
+} from "./server-owned.ts";
 
 /*
  * The body a POST to a LangGraph Platform API runs route takes, checked before any run exists: an
@@ -98,6 +105,12 @@ export interface ParsedRunBody {
 
 export interface ParseRunBodyOptions {
   readonly maxRecursionLimit?: number;
+  /**
+   * Who sends the body (callerTrustOf the authenticated user); default "external". An internal
+   * caller may carry `channel_user_id` in the top-level `context` and `original_user_content` in its
+   * messages' `additional_kwargs`; `config.configurable` supplies neither for anyone.
+   */
+  readonly caller?: CallerTrust;
 }
 
 const SECRET_KEY = /(secret|password|passwd|api[_-]?key|access[_-]?token|auth[_-]?token|private[_-]?key)/i;
@@ -117,6 +130,7 @@ export function parseRunBody(body: unknown, options: ParseRunBodyOptions = {}): 
       throw new RunOperationError("invalid_run_request", `metadata.${key} looks like a secret; run metadata is stored and listed, so keep secrets out of it`);
     }
   }
+  const caller = options.caller ?? "external";
   const configurable = stripServerOwnedContext(rawConfigurable);
   const checkpointId = parsed.checkpoint_id ?? parsed.checkpoint?.checkpoint_id;
   if (checkpointId) configurable.checkpoint_id = checkpointId;
@@ -125,11 +139,11 @@ export function parseRunBody(body: unknown, options: ParseRunBodyOptions = {}): 
   const recursionLimit = clampRecursionLimit(parsed.config?.recursion_limit, options.maxRecursionLimit ?? DEFAULT_MAX_RECURSION_LIMIT);
   const request: RunRequest = {
     assistantId: parsed.assistant_id ?? "lead_agent",
-    input: parsed.input ? sanitizeInput(parsed.input) : null,
-    command: parsed.command ? sanitizeCommand(parsed.command) : null,
+    input: parsed.input ? sanitizeInput(parsed.input, caller) : null,
+    command: parsed.command ? sanitizeCommand(parsed.command, caller) : null,
     metadata: parsed.metadata ?? {},
     configurable,
-    context: stripServerOwnedContext(parsed.context ?? {}),
+    context: stripServerOwnedContext(parsed.context ?? {}, { caller, where: "context" }),
     streamMode: [...new Set(modes)],
     onDisconnect: parsed.on_disconnect ?? "cancel",
     multitaskStrategy: parsed.multitask_strategy ?? "reject",
@@ -149,13 +163,13 @@ function refuseServerOwnedChannels(where: string, write: unknown): void {
   if (channels.length > 0) throw new RunOperationError("server_owned_state", serverOwnedChannelsMessage(where, channels));
 }
 
-function sanitizeInput(input: Record<string, unknown>): Record<string, unknown> {
+function sanitizeInput(input: Record<string, unknown>, caller: CallerTrust): Record<string, unknown> {
   refuseServerOwnedChannels("input", input);
   if (input.messages === undefined) return { ...input };
   if (!Array.isArray(input.messages)) {
     throw new RunOperationError("invalid_input_message", "input.messages must be a list of messages such as {\"type\": \"human\", \"content\": \"hi\"}");
   }
-  const messages = stripServerOwnedMessages(input.messages);
+  const messages = stripServerOwnedMessages(input.messages, { caller, where: "input.messages" });
   messages.forEach((message, index) => {
     try {
       coerceMessageLikeToMessage(message as never);
@@ -170,11 +184,12 @@ function sanitizeInput(input: Record<string, unknown>): Record<string, unknown> 
 }
 
 /** A command's state update writes messages as surely as `input` does, so it is stripped the same way. */
-function sanitizeCommand(command: NonNullable<RunRequest["command"]>): NonNullable<RunRequest["command"]> {
+function sanitizeCommand(command: NonNullable<RunRequest["command"]>, caller: CallerTrust): NonNullable<RunRequest["command"]> {
   const { update } = command;
   refuseServerOwnedChannels("command.update", update);
   if (update === undefined || update === null || typeof update !== "object") return { ...command };
-  const stripped = (messages: unknown) => (Array.isArray(messages) ? stripServerOwnedMessages(messages) : stripServerOwnedMessage(messages));
+  const options = { caller, where: "command.update.messages" };
+  const stripped = (messages: unknown) => (Array.isArray(messages) ? stripServerOwnedMessages(messages, options) : stripServerOwnedMessage(messages, options));
   if (Array.isArray(update)) {
     // LangGraph's tuple form: [["messages", [...]], ["title", "..."]].
     return { ...command, update: update.map((write) => (Array.isArray(write) && write[0] === "messages" ? [write[0], stripped(write[1])] : write)) };

@@ -18,7 +18,9 @@ const USER_INPUT_NAME = "user-input";
 /**
  * No keys. Upstream's `lazy_init` (create the thread's folders at run start, or on first use) is
  * not offered: storage here is key-value, where folders exist without being created, and a sandbox
- * that needs real folders makes them when it is acquired, so the key could change nothing.
+ * that needs real folders makes them when it is acquired, so the key could change nothing. The
+ * spec's "creates per-thread directories under the user's isolation scope" is met by that layout:
+ * test/portable/middlewares/thread-data-folders.test.ts shows it for both sandboxes.
  */
 export const ThreadDataConfigSchema = v.strictObject({});
 export interface ThreadDataConfig {}

@@ -1,6 +1,5 @@
 import { bytesToHex, sha256Bytes } from "../core/hex.ts";
-import { VIRTUAL_DIRS } from "../core/path.ts";
-import { isToolResultArtifact } from "../middlewares/tool-output/index.ts";
+import { VIRTUAL_DIRS, isToolResultArtifact } from "../core/path.ts";
 import type { DirEntry, Sandbox, SandboxProvider, SandboxScope } from "../ports/sandbox.ts";
 import { SandboxError } from "../ports/sandbox.ts";
 
@@ -370,25 +369,62 @@ export function compareWorkspaces(before: WorkspaceSnapshot, after: WorkspaceSna
 }
 
 /**
+ * What a run delivered: the files it created or changed under outputs (its candidate deliverables),
+ * the thread's presented files (present_files), and the ones that are both. Satisfied when the run
+ * produced nothing under outputs or presented at least one of what it produced. A record, never a
+ * verdict on the run: an unpresented output is shown, the run keeps its status.
+ */
+export interface RunDelivery {
+  readonly produced_paths: readonly string[];
+  readonly presented_paths: readonly string[];
+  readonly matched_paths: readonly string[];
+  readonly satisfied: boolean;
+}
+
+/**
+ * The delivery check over a run's changes. Externalised tool output is process feedback, so it is
+ * never a produced artifact here, even in changes that came from elsewhere than captureWorkspace
+ * (which already leaves that folder out), nor a presented one.
+ */
+export function verifyRunDelivery(changes: Pick<WorkspaceChanges, "files">, presented: readonly string[], options: { toolResultsDirname?: string } = {}): RunDelivery {
+  const deliverable = (path: string) => path.startsWith(`${VIRTUAL_DIRS.outputs}/`) && !isToolResultArtifact(path, options.toolResultsDirname);
+  const produced = changes.files.filter((file) => file.status === "created" || file.status === "modified").map((file) => file.path).filter(deliverable);
+  const presentedPaths = [...new Set(presented)].filter(deliverable);
+  const presentedSet = new Set(presentedPaths);
+  const matched = produced.filter((path) => presentedSet.has(path));
+  return { produced_paths: produced, presented_paths: presentedPaths, matched_paths: matched, satisfied: produced.length === 0 || matched.length > 0 };
+}
+
+export interface WorkspaceChangesProbeOptions {
+  /** ToolOutputBudget's storage_subdir, when configured: left out like the default folder. */
+  readonly toolResultsDirname?: string;
+  /** The thread's presented files (its `artifacts`) after the run; with it the record carries a `delivery` check. */
+  readonly presented?: (scope: SandboxScope) => Promise<readonly string[]>;
+}
+
+/**
  * A run probe over the thread's sandbox: the snapshot before the run, and at its end the changes,
- * journaled as a `workspace_changes` event. The final snapshot acquires the sandbox again (the
- * run's Sandbox middleware released the one it used) and releases it after, leaving the sandbox
- * as a run leaves it: saved and released.
+ * journaled as a `workspace_changes` event (with the run's delivery check when `presented` is
+ * given). The final snapshot acquires the sandbox again (the run's Sandbox middleware released the
+ * one it used) and releases it after, leaving the sandbox as a run leaves it: saved and released.
  */
 export function workspaceChangesProbe(
   provider: SandboxProvider,
-  options: { toolResultsDirname?: string } = {},
+  options: WorkspaceChangesProbeOptions = {},
 ): (scope: SandboxScope) => Promise<() => Promise<Record<string, unknown>>> {
+  const scan = options.toolResultsDirname === undefined ? {} : { toolResultsDirname: options.toolResultsDirname };
   return async (scope) => {
-    const before = await captureWorkspace(await provider.acquire(scope), options);
+    const before = await captureWorkspace(await provider.acquire(scope), scan);
     return async () => {
       const sandbox = await provider.acquire(scope);
+      let changes: WorkspaceChanges;
       try {
-        const after = await captureWorkspace(sandbox, options);
-        return { type: WORKSPACE_CHANGES_EVENT_TYPE, ...compareWorkspaces(before, after) };
+        changes = compareWorkspaces(before, await captureWorkspace(sandbox, scan));
       } finally {
         if (provider.get(sandbox.id) === sandbox) await provider.release(sandbox.id);
       }
+      const delivery = options.presented ? verifyRunDelivery(changes, await options.presented(scope), scan) : undefined;
+      return { type: WORKSPACE_CHANGES_EVENT_TYPE, ...changes, ...(delivery ? { delivery } : {}) };
     };
   };
 }

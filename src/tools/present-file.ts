@@ -1,4 +1,5 @@
 import { DeerflowError } from "../core/errors.ts";
+import { TOOL_RESULTS_DIRNAME, isToolResultArtifact } from "../core/path.ts";
 import { resolveVirtualPath } from "../sandbox/virtual-path.ts";
 import type { AgentTool } from "../engine/types.ts";
 import { SandboxError, VIRTUAL_DIRS } from "../ports/sandbox.ts";
@@ -15,8 +16,6 @@ import { type SandboxAuthorizer } from "../sandbox/acquire.ts";
 /** DeerFlow's tool name (plural); ToolProgress and token attribution already key on it. */
 export const PRESENT_FILES_TOOL_NAME = "present_files";
 export const PRESENT_FILES_SUCCESS_TEXT = "Successfully presented files";
-/** ToolOutputBudget's default folder for externalized tool output under outputs: process feedback, never a deliverable. */
-export const DEFAULT_TOOL_RESULTS_DIRNAME = ".tool-results";
 
 export interface PresentFileToolOptions {
   /** The outputs subfolder holding externalized tool output (ToolOutputBudget's storage_subdir). */
@@ -46,10 +45,8 @@ function presentablePath(raw: unknown, toolResultsDirname: string): string {
   if (resolved === undefined || !resolved.startsWith(`${VIRTUAL_DIRS.outputs}/`)) {
     throw new PresentRefusal(`Error: Only files in ${VIRTUAL_DIRS.outputs} can be presented: ${raw}`);
   }
-  // Same rule as ToolOutputBudget's isToolResultArtifact: a folder named like the storage folder
-  // anywhere below outputs (the default name always, a configured one too).
-  const segments = resolved.slice(VIRTUAL_DIRS.outputs.length + 1).split("/");
-  if (segments.includes(DEFAULT_TOOL_RESULTS_DIRNAME) || segments.includes(toolResultsDirname)) {
+  // Externalized tool output is process feedback, never a deliverable.
+  if (isToolResultArtifact(resolved, toolResultsDirname)) {
     throw new PresentRefusal(
       `Error: ${raw} is saved tool output, not a deliverable; files under a ${toolResultsDirname} folder cannot be presented. ` +
         `Write what the user needs into a file under ${VIRTUAL_DIRS.outputs} and present that file instead.`,
@@ -60,7 +57,7 @@ function presentablePath(raw: unknown, toolResultsDirname: string): string {
 
 /** Marks files under /mnt/user-data/outputs as deliverables by adding them to `artifacts`. */
 export function createPresentFileTool(options: PresentFileToolOptions = {}): AgentTool {
-  const toolResultsDirname = options.toolResultsDirname ?? DEFAULT_TOOL_RESULTS_DIRNAME;
+  const toolResultsDirname = options.toolResultsDirname ?? TOOL_RESULTS_DIRNAME;
   return {
     name: PRESENT_FILES_TOOL_NAME,
     description:

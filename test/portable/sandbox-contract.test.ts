@@ -4,32 +4,21 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { InMemoryFs } from "just-bash";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createBunProcessRunner } from "../../adapters/bun/process-runner.ts";
-import { createDenoProcessRunner } from "../../adapters/deno/process-runner.ts";
 import { createFsKeyValue } from "../../adapters/shared/fs-key-value.ts";
 import { createLocalSandboxProvider } from "../../adapters/shared/local-sandbox.ts";
-import { createNodeProcessRunner } from "../../adapters/node/process-runner.ts";
 import type { KeyValue } from "../../src/ports/key-value.ts";
-import type { ProcessRunner } from "../../src/ports/runtime-ports.ts";
 import { SandboxError, VIRTUAL_DIRS } from "../../src/ports/sandbox.ts";
 import type { Sandbox, SandboxProvider, SandboxScope } from "../../src/ports/sandbox.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
 import { runtimeSandboxWorkers } from "./sandbox-workers.ts";
+import { currentRunner, runtime } from "./current-runner.ts";
 
 const W = VIRTUAL_DIRS.workspace;
 const ALICE: SandboxScope = { userId: "alice", threadId: "thread-1" };
 const ALICE_2: SandboxScope = { userId: "alice", threadId: "thread-2" };
 const BOB: SandboxScope = { userId: "bob", threadId: "thread-1" };
 
-const g = globalThis as { Deno?: unknown; Bun?: unknown };
-const runtime = g.Deno ? "deno" : g.Bun ? "bun" : "node";
-
-function currentRunner(): ProcessRunner {
-  if (runtime === "deno") return createDenoProcessRunner();
-  if (runtime === "bun") return createBunProcessRunner();
-  return createNodeProcessRunner();
-}
 
 async function hostTree(dir: string): Promise<string[]> {
   const out: string[] = [];

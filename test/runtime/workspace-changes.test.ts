@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { SandboxProvider } from "../../src/ports/sandbox.ts";
-import { captureWorkspace, compareWorkspaces, unifiedDiff, workspaceChangesProbe } from "../../src/runtime/workspace-changes.ts";
+import { captureWorkspace, compareWorkspaces, unifiedDiff, verifyRunDelivery, workspaceChangesProbe, type WorkspaceFileChange } from "../../src/runtime/workspace-changes.ts";
 import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
 
 const scope = { userId: "u1", threadId: "t1" };
@@ -67,5 +67,55 @@ describe("workspace changes", () => {
     const again = await provider.acquire(scope);
     expect(again).not.toBe(sandbox);
     expect(await again.readFile("/mnt/user-data/outputs/a.txt")).toBe("a\n");
+  });
+});
+
+// Spec, middleware-chain.md item 2 (ToolOutputBudgetMiddleware): "those files are process
+// feedback, so the workspace-changes scanner excludes that directory and run delivery
+// verification never counts them as produced artifacts".
+describe("run delivery verification", () => {
+  const change = (path: string, status: WorkspaceFileChange["status"]) => ({ path, status }) as WorkspaceFileChange;
+
+  it('"run delivery verification never counts them as produced artifacts": .tool-results (and a configured storage folder) are neither produced nor presented', () => {
+    const files = [
+      change("/mnt/user-data/outputs/report.md", "created"),
+      change("/mnt/user-data/outputs/chart.png", "modified"),
+      change("/mnt/user-data/outputs/old.md", "deleted"),
+      change("/mnt/user-data/workspace/draft.md", "created"),
+      change("/mnt/user-data/outputs/.tool-results/bash-0123456789ab.log", "created"),
+      change("/mnt/user-data/outputs/nested/.tool-results/x.txt", "modified"),
+      change("/mnt/user-data/outputs/spill/web_fetch-0123456789ab.log", "created"),
+    ];
+    const presented = ["/mnt/user-data/outputs/report.md", "/mnt/user-data/outputs/.tool-results/bash-0123456789ab.log", "/mnt/user-data/outputs/report.md"];
+    expect(verifyRunDelivery({ files }, presented, { toolResultsDirname: "spill" })).toEqual({
+      produced_paths: ["/mnt/user-data/outputs/report.md", "/mnt/user-data/outputs/chart.png"],
+      presented_paths: ["/mnt/user-data/outputs/report.md"],
+      matched_paths: ["/mnt/user-data/outputs/report.md"],
+      satisfied: true,
+    });
+  });
+
+  it("is satisfied when the run produced nothing under outputs but its spilled tool output, and not when it produced a file it never presented", () => {
+    const spillOnly = [change("/mnt/user-data/outputs/.tool-results/bash-0123456789ab.log", "created"), change("/mnt/user-data/workspace/notes.md", "created")];
+    expect(verifyRunDelivery({ files: spillOnly }, [])).toMatchObject({ produced_paths: [], satisfied: true });
+    const unpresented = [change("/mnt/user-data/outputs/report.md", "created")];
+    expect(verifyRunDelivery({ files: unpresented }, [])).toMatchObject({ produced_paths: ["/mnt/user-data/outputs/report.md"], matched_paths: [], satisfied: false });
+  });
+
+  it("the probe, given the thread's presented files, journals the check beside the changes", async () => {
+    provider = createVirtualSandboxProvider();
+    const finish = await workspaceChangesProbe(provider, { presented: async () => ["/mnt/user-data/outputs/report.md"] })(scope);
+    const sandbox = await provider.acquire(scope);
+    await sandbox.writeFile("/mnt/user-data/outputs/report.md", "# Report\n");
+    await sandbox.writeFile("/mnt/user-data/outputs/.tool-results/bash-0123456789ab.log", "spilled\n");
+    await provider.release(sandbox.id);
+    const recorded = await finish();
+    expect(recorded.delivery).toEqual({
+      produced_paths: ["/mnt/user-data/outputs/report.md"],
+      presented_paths: ["/mnt/user-data/outputs/report.md"],
+      matched_paths: ["/mnt/user-data/outputs/report.md"],
+      satisfied: true,
+    });
+    expect(await workspaceChangesProbe(provider)(scope).then((done) => done())).not.toHaveProperty("delivery");
   });
 });

@@ -12,10 +12,11 @@ export interface Edge {
   readonly specifier: string;
 }
 
-function walk(dir: string, out: string[] = []): string[] {
+/** Every .ts file below `dir` (default src/), as absolute paths. */
+export function sourceFiles(dir: string = SRC, out: string[] = []): string[] {
   for (const name of readdirSync(dir)) {
     const path = join(dir, name);
-    if (statSync(path).isDirectory()) walk(path, out);
+    if (statSync(path).isDirectory()) sourceFiles(path, out);
     else if (name.endsWith(".ts")) out.push(path);
   }
   return out;
@@ -62,7 +63,7 @@ export function specifiers(source: string): string[] {
 /** Every relative import of every .ts file under `src`, as src-relative paths with "/" separators. */
 export function importEdges(src: string = SRC): { files: string[]; edges: Edge[] } {
   const rel = (path: string) => relative(src, path).split(sep).join("/");
-  const files = walk(src);
+  const files = sourceFiles(src);
   const edges: Edge[] = [];
   for (const file of files) {
     for (const specifier of specifiers(readFileSync(file, "utf8"))) {

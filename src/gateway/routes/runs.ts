@@ -4,6 +4,7 @@ import { parseGatewayConfig } from "../../config/gateway.ts";
 import { NAMED_ID_PATTERN, newId } from "../../core/ids.ts";
 import { RunManager, coordinationOptions, type RunCoordination } from "../../runtime/runs/manager.ts";
 import type { LeaseFence } from "../../runtime/runs/fence.ts";
+import { readThreadValues } from "../../runtime/runs/checkpoints.ts";
 import type { JournalEntry } from "../../runtime/runs/journal.ts";
 import { isRecord } from "../../core/guards.ts";
 import { parseLastEventId, type StreamBridge } from "../../runtime/runs/stream-bridge.ts";
@@ -12,6 +13,7 @@ import { RUN_STATUSES, RunOperationError, type RunRecord, type RunStatus } from 
 import { statusOfRunOperation } from "../errors.ts";
 import { parseRunBody, THREAD_ID_PATTERN, type ParsedRunBody } from "../run-request.ts";
 import { readJsonBody } from "../request-limits.ts";
+import { callerTrustOf } from "../server-owned.ts";
 import { runLocationHeaders, sseResponse } from "../sse.ts";
 import { ASSISTANT_ID_ALIASES, listAssistants, resolveAssistantId } from "./assistants.ts";
 import type { GatewayDeps, GatewayRunHooks } from "../deps.ts";
@@ -48,7 +50,10 @@ export function registerRunRoutes(app: Hono<GatewayEnv>, deps: RunRouteDeps): vo
   const parseBody = async (c: C): Promise<ParsedRunBody> => {
     // An empty body is `{}`; a `null` one is not, and parseRunBody refuses it like any non-object.
     const body = await readJsonBody(c, RUN_BODY_EXAMPLE);
-    const parsed = parseRunBody(body === undefined ? {} : body, deps.maxRecursionLimit === undefined ? {} : { maxRecursionLimit: deps.maxRecursionLimit });
+    const parsed = parseRunBody(body === undefined ? {} : body, {
+      caller: callerTrustOf(c.get("user")),
+      ...(deps.maxRecursionLimit === undefined ? {} : { maxRecursionLimit: deps.maxRecursionLimit }),
+    });
     const assistantId = parsed.request.assistantId;
     if (deps.resolveAssistant && deps.resolveAssistant(assistantId) === undefined) {
       // As LangGraph Platform: a run for an assistant that does not exist is a 404, and starts nothing.
@@ -276,7 +281,10 @@ export async function registerRunsPart(
     ...(parseGatewayConfig(deps.config.gateway).workspace_changes
       ? {
           probe: (() => {
-            const snapshot = workspaceChangesProbe(deps.sandbox, deps.config.tool_output?.storage_subdir ? { toolResultsDirname: deps.config.tool_output.storage_subdir } : {});
+            const snapshot = workspaceChangesProbe(deps.sandbox, {
+              ...(deps.config.tool_output?.storage_subdir ? { toolResultsDirname: deps.config.tool_output.storage_subdir } : {}),
+              presented: async ({ threadId }) => presentedArtifacts(await readThreadValues(deps.checkpointer, threadId)),
+            });
             return ({ threadId, user }: { threadId: string; user: GatewayUser }) => snapshot({ userId: user.id, threadId });
           })(),
         }
@@ -416,4 +424,10 @@ function integerQuery(c: C, name: string, fallback: number): number | undefined 
   if (raw === undefined || raw === "") return fallback;
   const value = Number(raw);
   return Number.isInteger(value) ? value : undefined;
+}
+
+/** The thread's presented files: the `artifacts` channel's strings. */
+function presentedArtifacts(values: Record<string, unknown> | undefined): string[] {
+  const artifacts = values?.artifacts;
+  return Array.isArray(artifacts) ? artifacts.filter((path): path is string => typeof path === "string") : [];
 }

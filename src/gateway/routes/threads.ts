@@ -17,7 +17,7 @@ import {
 } from "../../runtime/thread-state.ts";
 import { httpError, jsonObject, JsonObjectSchema, parseJsonObjectBody, parseRequest, threadNotFound, type GatewayLogger } from "../errors.ts";
 import { threadOwnerFilter, threadOwnerFor } from "../route-guard.ts";
-import { serverOwnedChannelsIn, serverOwnedChannelsMessage, stripServerOwnedMessage } from "../server-owned.ts";
+import { serverOwnedChannelsIn, serverOwnedChannelsMessage, stripServerOwnedMessage, stripServerOwnedMessages } from "../server-owned.ts";
 import type { AgentFactory, GatewayEnv, GatewayUser, RouteGuard, ThreadRecord, ThreadStatus, ThreadStore } from "../types.ts";
 
 export interface ThreadRouteDeps {
@@ -337,7 +337,7 @@ export function registerThreadRoutes(api: Hono<GatewayEnv>, deps: ThreadRouteDep
     // Provenance and identity on a message are the server's to write, here as in a run's input.
     if (values && values.messages !== undefined) {
       values.messages = Array.isArray(values.messages)
-        ? values.messages.map(stripServerOwnedMessage)
+        ? stripServerOwnedMessages(values.messages)
         : stripServerOwnedMessage(values.messages);
     }
     const checkpointId = body.checkpoint_id ?? body.checkpoint?.checkpoint_id ?? undefined;

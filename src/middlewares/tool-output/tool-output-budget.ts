@@ -13,6 +13,7 @@ import type {
   ToolResult,
 } from "../../engine/types.ts";
 import { VIRTUAL_DIRS, type Sandbox } from "../../ports/sandbox.ts";
+import { TOOL_RESULTS_DIRNAME, isToolResultArtifact } from "../../core/path.ts";
 import { acquireRunSandbox, type SandboxAuthorizer } from "../../sandbox/acquire.ts";
 import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { renderToolOutputPreview } from "./synopsis.ts";
@@ -31,8 +32,9 @@ import { ToolTransform, mapToolResultMessages, replaceToolContent, type ToolTran
 
 export const TOOL_OUTPUT_BUDGET_NAME = "ToolOutputBudget";
 
-/** Default folder, under the outputs dir, that holds externalised tool results. */
-export const TOOL_RESULTS_DIRNAME = ".tool-results";
+// The storage folder's default name and the rule that recognises its files live in core, shared
+// with present_files and the workspace-changes scan.
+export { TOOL_RESULTS_DIRNAME, isToolResultArtifact };
 
 /** Output of these tools is saved as .log (it is a log); everything else as .txt. */
 const LOG_EXTENSION_TOOLS: ReadonlySet<string> = new Set(["bash", "bash_tool", "web_fetch"]);
@@ -62,7 +64,7 @@ export const ToolOutputBudgetConfigSchema = v.strictObject({
   storage_subdir: v.optional(
     v.pipe(
       v.string(),
-      v.check(isSingleSegment, 'storage_subdir must be one folder name such as ".tool-results" (no "/", "\\" or "..")'),
+      v.check(isSingleSegment, `storage_subdir must be one folder name such as "${TOOL_RESULTS_DIRNAME}" (no "/", "\\" or "..")`),
     ),
     TOOL_RESULTS_DIRNAME,
   ),
@@ -84,15 +86,6 @@ export interface ToolOutputBudgetConfig {
   tool_overrides: Record<string, number>;
 }
 type _ToolOutputBudgetConfigMatches = Assert<SameType<ToolOutputBudgetConfig, v.InferOutput<typeof ToolOutputBudgetConfigSchema>>>;
-
-/**
- * Whether a path is an externalised tool result rather than something the run produced: any path
- * with a folder named like the storage folder (the default always, a custom one when given).
- */
-export function isToolResultArtifact(path: string, storageSubdir: string = TOOL_RESULTS_DIRNAME): boolean {
-  const segments = path.split(/[/\\]/);
-  return segments.includes(TOOL_RESULTS_DIRNAME) || (storageSubdir !== "" && segments.includes(storageSubdir));
-}
 
 // ---------------------------------------------------------------------------------------------
 // Text

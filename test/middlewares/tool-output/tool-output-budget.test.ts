@@ -178,6 +178,12 @@ describe("ToolOutputBudget: artifacts and file names", () => {
     expect(isToolResultArtifact("/mnt/user-data/outputs/.tool-results/x.txt", "cache")).toBe(true);
   });
 
+  it("isToolResultArtifact looks below the virtual root only: a storage folder named like a root segment does not swallow every file", () => {
+    expect(isToolResultArtifact("/mnt/user-data/outputs/report.md", "outputs")).toBe(false);
+    expect(isToolResultArtifact("/mnt/user-data/outputs/outputs/bash-0123456789ab.log", "outputs")).toBe(true);
+    expect(isToolResultArtifact("/mnt/user-data/workspace/notes.md", "user-data")).toBe(false);
+  });
+
   it("names files <tool>-<12hex>.<ext>: log for bash, bash_tool and web_fetch, txt otherwise; traversal stripped", () => {
     expect(externalizedFileName("bash")).toMatch(/^bash-[0-9a-f]{12}\.log$/);
     expect(externalizedFileName("bash_tool")).toMatch(/^bash_tool-[0-9a-f]{12}\.log$/);

@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../../src/core/clock.ts";
+import { hashPassword } from "../../../src/gateway/auth/password.ts";
 import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { resetGatewayProbe, type GatewayProbe } from "../../fixtures/plugins/gateway-acceptance.ts";
-import { acceptanceGateways, call, human, plugin, pluginUse, send, settle } from "../../fixtures/plugins/gateway-harness.ts";
+import { acceptanceGateways, call, cookiesOf, human, plugin, pluginUse, send, settle } from "../../fixtures/plugins/gateway-harness.ts";
 import { sseFrames } from "./runs-harness.ts";
 
 /*
@@ -212,6 +213,101 @@ describe("server-owned keys never come from the caller (issue 6)", () => {
     expect(JSON.stringify(state.body.values.messages)).toContain("delegated");
     expect(JSON.stringify(state.body.values.messages)).toContain("delegated again");
     expect(JSON.stringify(state.body)).not.toContain("FORGED");
+  });
+});
+
+const INTERNAL_TOKEN = "internal-token-0123456789abcdef0123456789";
+const U1_KEY = "u1-key-0123456789abcdef";
+
+/** A run body as an IM channel sends it: the channel user in context, the captured text beside the decorated content. */
+function channelRunBody(threadText: string) {
+  return {
+    input: {
+      messages: [
+        {
+          type: "human",
+          content: `[from telegram] ${threadText}`,
+          additional_kwargs: { original_user_content: threadText },
+        },
+      ],
+    },
+    context: { channel_user_id: "tg-42", thinking_enabled: false },
+    config: { configurable: { channel_user_id: "FORGED-config" } },
+  };
+}
+
+describe("an internal caller's channel facts (spec: authorization identity plumbing, InputSanitizationMiddleware)", () => {
+  const gatewayWithAuth = async () => {
+    const built = await gatewayWith(
+      {
+        gateway: {
+          auth: {
+            mode: "session",
+            api_keys: [{ key_env: "U1_KEY", user_id: "u1", role: "user" }],
+            users: [{ id: "u2", password_hash: await hashPassword("pw-u2-secret", { iterations: 1_000 }) }],
+          },
+        },
+        plugins: [plugin("installProbe")],
+      },
+      { env: { U1_KEY, DEER_FLOW_INTERNAL_AUTH_TOKEN: INTERNAL_TOKEN } },
+    );
+    return built.gateway;
+  };
+  const humanOf = async (gateway: Awaited<ReturnType<typeof gatewayWithAuth>>, threadId: string, headers: Record<string, string>, cookies?: Record<string, string>) => {
+    const state = await call(gateway, "GET", `/api/threads/${threadId}/state`, { headers, ...(cookies ? { cookies } : {}) });
+    const messages = state.body.values.messages as Array<{ type: string; additional_kwargs: Record<string, unknown> }>;
+    return messages.find((m) => m.type === "human")!;
+  };
+
+  it('"accepts channel_user_id only from an internally authenticated IM caller\'s top-level body.context" and "trusted IM calls may carry the string they captured": both reach the run', async () => {
+    const probe = resetGatewayProbe();
+    const gateway = await gatewayWithAuth();
+    const internal = { "X-DeerFlow-Internal-Token": INTERNAL_TOKEN, "X-DeerFlow-Owner-User-Id": "u1" };
+    expect((await call(gateway, "POST", "/api/threads", { body: { thread_id: "t-im" }, headers: internal })).status).toBe(200);
+    const run = await call(gateway, "POST", "/api/threads/t-im/runs/wait", { headers: internal, body: channelRunBody("Write a note about channels.") });
+    expect(run.status).toBe(200);
+
+    expect(probe.contexts.length).toBeGreaterThan(0);
+    for (const seen of probe.contexts) {
+      expect(seen).toMatchObject({ user_id: "u1", is_internal: true, channel_user_id: "tg-42" });
+      expect(JSON.stringify(seen)).not.toContain("FORGED");
+    }
+    expect((await humanOf(gateway, "t-im", internal)).additional_kwargs.original_user_content).toBe("Write a note about channels.");
+  });
+
+  it('"Gateway strips caller-supplied values for non-internal run requests": an API key, a session, a guessed internal token or no credentials set neither', async () => {
+    const probe = resetGatewayProbe();
+    const gateway = await gatewayWithAuth();
+    const login = await send(gateway, "POST", "/api/v1/auth/login/local", { body: { username: "u2", password: "pw-u2-secret" } });
+    const cookies = cookiesOf(login);
+    const callers: Array<{ name: string; headers: Record<string, string>; cookies?: Record<string, string> }> = [
+      { name: "api-key", headers: { "x-api-key": U1_KEY } },
+      // The internal headers without the server's token are just headers: the API key decides who calls.
+      { name: "guessed-token", headers: { "x-api-key": U1_KEY, "X-DeerFlow-Internal-Token": "guess-0123456789abcdef0123456789", "X-DeerFlow-Owner-User-Id": "u1" } },
+      { name: "session", headers: { "X-CSRF-Token": cookies["csrf_token"]! }, cookies },
+    ];
+    for (const caller of callers) {
+      probe.contexts.length = 0;
+      const threadId = `t-${caller.name}`;
+      const auth = { headers: caller.headers, ...(caller.cookies ? { cookies: caller.cookies } : {}) };
+      expect((await call(gateway, "POST", "/api/threads", { body: { thread_id: threadId }, ...auth })).status).toBe(200);
+      const run = await call(gateway, "POST", `/api/threads/${threadId}/runs/wait`, { ...auth, body: channelRunBody("Write a note about channels.") });
+      expect(run.status, caller.name).toBe(200);
+      expect(probe.contexts.length, caller.name).toBeGreaterThan(0);
+      for (const seen of probe.contexts) {
+        expect(seen, caller.name).toMatchObject({ is_internal: false });
+        expect(seen, caller.name).not.toHaveProperty("channel_user_id");
+      }
+      expect((await humanOf(gateway, threadId, caller.headers, caller.cookies)).additional_kwargs, caller.name).not.toHaveProperty("original_user_content");
+    }
+    // Auth disabled, no credentials at all: the local user is not an internal caller either.
+    const open = (await gatewayWith({ plugins: [plugin("installProbe")] })).gateway;
+    probe.contexts.length = 0;
+    await call(open, "POST", "/api/threads", { body: { thread_id: "t-open" } });
+    expect((await call(open, "POST", "/api/threads/t-open/runs/wait", { body: channelRunBody("Write a note about channels.") })).status).toBe(200);
+    expect(probe.contexts.length).toBeGreaterThan(0);
+    for (const seen of probe.contexts) expect(seen).not.toHaveProperty("channel_user_id");
+    expect((await humanOf(open, "t-open", {})).additional_kwargs).not.toHaveProperty("original_user_content");
   });
 });
 

@@ -50,6 +50,66 @@ describe("parseRunBody", () => {
     expect(message!.additional_kwargs).toEqual({ mine: 1 });
   });
 
+  // Spec, middleware-chain.md (authorization identity plumbing): "accepts channel_user_id only from
+  // an internally authenticated IM caller's top-level body.context; free-form body.config can never
+  // supply it". Item 1 (InputSanitizationMiddleware): "Gateway strips caller-supplied values for
+  // non-internal run requests, trusted IM calls may carry the string they captured".
+  it("an internal caller keeps channel_user_id from the top-level context and original_user_content in a message's kwargs; config supplies neither", () => {
+    const body = {
+      input: {
+        messages: [
+          {
+            type: "human",
+            content: "[telegram] hi\n<uploaded_files>...</uploaded_files>",
+            additional_kwargs: { original_user_content: "hi", subagent_status: "completed", mine: 1 },
+            response_metadata: { original_user_content: "planted" },
+            original_user_content: "top-level",
+          },
+        ],
+      },
+      command: { update: { messages: [{ type: "human", content: "more", additional_kwargs: { original_user_content: "more" } }] } },
+      context: { channel_user_id: "tg-42", is_internal: true, user_id: "mallory", model_name: "demo" },
+      config: { configurable: { channel_user_id: "from-config", original_user_content: "from-config" } },
+    };
+    const internal = parseRunBody(body, { caller: "internal" }).request;
+    expect(internal.context).toEqual({ channel_user_id: "tg-42", model_name: "demo" });
+    expect(internal.configurable).toEqual({});
+    const [message] = internal.input!.messages as Array<Record<string, unknown>>;
+    expect(message).toEqual({
+      type: "human",
+      content: "[telegram] hi\n<uploaded_files>...</uploaded_files>",
+      additional_kwargs: { original_user_content: "hi", mine: 1 },
+      response_metadata: {},
+    });
+    expect((internal.command!.update as { messages: Array<{ additional_kwargs: unknown }> }).messages[0]!.additional_kwargs).toEqual({ original_user_content: "more" });
+
+    // The same body from anyone else (the default): both stripped.
+    const external = parseRunBody(body).request;
+    expect(external.context).toEqual({ model_name: "demo" });
+    expect((external.input!.messages as Array<{ additional_kwargs: unknown }>)[0]!.additional_kwargs).toEqual({ mine: 1 });
+    expect(parseRunBody(body, { caller: "external" }).request.context).toEqual({ model_name: "demo" });
+  });
+
+  it("an internal caller's channel_user_id or original_user_content that is not a string is a 422 naming the key; null leaves it out", () => {
+    const internalRefusal = (body: unknown) => {
+      try {
+        parseRunBody(body, { caller: "internal" });
+      } catch (error) {
+        expect(error).toBeInstanceOf(RunOperationError);
+        return error as RunOperationError;
+      }
+      throw new Error("parseRunBody accepted the body");
+    };
+    const badChannel = internalRefusal({ context: { channel_user_id: 42 } });
+    expect(statusOfRunOperation(badChannel)).toBe(422);
+    expect(badChannel.message).toMatch(/^context\.channel_user_id: expected a string, got number/);
+    const badOriginal = internalRefusal({ input: { messages: [{ type: "human", content: "hi" }, { type: "human", content: "x", additional_kwargs: { original_user_content: ["x"] } }] } });
+    expect(badOriginal.message).toMatch(/^input\.messages\[1\]\.additional_kwargs\.original_user_content: expected a string, got a list/);
+    expect(parseRunBody({ context: { channel_user_id: null, mode: "pro" } }, { caller: "internal" }).request.context).toEqual({ mode: "pro" });
+    // From an external caller a wrong type is stripped like any server-owned value, never echoed.
+    expect(parseRunBody({ context: { channel_user_id: 42 } }).request.context).toEqual({});
+  });
+
   it("clamps recursion_limit to the maximum and refuses zero, negative, fractional, boolean and string limits with a 422", () => {
     expect(clampRecursionLimit(undefined, 1000)).toBeUndefined();
     expect(clampRecursionLimit(50, 1000)).toBe(50);

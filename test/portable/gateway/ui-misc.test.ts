@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { SystemModelRequest, SystemModelResult, SystemOperationKind } from "../../../src/extension-api/index.ts";
 import type { ModuleLoader } from "../../../src/ports/module-loader.ts";
-import { acceptanceGateways, call, human } from "../../fixtures/plugins/gateway-harness.ts";
+import { acceptanceGateways, call, human, send } from "../../fixtures/plugins/gateway-harness.ts";
 import { startReplayServer, type Fixture } from "../openai-replay.ts";
 import { readFile } from "node:fs/promises";
 import { validateLeadConfig } from "../../../src/agents/app-config.ts";
@@ -291,6 +291,26 @@ describe("GET /api/threads/{id}/runs/{rid}/workspace-changes", () => {
     // The first run's record is its own: unchanged by the second.
     const again = await call(gateway, "GET", `/api/threads/t-ws/runs/${first.runId}/workspace-changes?include_files=false`, user);
     expect(again.body).toMatchObject({ available: true, summary: { created: 1 }, files: [] });
+  });
+
+  // Spec, middleware-chain.md item 2 (ToolOutputBudgetMiddleware): "those files are process
+  // feedback, so the workspace-changes scanner excludes that directory and run delivery
+  // verification never counts them as produced artifacts".
+  it('"the workspace-changes scanner excludes that directory": a run whose tool output was externalised lists no .tool-results file, and its delivery check counts none', async () => {
+    const gateway = await miscGateway({ read_before_write: { enabled: false }, tool_output: { externalize_min_chars: 1, exempt_tools: [] } });
+    await threadOf(gateway, "t-ws-spill");
+    const { changes } = await runAndChanges(gateway, "t-ws-spill", "Compare tides and currents");
+    const state = await call(gateway, "GET", "/api/threads/t-ws-spill/state", user);
+    const spilled = JSON.stringify(state.body.values.messages).match(/\/mnt\/user-data\/outputs\/\.tool-results\/[A-Za-z0-9_.-]+/g) ?? [];
+    expect(spilled.length).toBeGreaterThan(0);
+    // The spilled files are really there, under outputs, written by this run.
+    expect((await send(gateway, "GET", `/api/threads/t-ws-spill/artifacts${spilled[0]}`, user)).status).toBe(200);
+    expect(changes.body.available).toBe(true);
+    const paths = (changes.body.files as Array<{ path: string }>).map((file) => file.path);
+    expect(paths).toEqual(["/mnt/user-data/workspace/notes.md"]);
+    expect(changes.body.summary).toMatchObject({ created: 1, modified: 0, deleted: 0 });
+    expect(changes.body.delivery).toEqual({ produced_paths: [], presented_paths: [], matched_paths: [], satisfied: true });
+    expect(JSON.stringify(changes.body)).not.toContain(".tool-results");
   });
 
   it("is off with gateway.workspace_changes: false: no snapshot, the route answers available: false", async () => {
