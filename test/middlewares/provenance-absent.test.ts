@@ -1,16 +1,15 @@
 import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { MemorySaver } from "@langchain/langgraph/web";
-import * as v from "valibot";
 import { describe, expect, it } from "vitest";
 import { systemClock } from "../../src/core/clock.ts";
 import { createAgent } from "../../src/engine/agent.ts";
 import { PROVENANCE_KEYS } from "../../src/extension-api/index.ts";
-import { createMemoryMiddleware, MemoryConfigSchema } from "../../src/middlewares/memory/memory.ts";
-import type { MemoryStore, MemoryUpdate } from "../../src/middlewares/memory/store.ts";
+import { createMemoryMiddleware } from "../../src/middlewares/memory/memory.ts";
 import { createSummarizationMiddleware } from "../../src/middlewares/summarization/summarization.ts";
 import type { SystemModelCallHook } from "../../src/middlewares/system-model-call.ts";
 import { createTitleMiddleware } from "../../src/middlewares/title.ts";
+import { recordingStore } from "../portable/middlewares/memory-fixtures.ts";
 
 /*
  * Spec (middleware-chain.md, message provenance): "Summarization, Title, and Memory are
@@ -25,23 +24,6 @@ function stamped(messages: readonly BaseMessage[]): BaseMessage[] {
   return messages.filter((message) => PROVENANCE_KEYS.some((key) => Object.hasOwn(message.additional_kwargs ?? {}, key)));
 }
 
-function recordingStore(): MemoryStore & { updates: MemoryUpdate[] } {
-  const updates: MemoryUpdate[] = [];
-  return {
-    updates,
-    settings: v.parse(MemoryConfigSchema, {}),
-    extractor: Object.assign(async () => [], { policy: { kind: "recording" } }),
-    pendingCount: 0,
-    recall: async () => [],
-    enqueue(update) {
-      updates.push(update);
-      return true;
-    },
-    flush: async () => {},
-    close: async () => true,
-    policy: () => ({}),
-  };
-}
 
 function history(): BaseMessage[] {
   return [

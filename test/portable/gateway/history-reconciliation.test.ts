@@ -8,7 +8,7 @@ import { createClarificationMiddleware } from "../../../src/middlewares/clarific
 import { createSummarizationMiddleware } from "../../../src/middlewares/summarization/summarization.ts";
 import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
-import { call, testGateway } from "./threads-fixtures.ts";
+import { askUnits, call, gatewayWithThread } from "./threads-fixtures.ts";
 
 /*
  * The thread's history page (messages/page) is what the web UI reloads a conversation from; here it
@@ -77,12 +77,7 @@ describe("the history page keeps what the user saw", () => {
           ],
         }),
       )
-      .respond(
-        new AIMessage({
-          content: "",
-          tool_calls: [{ id: "ask-1", name: "ask_clarification", args: { question: "Metric or imperial units?", clarification_type: "approach_choice", options: ["metric", "imperial"] } }],
-        }),
-      )
+      .respond(askUnits())
       .respond(new AIMessage("Using metric units, as you asked."));
     const agent = createAgent({
       name: "lead-agent",
@@ -99,10 +94,8 @@ describe("the history page keeps what the user saw", () => {
       services: { clock: systemClock },
       checkpointer,
     });
-    const gateway = await testGateway({ storage, checkpointer, agentFactory: async () => agent });
+    const { gateway, threadId } = await gatewayWithThread(agent, storage, checkpointer);
     try {
-      const { body: thread } = await call(gateway, "POST", "/api/threads", {});
-      const threadId = (thread as { thread_id: string }).thread_id;
       const first = await call(gateway, "POST", `/api/threads/${threadId}/runs/wait`, { input: { messages: [{ type: "human", content: "Convert 5 miles." }] } });
       expect(first.status).toBe(200);
       const card = (first.body as { messages: Array<{ type: string; name?: string; artifact?: { human_input?: { request_id?: string } } }> }).messages.at(-1)!;
