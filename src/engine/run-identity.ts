@@ -25,3 +25,12 @@ export function runUserId(runtime: Pick<AgentRuntime, "context">): string {
   const userId = runtime.context["user_id"];
   return typeof userId === "string" && userId !== "" ? userId : DEFAULT_USER_ID;
 }
+
+/**
+ * The key under which a middleware keeps what a thread's runs learn: the thread, or the run itself
+ * when it has no thread (such a run has no history to continue, so it must not meet another's).
+ */
+export function threadHistoryKey(runtime: Pick<AgentRuntime, "threadId" | "context" | "runId">): string {
+  const threadId = runThreadId(runtime);
+  return threadId !== undefined ? `thread:${threadId}` : `run:${runtime.runId}`;
+}

@@ -1,5 +1,6 @@
 import { HumanMessage, type AIMessage, type BaseMessage } from "@langchain/core/messages";
 import { contentText } from "../core/content.ts";
+import { isRecord } from "../core/guards.ts";
 import type { ModelHandler, ModelRequest } from "../engine/types.ts";
 
 /**
@@ -32,6 +33,28 @@ export function isHiddenFromHistory(message: BaseMessage): boolean {
   if (type === "system" || type === "remove") return true;
   if (isHidden(message)) return true;
   return message.name !== undefined && HISTORY_HIDDEN_NAMES.has(message.name);
+}
+
+/**
+ * Sources of Human Input Card replies the history keeps although they are hidden: the spec's
+ * allowlist ("RunJournal persists only allowlisted hidden sources (currently ask_clarification)").
+ * A reply from any other source stays hidden like every other framework message.
+ */
+export const PERSISTED_HIDDEN_INPUT_SOURCES: ReadonlySet<string> = new Set(["ask_clarification"]);
+
+/** A hidden HumanMessage answering a card of an allowlisted source (`human_input_response.source`). */
+export function isPersistedHiddenInput(message: BaseMessage): boolean {
+  if (message.type !== "human" || !isHidden(message)) return false;
+  const response: unknown = message.additional_kwargs?.["human_input_response"];
+  return isRecord(response) && typeof response["source"] === "string" && PERSISTED_HIDDEN_INPUT_SOURCES.has(response["source"]);
+}
+
+/**
+ * A message the thread's history lists: every one not hidden from it, plus the user's hidden
+ * replies to allowlisted cards, so an answered card still reads as answered after a reload.
+ */
+export function isListedInHistory(message: BaseMessage): boolean {
+  return !isHiddenFromHistory(message) || isPersistedHiddenInput(message);
 }
 
 /**

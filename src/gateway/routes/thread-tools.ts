@@ -6,7 +6,7 @@ import { errorMessage } from "../../core/errors.ts";
 import { newId } from "../../core/ids.ts";
 import { NODE } from "../../engine/agent.ts";
 import { stripInjectedUserMessageIdSuffix } from "../../middlewares/dynamic-context.ts";
-import { isHiddenFromHistory } from "../../middlewares/messages.ts";
+import { isHiddenFromHistory, isListedInHistory } from "../../middlewares/messages.ts";
 import { countTokensApproximately } from "../../middlewares/summarization/context.ts";
 import { normalizeTokenUsage, SUBAGENT_TOKEN_USAGE_KEY } from "../../middlewares/token-usage/index.ts";
 import { MessageSeqStore } from "../../runtime/message-seqs.ts";
@@ -186,7 +186,7 @@ export function registerThreadToolRoutes(api: Hono<GatewayEnv>, deps: ThreadTool
       }),
     );
     const rows = messages.flatMap((message, index) => {
-      if (!message.id || isHiddenFromHistory(message)) return [];
+      if (!message.id || !isListedInHistory(message)) return [];
       const { seq, created_at } = known.get(keyOf(message, index))!;
       return [{ run_id: runIds[index] ?? "", seq, content: serializeMessage(message), metadata: { caller: "lead_agent" }, created_at, message }];
     });

@@ -1,7 +1,8 @@
 import { AIMessage } from "@langchain/core/messages";
 import * as v from "valibot";
 import type { Assert, SameType } from "../../core/types.ts";
-import { runThreadId } from "../../engine/run-identity.ts";
+import { touchRecent } from "../../core/recent-map.ts";
+import { threadHistoryKey } from "../../engine/run-identity.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ModelHandler, ModelRequest } from "../../engine/types.ts";
 import { notBelow, parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { emitEvent } from "../../engine/events.ts";
@@ -115,13 +116,6 @@ type Verdict =
 
 const NO_VERDICT: Verdict = { kind: "none" };
 
-function threadKey(runtime: AgentRuntime): string {
-  const threadId = runThreadId(runtime);
-  if (threadId !== undefined) return `thread:${threadId}`;
-  // A run without a thread has no history to continue, so its window must not meet another run's.
-  return `run:${runtime.runId}`;
-}
-
 /**
  * Detects repeated tool-call loops and breaks them: a hidden warning at the next model request,
  * then a forced final answer with `stop_reason=loop_capped`. Thread histories live in this
@@ -146,18 +140,12 @@ export function createLoopDetectionMiddleware(config?: LoopDetectionConfigInput)
   const threads = new Map<string, ThreadTrack>();
 
   function track(key: string): ThreadTrack {
-    let entry = threads.get(key);
-    if (entry) {
-      threads.delete(key);
-    } else {
-      entry = { hashes: [], warned: new Set(), names: [], nameCounts: new Map(), freqWarned: new Set() };
-    }
-    threads.set(key, entry);
-    while (threads.size > settings.max_tracked_threads) {
-      const oldest = threads.keys().next().value as string;
-      threads.delete(oldest);
-    }
-    return entry;
+    return touchRecent(
+      threads,
+      key,
+      () => ({ hashes: [], warned: new Set<string>(), names: [], nameCounts: new Map<string, number>(), freqWarned: new Set<string>() }),
+      settings.max_tracked_threads,
+    );
   }
 
   function check(key: string, calls: readonly { name?: unknown; args?: unknown }[]): Verdict {
@@ -258,7 +246,7 @@ export function createLoopDetectionMiddleware(config?: LoopDetectionConfigInput)
       const calls = last.tool_calls ?? [];
       if (calls.length === 0) return undefined;
 
-      const verdict = check(threadKey(runtime), calls);
+      const verdict = check(threadHistoryKey(runtime), calls);
       if (verdict.kind === "none") return undefined;
       record(runtime, verdict, last);
       if (verdict.kind === "warn") {

@@ -4,14 +4,14 @@ import type { Assert, SameType } from "../../core/types.ts";
 import type {
   AgentMiddleware,
   AgentRuntime,
-  AgentState,
-  HookResult,
   ModelHandler,
   ModelRequest,
   ToolCallRequest,
   ToolHandler,
   ToolResult,
 } from "../../engine/types.ts";
+import { touchRecent } from "../../core/recent-map.ts";
+import { threadHistoryKey } from "../../engine/run-identity.ts";
 import { canonicalHashSync } from "../../extension-api/sha256-sync.ts";
 import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { emitEvent } from "../../engine/events.ts";
@@ -32,15 +32,17 @@ import { TOOL_META_KEY, type ToolResultMeta } from "../tool-result-meta.ts";
  * A result-quality guard (RFC #3177): after each tool call it reads the deerflow_tool_meta that
  * ToolErrorHandling stamped on the inner return path, and per tool tracks how many calls in a row
  * brought nothing new. Stagnation earns the model a hidden `progress_hint` before its next call; a
- * tool that cannot recover is blocked for the rest of the run and answers `[TOOL_BLOCKED] ...`
- * without running.
+ * tool that cannot recover is blocked and answers `[TOOL_BLOCKED] ...` without running.
  *
  * LoopDetection is the complementary call-pattern guard: it looks at the tool calls a response
  * makes and stops the whole turn; this looks at what came back and blocks single tools. Neither
  * reads the other's state, and both may add a hint to the same request.
  *
- * Everything lives in the run scope and starts over with each run: rate limits and outages are
- * time-bound, and the model of a new run never saw the hints that justified a block.
+ * The spec tracks "per-(thread, tool)": each tool's phase lives in this instance under its thread
+ * and carries over to the thread's next run, so a blocked tool stays blocked there; threads never
+ * see each other's phases, a run without a thread keeps its own, and beyond max_tracked_threads the
+ * least recently active thread is forgotten (as LoopDetection keeps its windows). Pending hints
+ * live in the run scope: a hint is about the request that follows its result, never a later run's.
  */
 
 export const TOOL_PROGRESS_NAME = "ToolProgress";
@@ -52,7 +54,7 @@ export const MAX_PENDING_PROGRESS_HINTS = 3;
 
 export const DEFAULT_EXEMPT_TOOLS: readonly string[] = Object.freeze(["ask_clarification", "write_todos", "present_files", "task", "batch_task"]);
 
-const RUN_STATE_KEY = `${TOOL_PROGRESS_NAME}:run_state`;
+const PENDING_HINTS_KEY = `${TOOL_PROGRESS_NAME}:pending_hints`;
 
 const wholeNumber = (min: number, what: string) =>
   v.pipe(v.number(), v.integer(`expected a whole number of ${what}`), v.minValue(min, `expected at least ${min}`));
@@ -74,10 +76,7 @@ export const ToolProgressConfigSchema = v.strictObject({
   min_word_count_for_similarity: v.optional(wholeNumber(0, "words"), 10),
   /** Tools never tracked or blocked. */
   exempt_tools: v.optional(v.array(v.string()), () => [...DEFAULT_EXEMPT_TOOLS]),
-  /**
-   * Accepted so an upstream config.yaml still loads. It bounded a per-instance thread map there;
-   * here the state lives in the run scope, so there is nothing to evict and it changes nothing.
-   */
+  /** Threads whose tool phases this instance keeps; the least recently active is forgotten first. */
   max_tracked_threads: v.optional(wholeNumber(1, "threads"), 100),
 });
 export interface ToolProgressConfig {
@@ -94,23 +93,14 @@ type _ToolProgressConfigMatches = Assert<SameType<ToolProgressConfig, v.InferOut
 export type ToolProgressConfigInput = Partial<ToolProgressConfig>;
 type _ToolProgressConfigInputMatches = Assert<SameType<ToolProgressConfigInput, v.InferInput<typeof ToolProgressConfigSchema>>>;
 
-/** What a run has learned about its tools, and the hints waiting for the next model call. */
-interface ProgressRunState {
-  readonly tools: Map<string, ToolPhaseState>;
-  readonly pending: string[];
-}
-
-function freshRunState(): ProgressRunState {
-  return { tools: new Map(), pending: [] };
-}
-
-function runState(runtime: AgentRuntime): ProgressRunState {
-  let state = runtime.scope.get<ProgressRunState>(RUN_STATE_KEY);
-  if (!state) {
-    state = freshRunState();
-    runtime.scope.set(RUN_STATE_KEY, state);
+/** Hints waiting for the run's next model call. */
+function pendingHints(runtime: AgentRuntime): string[] {
+  let pending = runtime.scope.get<string[]>(PENDING_HINTS_KEY);
+  if (!pending) {
+    pending = [];
+    runtime.scope.set(PENDING_HINTS_KEY, pending);
   }
-  return state;
+  return pending;
 }
 
 /** The meta a blocked call's answer carries: recoverable, since the model can still summarise. */
@@ -133,7 +123,7 @@ export function blockedToolMessage(toolCallId: string, toolName: string, reason:
 }
 
 /**
- * Tracks per-tool stagnation within a run, hints the model at the next call and blocks tools that
+ * Tracks per-(thread, tool) stagnation, hints the model at the next call and blocks tools that
  * cannot recover. Must wrap ToolErrorHandling (it reads the meta stamped there).
  */
 export function createToolProgressMiddleware(config?: ToolProgressConfigInput): AgentMiddleware {
@@ -150,6 +140,12 @@ export function createToolProgressMiddleware(config?: ToolProgressConfigInput): 
     jaccardThreshold: settings.jaccard_similarity_threshold,
     minWords: settings.min_word_count_for_similarity,
   };
+  /** Thread key -> tool name -> phase. */
+  const threads = new Map<string, Map<string, ToolPhaseState>>();
+
+  function toolsOf(runtime: AgentRuntime): Map<string, ToolPhaseState> {
+    return touchRecent(threads, threadHistoryKey(runtime), () => new Map<string, ToolPhaseState>(), settings.max_tracked_threads);
+  }
 
   function record(runtime: AgentRuntime, toolName: string, action: string, state: ToolPhaseState, meta?: ToolResultMeta): void {
     // Names, phases and counts only: a result's content could carry what a fetched page wrote.
@@ -170,29 +166,24 @@ export function createToolProgressMiddleware(config?: ToolProgressConfigInput): 
     if (!ToolMessage.isInstance(result)) return;
     const meta = parseProgressMeta(result.additional_kwargs?.[TOOL_META_KEY]);
     if (!meta) return;
-    const run = runState(runtime);
-    const before = run.tools.get(toolName) ?? INITIAL_TOOL_PHASE_STATE;
+    const tools = toolsOf(runtime);
+    const before = tools.get(toolName) ?? INITIAL_TOOL_PHASE_STATE;
     const { state: after, hint } = assessResult(before, meta, messageText(result), thresholds);
-    run.tools.set(toolName, after);
+    tools.set(toolName, after);
     if (after.phase !== before.phase) record(runtime, toolName, after.phase, after, meta);
-    if (hint !== null && settings.inject_assessment && run.pending.length < MAX_PENDING_PROGRESS_HINTS) {
-      run.pending.push(hint);
+    const pending = pendingHints(runtime);
+    if (hint !== null && settings.inject_assessment && pending.length < MAX_PENDING_PROGRESS_HINTS) {
+      pending.push(hint);
     }
   }
 
   return {
     name: TOOL_PROGRESS_NAME,
 
-    beforeAgent(_state: AgentState, runtime: AgentRuntime): HookResult {
-      if (!settings.enabled) return undefined;
-      runtime.scope.set(RUN_STATE_KEY, freshRunState());
-      return undefined;
-    },
-
     async wrapToolCall(request: ToolCallRequest, handler: ToolHandler): Promise<ToolResult> {
       const toolName = request.toolCall.name ?? "";
       if (!settings.enabled || toolName === "" || exempt.has(toolName)) return handler(request);
-      const state = runState(request.runtime).tools.get(toolName);
+      const state = toolsOf(request.runtime).get(toolName);
       if (state?.phase === "blocked" && state.blockReason !== null) {
         record(request.runtime, toolName, "intercepted", state);
         return blockedToolMessage(request.toolCall.id ?? "", toolName, state.blockReason);
@@ -204,11 +195,11 @@ export function createToolProgressMiddleware(config?: ToolProgressConfigInput): 
 
     async wrapModelCall(request: ModelRequest, handler: ModelHandler) {
       if (!settings.enabled) return handler(request);
-      const run = runState(request.runtime);
-      if (run.pending.length === 0) return handler(request);
-      const delivered = [...run.pending];
+      const pending = pendingHints(request.runtime);
+      if (pending.length === 0) return handler(request);
+      const delivered = [...pending];
       const response = await handleWithHiddenNotices(request, handler, PROGRESS_HINT_NAME, [...new Set(delivered)]);
-      run.pending.splice(0, delivered.length);
+      pending.splice(0, delivered.length);
       return response;
     },
 
@@ -224,7 +215,8 @@ export function createToolProgressMiddleware(config?: ToolProgressConfigInput): 
         max_pending_hints: MAX_PENDING_PROGRESS_HINTS,
         recent_result_window: RECENT_RESULT_WINDOW,
         word_set_max_chars: WORD_SET_MAX_CHARS,
-        state_scope: "run",
+        max_tracked_threads: settings.max_tracked_threads,
+        state_scope: "thread",
         hint_message_name: PROGRESS_HINT_NAME,
         texts_hash: canonicalHashSync(PROGRESS_TEXTS),
       };

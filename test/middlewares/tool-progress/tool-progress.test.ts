@@ -6,7 +6,7 @@ import { Command } from "@langchain/langgraph/web";
 import { describe, expect, it } from "vitest";
 import { systemClock } from "../../../src/core/clock.ts";
 import { createAgent } from "../../../src/engine/agent.ts";
-import type { AgentMiddleware, AgentRuntime, AgentTool, ModelRequest, NodeHook, ToolCallRequest, ToolResult } from "../../../src/engine/types.ts";
+import type { AgentMiddleware, AgentRuntime, AgentTool, ModelRequest, ToolCallRequest, ToolResult } from "../../../src/engine/types.ts";
 import { canonicalHashSync } from "../../../src/extension-api/sha256-sync.ts";
 import { HIDE_FROM_UI } from "../../../src/middlewares/messages.ts";
 import { createToolErrorHandlingMiddleware } from "../../../src/middlewares/tool-error-handling/tool-error-handling.ts";
@@ -111,9 +111,10 @@ function hintsIn(messages: readonly BaseMessage[]): HumanMessage[] {
   return messages.filter((m): m is HumanMessage => HumanMessage.isInstance(m) && m.name === PROGRESS_HINT_NAME);
 }
 
-function beforeAgent(mw: AgentMiddleware): NodeHook {
-  const hook = mw.beforeAgent!;
-  return typeof hook === "function" ? hook : hook.hook;
+/** Runs the middleware's beforeAgent the way the engine does at a run's start, if it has one. */
+async function beforeAgentIfAny(mw: AgentMiddleware, runtime: AgentRuntime): Promise<void> {
+  const hook = mw.beforeAgent;
+  if (hook) await (typeof hook === "function" ? hook : hook.hook)(emptyThreadState(), runtime);
 }
 
 function isBlocked(result: ToolResult): boolean {
@@ -153,7 +154,8 @@ describe("ToolProgress config and declaration", () => {
       max_pending_hints: 3,
       recent_result_window: 3,
       word_set_max_chars: 8192,
-      state_scope: "run",
+      max_tracked_threads: 100,
+      state_scope: "thread",
       hint_message_name: "progress_hint",
       texts_hash: canonicalHashSync(PROGRESS_TEXTS),
     });
@@ -480,20 +482,48 @@ describe("ToolProgress middleware", () => {
     expect(isBlocked(await callTool(mw, runtime, GOOD(), ""))).toBe(false);
   });
 
-  it("state lives in the run scope: another run starts clean, and beforeAgent resets it", async () => {
+  // Spec (middleware-chain.md, ToolProgressMiddleware): "Tracks per-(thread, tool) consecutive
+  // "no-new-info" calls across three error categories".
+  it("tracks per-(thread, tool): a tool blocked on a thread stays blocked in the thread's next run, other threads and tools are untouched", async () => {
     const mw = progress({ stagnation_threshold: 1 });
-    const first = runtimeWith();
+    const first = makeRuntime({ threadId: "t1", runId: "run-1" });
     await callTool(mw, first, toolMessage("Error: 401", AUTH));
-    await callTool(mw, first, toolMessage("Error: no results found", NO_RESULTS, "read_file"), "read_file");
     expect(isBlocked(await callTool(mw, first, GOOD()))).toBe(true);
 
-    const second = runtimeWith();
-    expect(isBlocked(await callTool(mw, second, GOOD()))).toBe(false);
-    expect(hintsIn(await nextRequest(mw, second))).toEqual([]);
+    const next = makeRuntime({ threadId: "t1", runId: "run-2" });
+    await beforeAgentIfAny(mw, next);
+    expect(isBlocked(await callTool(mw, next, GOOD()))).toBe(true);
+    expect(isBlocked(await callTool(mw, next, GOOD(), "read_file"))).toBe(false);
 
-    await beforeAgent(mw)(emptyThreadState(), first);
-    expect(isBlocked(await callTool(mw, first, GOOD()))).toBe(false);
-    expect(hintsIn(await nextRequest(mw, first))).toEqual([]);
+    const otherThread = makeRuntime({ threadId: "t2", runId: "run-3" });
+    expect(isBlocked(await callTool(mw, otherThread, GOOD()))).toBe(false);
+    // A run without a thread has nothing to continue and meets no other run's phases.
+    const threadless = makeRuntime({ runId: "run-4" });
+    await callTool(mw, threadless, toolMessage("Error: 401", AUTH));
+    expect(isBlocked(await callTool(mw, threadless, GOOD()))).toBe(true);
+    expect(isBlocked(await callTool(mw, makeRuntime({ runId: "run-5" }), GOOD()))).toBe(false);
+  });
+
+  it("a WARNED tool keeps its count into the thread's next run, but a hint never outlives its run", async () => {
+    const mw = progress({ stagnation_threshold: 2, warn_escalation_count: 1 });
+    const first = makeRuntime({ threadId: "t1", runId: "run-1" });
+    await repeatTool(mw, first, toolMessage("Error: rate limited", RATE_LIMITED), 2);
+    const next = makeRuntime({ threadId: "t1", runId: "run-2" });
+    expect(hintsIn(await nextRequest(mw, next))).toEqual([]);
+    await callTool(mw, next, toolMessage("Error: rate limited", RATE_LIMITED));
+    expect(isBlocked(await callTool(mw, next, GOOD()))).toBe(true);
+  });
+
+  it("forgets the least recently active thread beyond max_tracked_threads", async () => {
+    const mw = progress({ stagnation_threshold: 1, max_tracked_threads: 2 });
+    const on = (threadId: string) => makeRuntime({ threadId, runId: `run-${threadId}` });
+    await callTool(mw, on("a"), toolMessage("Error: 401", AUTH));
+    await callTool(mw, on("b"), toolMessage("Error: 401", AUTH));
+    expect(isBlocked(await callTool(mw, on("a"), GOOD()))).toBe(true);
+    await callTool(mw, on("c"), GOOD());
+    // "b" was the least recently active of a, b, c.
+    expect(isBlocked(await callTool(mw, on("a"), GOOD()))).toBe(true);
+    expect(isBlocked(await callTool(mw, on("b"), GOOD()))).toBe(false);
   });
 
   it("reports phase changes and intercepts as custom events, without content", async () => {
@@ -531,7 +561,7 @@ describe("ToolProgress through the real engine", () => {
 
   const search = (id: string) => [{ name: "web_search", args: { query: `q-${id}` }, id }];
 
-  it("scenario M32: 3x 'No results found' gives the next model call a progress_hint; an auth error blocks the tool without running it; a new run resets", async () => {
+  it("scenario M32: 3x 'No results found' gives the next model call a progress_hint; an auth error blocks the tool without running it, in the thread's next run too; another thread runs it", async () => {
     const log: string[] = [];
     const outputs = ["No results found", "No results found", "No results found", "Error: 401 Unauthorized"];
     const model = fakeModel()
@@ -542,6 +572,8 @@ describe("ToolProgress through the real engine", () => {
       .respondWithTools(search("s5"))
       .respond(new AIMessage("I could not search."))
       .respondWithTools(search("s6"))
+      .respond(new AIMessage("Still blocked."))
+      .respondWithTools(search("s7"))
       .respond(new AIMessage("Found it."));
     const agent = createAgent({
       model,
@@ -565,10 +597,16 @@ describe("ToolProgress through the real engine", () => {
     expect(blocked.content).toBe("[TOOL_BLOCKED] Authentication failure — this tool cannot be used.");
     expect(blocked.additional_kwargs[TOOL_META_KEY]).toMatchObject({ error_type: "blocked_by_progress_guard", source: "progress_middleware" });
 
+    // "Tracks per-(thread, tool)": the thread's next run finds web_search still blocked.
     const next = await agent.invoke({ messages: [new HumanMessage("try again")] }, { threadId: "t1" });
-    expect(log.at(-1)).toBe("web_search:s6");
-    const fresh = next.messages.find((m) => ToolMessage.isInstance(m) && m.tool_call_id === "s6") as ToolMessage;
-    expect(fresh.content).toBe("fresh content");
+    expect(log.at(-1)).toBe("web_search:s4");
+    const stillBlocked = next.messages.find((m) => ToolMessage.isInstance(m) && m.tool_call_id === "s6") as ToolMessage;
+    expect(stillBlocked.content).toBe("[TOOL_BLOCKED] Authentication failure — this tool cannot be used.");
     expect(hintsIn(model.calls[6]!.messages)).toEqual([]);
+
+    const other = await agent.invoke({ messages: [new HumanMessage("find it")] }, { threadId: "t2" });
+    expect(log.at(-1)).toBe("web_search:s7");
+    const fresh = other.messages.find((m) => ToolMessage.isInstance(m) && m.tool_call_id === "s7") as ToolMessage;
+    expect(fresh.content).toBe("fresh content");
   });
 });

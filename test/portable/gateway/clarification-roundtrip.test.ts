@@ -6,7 +6,7 @@ import { createAgent } from "../../../src/engine/index.ts";
 import { createClarificationMiddleware } from "../../../src/middlewares/clarification/clarification.ts";
 import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
-import { call, testGateway } from "./threads-fixtures.ts";
+import { askUnits, call, gatewayWithThread } from "./threads-fixtures.ts";
 
 interface Frame {
   event: string;
@@ -29,12 +29,7 @@ describe("a clarification card round-trips through the gateway", () => {
     const storage = createMemoryKeyValue();
     const checkpointer = new KeyValueCheckpointSaver({ storage });
     const model = fakeModel()
-      .respond(
-        new AIMessage({
-          content: "",
-          tool_calls: [{ id: "ask-1", name: "ask_clarification", args: { question: "Metric or imperial units?", clarification_type: "approach_choice", options: ["metric", "imperial"] } }],
-        }),
-      )
+      .respond(askUnits())
       .respond(new AIMessage("Using metric units, as you asked."));
     const agent = createAgent({
       name: "lead-agent",
@@ -44,10 +39,8 @@ describe("a clarification card round-trips through the gateway", () => {
       services: { clock: systemClock },
       checkpointer,
     });
-    const gateway = await testGateway({ storage, checkpointer, agentFactory: async () => agent });
+    const { gateway, threadId } = await gatewayWithThread(agent, storage, checkpointer);
     try {
-      const { body: thread } = await call(gateway, "POST", "/api/threads", {});
-      const threadId = (thread as { thread_id: string }).thread_id;
       const first = await gateway.fetch(
         new Request(`http://gateway.test/api/threads/${threadId}/runs/stream`, {
           method: "POST",

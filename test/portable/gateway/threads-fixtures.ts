@@ -39,8 +39,23 @@ export function headerAuthLayer(): GatewayAuthLayer {
 
 export const config = validateLeadConfig({}, "test");
 
+/** The model asking the user, through ask_clarification, to pick metric or imperial units. */
+export function askUnits(id = "ask-1"): AIMessage {
+  return new AIMessage({
+    content: "",
+    tool_calls: [{ id, name: "ask_clarification", args: { question: "Metric or imperial units?", clarification_type: "approach_choice", options: ["metric", "imperial"] } }],
+  });
+}
+
 export async function testGateway(options: Partial<GatewayOptions> = {}): Promise<Gateway> {
   return createGateway({ config, storage: createMemoryKeyValue(), authLayer: headerAuthLayer(), ...options });
+}
+
+/** A gateway over `agent` with its own memory storage and checkpointer (the agent's), and a new thread of alice's. */
+export async function gatewayWithThread(agent: Agent, storage: ReturnType<typeof createMemoryKeyValue>, checkpointer: KeyValueCheckpointSaver): Promise<{ gateway: Gateway; threadId: string }> {
+  const gateway = await testGateway({ storage, checkpointer, agentFactory: async () => agent });
+  const { body: thread } = await call(gateway, "POST", "/api/threads", {});
+  return { gateway, threadId: (thread as { thread_id: string }).thread_id };
 }
 
 export const BASE = "http://gateway.test";

@@ -1,4 +1,3 @@
-import * as v from "valibot";
 import { AIMessage, HumanMessage, SystemMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import { fakeModel } from "@langchain/core/testing";
 import { createStorage } from "unstorage";
@@ -16,33 +15,13 @@ import {
   filterMessagesForMemory,
 } from "../../../src/middlewares/memory/memory.ts";
 import { MEMORY_EXTRACTION_PROMPT_HASH } from "../../../src/middlewares/memory/extractors.ts";
-import { createMemoryStore, memoryKey, type MemoryStore, type MemoryUpdate } from "../../../src/middlewares/memory/store.ts";
+import { createMemoryStore, memoryKey } from "../../../src/middlewares/memory/store.ts";
 import { emptyThreadState } from "../../../src/state/thread-state.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
-
-// The section as its schema fills it in when nothing is configured.
-const MEMORY_DEFAULTS = v.parse(MemoryConfigSchema, {});
+import { recordingStore } from "./memory-fixtures.ts";
 
 const FRIDAY = Date.UTC(2026, 4, 8, 12, 0, 0);
 
-/** A store that only records what it is handed. */
-function recordingStore(): MemoryStore & { updates: MemoryUpdate[] } {
-  const updates: MemoryUpdate[] = [];
-  return {
-    updates,
-    settings: MEMORY_DEFAULTS,
-    extractor: Object.assign(async () => [], { policy: { kind: "recording" } }),
-    pendingCount: 0,
-    recall: async () => [],
-    enqueue(update) {
-      updates.push(update);
-      return true;
-    },
-    flush: async () => {},
-    close: async () => true,
-    policy: () => ({}),
-  };
-}
 
 async function runAfterAgent(middleware: AgentMiddleware, messages: BaseMessage[], runtime: AgentRuntime) {
   const hook = middleware.afterAgent;
