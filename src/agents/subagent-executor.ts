@@ -11,6 +11,7 @@ import { notifyTaskStart, notifyTaskStop, subagentTaskOutcome } from "../extensi
 import type { LoadedExtensions } from "../extensions/registry.ts";
 import { bindExtensionSnapshot, resolveRunExtensions } from "../extensions/run-context.ts";
 import { messageText } from "../middlewares/messages.ts";
+import { adoptDelegatedSandbox, bindDelegatedSandbox, sandboxScopeOf } from "../sandbox/acquire.ts";
 import { STOP_REASON_KEY } from "../middlewares/stop-reason.ts";
 import {
   SUBAGENT_STOP_REASONS,
@@ -204,6 +205,8 @@ async function runSubagentTask(
     return verdict;
   };
 
+  // The lead thread's sandbox, used as a non-owner: what the subagent writes is there for the lead.
+  const sandboxScope = sandboxScopeOf(parent.runtime);
   progress("started", { max_turns: type.maxTurns, timeout_ms: type.timeoutMs });
   try {
     if (controller.signal.aborted) throw controller.signal.reason;
@@ -217,6 +220,7 @@ async function runSubagentTask(
     });
     const runContext = {
       ...context,
+      ...(sandboxScope ? bindDelegatedSandbox(sandboxScope) : {}),
       ...(extensions ? bindExtensionSnapshot(extensions) : {}),
       ...(taskStore ? { [EXTENSION_TASK_STORE_KEY]: taskStore } : {}),
     };
@@ -257,6 +261,8 @@ async function runSubagentTask(
     }
     return finish("failed", scopeStopReason(record), undefined, errorMessage(error) || "Task failed.");
   } finally {
+    // A sandbox the subagent acquired is the delegating run's to bind and release.
+    if (record && sandboxScope) adoptDelegatedSandbox(parent.runtime, record.scope);
     timer.abort();
     parentSignal?.removeEventListener("abort", onParentAbort);
     if (!controller.signal.aborted) controller.abort();

@@ -12,6 +12,9 @@ import { makeRuntime } from "../middlewares/runtime.ts";
 import { HostExtensionRegistry } from "../../src/extensions/registry.ts";
 import { bindExtensionSnapshot } from "../../src/extensions/run-context.ts";
 import type { TaskInfo } from "../../src/extension-api/index.ts";
+import { DEMO_NOTES_PATH } from "../../src/models/demo.ts";
+import { acquiredSandboxId } from "../../src/sandbox/acquire.ts";
+import type { NodeHook } from "../../src/engine/types.ts";
 
 function services() {
   const storage = createMemoryKeyValue();
@@ -59,9 +62,35 @@ describe("lead agent with delegation on", () => {
     expect(result.additional_kwargs.subagent_status).toBe("completed");
     expect(String(result.content)).toContain("words");
     expect(events.some((e) => (e as { type?: string }).type === "subagent_progress")).toBe(true);
-    // The subagent worked in its own thread scope: its note is not in the lead thread's sandbox.
+  });
+
+  // Spec (middleware-chain.md #6): "delegated subagents and the prompt-only bootstrap agent are non-owners, so their
+  // narrower discovery allowlists never rebuild the shared thread view or force eager sandbox acquisition".
+  it('"delegated subagents ... are non-owners": a subagent\'s file is in the lead thread\'s sandbox after the task, and after a restart', async () => {
+    const storage = createMemoryKeyValue();
+    const svc = { clock: systemClock, storage, sandbox: createVirtualSandboxProvider({ storage }) };
+    const config = validateLeadConfig({ sandbox: { lazy_init: false } }, "t");
+    const assembly = await assembleLeadAgent({ config, services: svc, env: mapEnv({}), subagentsEnabled: true });
+    const task = assembly.agent.tools.find((t) => t.name === "task")!;
+    const leadRuntime = makeRuntime({ threadId: "t-lead", runId: "run-lead", services: svc });
+    const toolCall = { id: "call-task-1", name: "task", args: {}, type: "tool_call" as const };
+    const result = (await task.invoke(
+      { description: "write a note", prompt: "Write a note about delegation and count its words.", subagent_type: "general-purpose" },
+      { toolCall, state: emptyThreadState(), runtime: leadRuntime },
+    )) as ToolMessage;
+    expect(result.additional_kwargs.subagent_status).toBe("completed");
+    // The lead reads it once the task returns: the subagent wrote into the lead thread's sandbox.
     const lead = await svc.sandbox.acquire({ userId: "default", threadId: "t-lead" });
-    expect(await lead.exists("/mnt/user-data/workspace/notes.md")).toBe(false);
+    expect(await lead.exists(DEMO_NOTES_PATH)).toBe(true);
+    // The sandbox is the lead run's: its Sandbox middleware releases it when the lead run ends, which saves the files.
+    expect(acquiredSandboxId(leadRuntime)).toBe(lead.id);
+    const leadSandbox = assembly.agent.middlewares.find((m) => m.name === "Sandbox")!;
+    await (leadSandbox.afterAgent as NodeHook)(emptyThreadState(), leadRuntime);
+    expect(svc.sandbox.get(lead.id)).toBeUndefined();
+    // A restart: a new provider over the same storage.
+    const restarted = createVirtualSandboxProvider({ storage });
+    const again = await restarted.acquire({ userId: "default", threadId: "t-lead" });
+    expect(await again.readFile(DEMO_NOTES_PATH)).toContain("delegation");
   });
 
   it("scenario G26: a delegated subagent is a task of kind subagent whose parent is the run; no parent snapshot, no hooks", async () => {
