@@ -10,6 +10,8 @@ import { isOneOf } from "../extension-api/one-of.ts";
 import { notifyTaskStart, notifyTaskStop, subagentTaskOutcome } from "../extensions/notify.ts";
 import type { LoadedExtensions } from "../extensions/registry.ts";
 import { bindExtensionSnapshot, resolveRunExtensions } from "../extensions/run-context.ts";
+import { emitEvent } from "../engine/events.ts";
+import { LOOP_DETECTION_EVENT } from "../middlewares/loop-detection/index.ts";
 import { messageText } from "../middlewares/messages.ts";
 import { adoptDelegatedSandbox, bindDelegatedSandbox, sandboxScopeOf } from "../sandbox/acquire.ts";
 import { STOP_REASON_KEY } from "../middlewares/stop-reason.ts";
@@ -94,6 +96,16 @@ function lastAiText(messages: readonly BaseMessage[]): string | undefined {
 function scopeStopReason(record: RunRecord | undefined): SubagentStopReason | null {
   const reason = record?.scope.get<string>(STOP_REASON_KEY);
   return isOneOf(SUBAGENT_STOP_REASONS, reason) ? reason : null;
+}
+
+/**
+ * The loop-detection-only recorder: of the subagent's custom events, only its LoopDetection
+ * transitions reach the parent's writer, and from there the parent run's journal. The subagent
+ * never gets the parent's writer (or journal) itself.
+ */
+function forwardLoopDetection(parent: AgentRuntime, event: unknown): void {
+  if (typeof event !== "object" || event === null || (event as { type?: unknown }).type !== LOOP_DETECTION_EVENT) return;
+  emitEvent(parent, event);
 }
 
 /**
@@ -224,16 +236,33 @@ async function runSubagentTask(
       ...(extensions ? bindExtensionSnapshot(extensions) : {}),
       ...(taskStore ? { [EXTENSION_TASK_STORE_KEY]: taskStore } : {}),
     };
+    const recordLoops = options.recordLoopDetection === true;
     const stream = agent.stream(
       { messages: [new HumanMessage(options.prompt)] },
-      { threadId, runId, context: runContext, signal: controller.signal, streamMode: "values", recursionLimit: type.maxTurns },
+      {
+        threadId,
+        runId,
+        context: runContext,
+        signal: controller.signal,
+        streamMode: recordLoops ? ["values", "custom"] : "values",
+        recursionLimit: type.maxTurns,
+      },
       (r) => (record = r),
     );
     iterator = stream[Symbol.asyncIterator]();
     for (;;) {
       const next = await Promise.race([iterator.next(), stopped]);
       if (next.done) break;
-      messages = (next.value as ThreadState).messages ?? [];
+      let values = next.value;
+      if (recordLoops) {
+        const [mode, chunk] = next.value as [string, unknown];
+        if (mode === "custom") {
+          forwardLoopDetection(parent.runtime, chunk);
+          continue;
+        }
+        values = chunk;
+      }
+      messages = (values as ThreadState).messages ?? [];
       const ai = messages.filter((m) => AIMessage.isInstance(m)) as AIMessage[];
       for (; reported < ai.length; reported += 1) {
         const message = ai[reported]!;

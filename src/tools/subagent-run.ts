@@ -51,6 +51,12 @@ export interface RunSubagentOptions {
   readonly parent: SubagentParent;
   /** Builds the subagent's own Agent (its chain, tools and model); called once per delegation. */
   readonly buildAgent: (type: SubagentType) => Agent | Promise<Agent>;
+  /**
+   * Forward the subagent's LoopDetection transitions to the parent run's journal (through the
+   * parent's event writer, nothing else of the subagent's stream). Ordinary `task` delegations do;
+   * durable batch items do not persist them.
+   */
+  readonly recordLoopDetection?: boolean;
 }
 
 export interface SubagentRunResult {

@@ -89,6 +89,7 @@ export function createTaskTool(options: TaskToolOptions, runner: SubagentRunner)
         description: argText(args, "description") || prompt.slice(0, 60),
         parent: { runtime, runId: runtime.runId, threadId: runtime.threadId, toolCallId },
         buildAgent: options.buildAgent,
+        recordLoopDetection: true,
       });
       return taskResultMessage(outcome, toolCallId, runner.citationVerdict(outcome));
     },
