@@ -2,10 +2,10 @@ import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messa
 import { GraphRecursionError, isGraphBubbleUp } from "@langchain/langgraph/web";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
-import type { Agent, RunRecord } from "../engine/agent.ts";
+import { Agent, type RunRecord } from "../engine/agent.ts";
 import type { AgentRuntime } from "../engine/types.ts";
 import { sha256HexSync } from "../extension-api/sha256-sync.ts";
-import { EXTENSION_TASK_STORE_KEY, ExtensionData, taskInfo, type TaskOutcome } from "../extension-api/index.ts";
+import { EXTENSION_TASK_STORE_KEY, ExtensionData, taskInfo, type AgentAssemblyDescriptor, type TaskOutcome } from "../extension-api/index.ts";
 import { isOneOf } from "../extension-api/one-of.ts";
 import { notifyTaskStart, notifyTaskStop, subagentTaskOutcome } from "../extensions/notify.ts";
 import type { LoadedExtensions } from "../extensions/registry.ts";
@@ -114,12 +114,15 @@ function forwardLoopDetection(parent: AgentRuntime, event: unknown): void {
  * subagent's own run is rethrown untouched.
  */
 /**
- * Runs one delegated subagent. When the parent run carries the host's extension snapshot, the
- * subagent is a task of its own for the task-lifecycle contributors (kind `subagent`, the parent run
- * as parent task) and inherits the snapshot; without a parent run's snapshot no hook fires.
+ * Runs one delegated subagent. The subagent runs with the parent run's extension snapshot, or,
+ * when the run carries none, `fallbackExtensions` (the ones the delegating agent was assembled
+ * with); with either it is a task of its own for the task-lifecycle contributors (kind `subagent`,
+ * the parent run as parent task), and its builder composes and describes it with that snapshot.
  */
-export async function runSubagent(options: RunSubagentOptions): Promise<SubagentRunResult> {
-  const extensions = resolveRunExtensions(options.parent.runtime.context);
+export async function runSubagent(options: RunSubagentOptions, fallbackExtensions?: LoadedExtensions): Promise<SubagentRunResult> {
+  // Absent the parent run's snapshot (an embedded caller, a tool invoked outside a run): the
+  // extensions the delegating agent was assembled with.
+  const extensions = resolveRunExtensions(options.parent.runtime.context) ?? fallbackExtensions;
   if (!extensions || !extensions.needsTaskStore) return runSubagentTask(options, extensions, undefined);
   const store = new ExtensionData(options.parent.toolCallId);
   const info = taskInfo({
@@ -194,6 +197,7 @@ async function runSubagentTask(
   let messages: readonly BaseMessage[] = [];
   let reported = 0;
   let iterator: AsyncIterator<unknown> | undefined;
+  let assemblyDescriptor: AgentAssemblyDescriptor | undefined;
   const finish = (status: SubagentTerminalStatus, stopReason: SubagentStopReason | null, result?: string, error?: string): SubagentRunResult => {
     const usage = usageOf(messages);
     const verdict: SubagentRunResult = {
@@ -207,6 +211,7 @@ async function runSubagentTask(
       messages,
       thread_id: threadId,
       run_id: runId,
+      ...(assemblyDescriptor ? { assembly_descriptor: assemblyDescriptor } : {}),
     };
     progress(status, {
       ...(verdict.result_brief !== null ? { result_brief: verdict.result_brief } : {}),
@@ -222,7 +227,9 @@ async function runSubagentTask(
   progress("started", { max_turns: type.maxTurns, timeout_ms: type.timeoutMs });
   try {
     if (controller.signal.aborted) throw controller.signal.reason;
-    const agent = await Promise.race([Promise.resolve(options.buildAgent(type)), stopped]);
+    const built = await Promise.race([Promise.resolve(options.buildAgent(type, { extensions })), stopped]);
+    const agent = built instanceof Agent ? built : built.agent;
+    if (!(built instanceof Agent)) assemblyDescriptor = built.descriptor;
     const context = buildSubagentContext(parent.runtime.context, {
       threadId,
       parentThreadId: parent.threadId,

@@ -13,6 +13,9 @@ import { ManualClock, systemClock } from "../../src/core/clock.ts";
 import { createAgent, type AgentMiddleware, type AgentRuntime, type AgentTool } from "../../src/engine/index.ts";
 import { sha256HexSync } from "../../src/extension-api/sha256-sync.ts";
 import { recordStopReason } from "../../src/middlewares/stop-reason.ts";
+import type { AgentAssemblyDescriptor } from "../../src/extension-api/index.ts";
+import { HostExtensionRegistry } from "../../src/extensions/registry.ts";
+import type { SubagentBuilder } from "../../src/tools/subagent-run.ts";
 import { LOOP_DETECTION_EVENT, createLoopDetectionMiddleware } from "../../src/middlewares/loop-detection/index.ts";
 import { makeRuntime } from "../middlewares/runtime.ts";
 
@@ -235,6 +238,26 @@ describe("runSubagent", () => {
     const batch = recordingRuntime();
     await runSubagent({ type: TYPE, prompt: "p", description: "d", parent: parentOf(batch.runtime), buildAgent: builder(model, { middlewares: middlewares() }) });
     expect(loopEvents(batch.events)).toEqual([]);
+  });
+
+  // Spec (extension-system.md): "SubagentExecutor publishes the same descriptor kind for each delegated agent on
+  // self.assembly_descriptor" and "Absent the key ... the executor keeps its get_loaded_extensions() fallback".
+  it('"publishes the same descriptor kind for each delegated agent": the verdict carries the descriptor the builder published; the builder gets the fallback snapshot', async () => {
+    const { runtime } = recordingRuntime();
+    const fallback = new HostExtensionRegistry().build();
+    const descriptor = { agent_name: "subagent:general-purpose" } as AgentAssemblyDescriptor;
+    const given: unknown[] = [];
+    const buildAgent: SubagentBuilder = (_type, { extensions }) => {
+      given.push(extensions);
+      return { agent: builder(() => fakeModel().respond(new AIMessage("ok")))(), descriptor, fingerprint: "f" };
+    };
+    const outcome = await runSubagent({ type: TYPE, prompt: "p", description: "d", parent: parentOf(runtime), buildAgent }, fallback);
+    expect(outcome.status).toBe("completed");
+    expect(outcome.assembly_descriptor).toBe(descriptor);
+    expect(given).toEqual([fallback]);
+    // A bare Agent from the builder: no descriptor to publish.
+    const plain = await runSubagent({ type: TYPE, prompt: "p", description: "d", parent: parentOf(runtime), buildAgent: builder(() => fakeModel().respond(new AIMessage("ok"))) });
+    expect(plain.assembly_descriptor).toBeUndefined();
   });
 
   it("never turns a truthy non-boolean is_internal into internal", () => {
