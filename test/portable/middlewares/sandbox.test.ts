@@ -244,7 +244,7 @@ describe("Sandbox afterAgent", () => {
     expect(released).toEqual(["same"]);
   });
 
-  it("a chain built with releaseOnExit false (a subagent's) never releases", async () => {
+  it("a chain built with releaseOnExit false never releases", async () => {
     const { provider, released } = fakeProvider();
     const runtime = makeRuntime({ threadId: "t1", services: { sandbox: provider } });
     runtime.scope.set(SANDBOX_ACQUIRED_SCOPE_KEY, "scope-sandbox");
