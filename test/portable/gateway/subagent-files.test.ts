@@ -9,10 +9,9 @@ import { join } from "node:path";
 import { Hono } from "hono";
 import { afterEach, describe, expect, it } from "vitest";
 import { createFsKeyValue } from "../../../adapters/shared/fs-key-value.ts";
-import { validateLeadConfig } from "../../../src/agents/app-config.ts";
-import { mapEnv } from "../../../src/core/env.ts";
 import { createGateway } from "../../../src/gateway/app.ts";
 import { runtimeServe } from "./runtime-serve.ts";
+import { scriptedCompletion, scriptedModelConfig, scriptedModelEnv } from "./scripted-model.ts";
 
 const { runtime, serve } = await runtimeServe();
 
@@ -47,14 +46,7 @@ function scriptedModel(seenByLead: string[]): Hono {
     } else {
       message = toolResults.length === 0 ? call("write_file", { description: "write", path: PATH, content: CONTENT }) : { role: "assistant", content: "Wrote it." };
     }
-    return c.json({
-      id: `chatcmpl-${crypto.randomUUID()}`,
-      object: "chat.completion",
-      created: 1,
-      model: "scripted",
-      choices: [{ index: 0, message, finish_reason: "tool_calls" in message ? "tool_calls" : "stop" }],
-      usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
-    });
+    return c.json(scriptedCompletion(message));
   });
   return app;
 }
@@ -70,15 +62,8 @@ describe(`a delegated subagent's files on the lead thread (${runtime})`, () => {
     dirs.push(dir);
     const seenByLead: string[] = [];
     const model = await serve(scriptedModel(seenByLead).fetch, { hostname: "127.0.0.1", port: 0 });
-    const config = validateLeadConfig(
-      {
-        models: [{ name: "scripted", use: "openai-compatible", model: "scripted", base_url: `${model.url}/v1`, api_key_env: "SCRIPTED_KEY" }],
-        default_model: "scripted",
-        sandbox: { lazy_init: false },
-      },
-      "subagent-files",
-    );
-    const start = () => createGateway({ config, storage: createFsKeyValue(dir), env: mapEnv({ SCRIPTED_KEY: "test-key" }), listening: { host: "127.0.0.1" } });
+    const config = scriptedModelConfig(model.url, { sandbox: { lazy_init: false } }, "subagent-files");
+    const start = () => createGateway({ config, storage: createFsKeyValue(dir), env: scriptedModelEnv(), listening: { host: "127.0.0.1" } });
     try {
       const first = await start();
       const post = (path: string, body: unknown) =>
