@@ -1,7 +1,8 @@
 import type { AgentTool } from "../engine/types.ts";
 import { citingTurnReceipts, parseCitations, verifyCitations, type CitationVerdict } from "../middlewares/tool-receipt/index.ts";
 import { createBatchTaskTool as batchTaskToolWith, type BatchTaskToolOptions } from "../tools/batch-task.ts";
-import type { SubagentRunResult, SubagentRunner } from "../tools/subagent-run.ts";
+import type { LoadedExtensions } from "../extensions/registry.ts";
+import type { RunSubagentOptions, SubagentRunResult, SubagentRunner } from "../tools/subagent-run.ts";
 import { createTaskTool as taskToolWith, type TaskToolOptions } from "../tools/task.ts";
 import { runSubagent } from "./subagent-executor.ts";
 import { BUILTIN_SUBAGENT_TYPES } from "./subagent-types.ts";
@@ -20,19 +21,27 @@ export function subagentCitationVerdict(outcome: Pick<SubagentRunResult, "status
   return verifyCitations(outcome.result, citingTurnReceipts(outcome.messages) ?? []);
 }
 
-/** How the lead's delegation tools run subagents. */
-export const SUBAGENT_RUNNER: SubagentRunner = Object.freeze({
-  run: runSubagent,
-  defaultTypes: BUILTIN_SUBAGENT_TYPES,
-  citationVerdict: subagentCitationVerdict,
-});
+/**
+ * How the lead's delegation tools run subagents. `extensions` is the executor's fallback: the
+ * snapshot the delegating agent was assembled with, used when a run carries none of its own.
+ */
+export function subagentRunner(extensions?: LoadedExtensions): SubagentRunner {
+  return Object.freeze({
+    run: (options: RunSubagentOptions) => runSubagent(options, extensions),
+    defaultTypes: BUILTIN_SUBAGENT_TYPES,
+    citationVerdict: subagentCitationVerdict,
+  });
+}
+
+/** The runner without a fallback snapshot: only a run's own snapshot brings extensions in. */
+export const SUBAGENT_RUNNER: SubagentRunner = subagentRunner();
 
 /** The `task` tool over the given subagent types (default: the built-ins), run by the subagent executor. */
-export function createTaskTool(options: TaskToolOptions): AgentTool {
-  return taskToolWith(options, SUBAGENT_RUNNER);
+export function createTaskTool(options: TaskToolOptions, extensions?: LoadedExtensions): AgentTool {
+  return taskToolWith(options, extensions ? subagentRunner(extensions) : SUBAGENT_RUNNER);
 }
 
 /** The `batch_task` tool over the given subagent types (default: the built-ins), run by the subagent executor. */
-export function createBatchTaskTool(options: BatchTaskToolOptions): AgentTool {
-  return batchTaskToolWith(options, SUBAGENT_RUNNER);
+export function createBatchTaskTool(options: BatchTaskToolOptions, extensions?: LoadedExtensions): AgentTool {
+  return batchTaskToolWith(options, extensions ? subagentRunner(extensions) : SUBAGENT_RUNNER);
 }

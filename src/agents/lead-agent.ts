@@ -85,6 +85,7 @@ import { createBatchTaskTool, createTaskTool } from "./delegation-tools.ts";
 import { createSubagentLimitMiddleware } from "../middlewares/subagent-limit.ts";
 import { buildSubagentRuntimeMiddlewares } from "./subagent-chain.ts";
 import { BUILTIN_SUBAGENT_TYPES, SUBAGENT_DISALLOWED_TOOLS, filterSubagentTools, type SubagentType } from "./subagent-types.ts";
+import type { SubagentBuilder } from "../tools/subagent-run.ts";
 import type { LeadConfig } from "./app-config.ts";
 import { describeAgent } from "./assembly-descriptor.ts";
 import { summarizationMember } from "./summarization-member.ts";
@@ -414,8 +415,12 @@ function delegationTools(basis: AssemblyBasis, permitted: readonly AgentTool[], 
     // Each delegation builds a fresh subagent on the subagent chain, with the tools its type allows
     // out of the ones this principal may use, and the host's extensions at subagent scope.
     const types = subagentTypesFrom(config);
-    const buildAgent = (type: SubagentType): Agent => {
-      const subModel = type.model && type.model !== "inherit" ? createChatModel(config, type.model, env) : model;
+    // Built with the snapshot the delegation runs with (the run's, else this assembly's), so its
+    // middlewares, descriptor and observers all come from the one generation its hooks use.
+    const buildAgent: SubagentBuilder = async (type, { extensions: taskExtensions }) => {
+      const inherits = !type.model || type.model === "inherit";
+      const subModel = inherits ? model : createChatModel(config, type.model!, env);
+      const subModelInfo = inherits ? modelInfo : describeModel(type.model, config);
       const subChain = buildSubagentRuntimeMiddlewares(config, {
         model: subModel,
         skillRegistry,
@@ -425,18 +430,19 @@ function delegationTools(basis: AssemblyBasis, permitted: readonly AgentTool[], 
         ...(observeSystemCall ? { observeSystemCall } : {}),
         configuredMiddlewares: options.configuredMiddlewares ?? [],
       });
-      const subMiddlewares = extensions && extensions.middlewareContributors.length > 0
+      const agentName = `subagent:${type.name}`;
+      const subMiddlewares = taskExtensions && taskExtensions.middlewareContributors.length > 0
         ? composeWithExtensions(
             subChain,
             collectMiddlewareContributions(
-              extensions,
-              { scope: AgentScope.SUBAGENT, agentName: `subagent:${type.name}`, modelName: modelInfo.name, policy: hostPolicy(config) },
+              taskExtensions,
+              { scope: AgentScope.SUBAGENT, agentName, modelName: subModelInfo.name, policy: hostPolicy(config) },
               report,
             ),
             { scope: "subagent", onDiagnostic: report },
           ).stack
         : subChain;
-      return createAgent({
+      const agent = createAgent({
         name: `subagent-${type.name}`,
         model: subModel,
         tools: filterSubagentTools(type, permitted),
@@ -445,10 +451,33 @@ function delegationTools(basis: AssemblyBasis, permitted: readonly AgentTool[], 
         services: { ...options.services, storage },
         recursionLimit: type.maxTurns,
       });
+      const { descriptor, fingerprint } = await describeAgent({
+        agentName,
+        requestedModel: inherits ? null : type.model!,
+        effectiveModel: subModelInfo.name,
+        modelParameters: modelParametersOf(subModelInfo, config.models.find((m) => m.name === subModelInfo.name)),
+        systemPrompt: type.systemPrompt,
+        tools: agent.tools,
+        middlewares: subMiddlewares,
+        enabledSkills: await skillRegistry.enabledNames(),
+        effectivePolicies: {
+          prompt_template_id: agentName,
+          recursion_limit: type.maxTurns,
+          timeout_ms: type.timeoutMs,
+          sandbox: options.services.sandbox?.kind ?? null,
+          authorization: authorizationProvider ? { provider: authorizationProvider.name, fail_closed: basis.failClosed } : null,
+          subagent: true,
+          non_interactive: true,
+        },
+      });
+      // As for the lead: observers are told at the end of construction, each failure contained.
+      if (taskExtensions) notifyAgentAssembled(taskExtensions.agentAssemblyObservers, descriptor, { onDiagnostic: report });
+      return { agent, descriptor, fingerprint };
     };
-    delegation.push(createTaskTool({ types, buildAgent }));
+    // The fallback snapshot for runs that carry none: the extensions this lead was assembled with.
+    delegation.push(createTaskTool({ types, buildAgent }, extensions));
     if (parseBatchTaskConfig(config.subagents?.batch).enabled) {
-      delegation.push(createBatchTaskTool({ types, buildAgent, config: config.subagents?.batch }));
+      delegation.push(createBatchTaskTool({ types, buildAgent, config: config.subagents?.batch }, extensions));
     }
   }
   return delegation;
@@ -514,6 +543,20 @@ function leadMiddlewareStack(basis: AssemblyBasis, deferred: DeferredToolSetup, 
     : core;
 }
 
+/** A model's identity for a descriptor, not its credentials or labels: what changes its behaviour. */
+function modelParametersOf(
+  modelInfo: AssemblyBasis["modelInfo"],
+  entry: Pick<NonNullable<AssemblyBasis["entry"]>, "base_url" | "temperature" | "max_tokens"> | undefined,
+): Record<string, unknown> {
+  return {
+    provider: modelInfo.provider,
+    model: modelInfo.model,
+    ...(entry?.base_url && !modelInfo.is_demo ? { base_url: entry.base_url } : {}),
+    ...(entry?.temperature === undefined ? {} : { temperature: entry.temperature }),
+    ...(entry?.max_tokens === undefined ? {} : { max_tokens: entry.max_tokens }),
+  };
+}
+
 /** The assembly descriptor and its fingerprint: what was built, without credentials or labels. */
 async function describeLeadAgent(
   basis: AssemblyBasis,
@@ -521,14 +564,7 @@ async function describeLeadAgent(
 ): Promise<{ descriptor: AgentAssemblyDescriptor; fingerprint: string }> {
   const { config, options, modelInfo, entry, skillRegistry, authorizationProvider, failClosed } = basis;
   const { agent, middlewares, systemPrompt, deferred, subagentsEnabled } = built;
-  // Identity, not credentials or labels: what changes the model's behaviour.
-  const modelParameters: Record<string, unknown> = {
-    provider: modelInfo.provider,
-    model: modelInfo.model,
-    ...(entry?.base_url && !modelInfo.is_demo ? { base_url: entry.base_url } : {}),
-    ...(entry?.temperature === undefined ? {} : { temperature: entry.temperature }),
-    ...(entry?.max_tokens === undefined ? {} : { max_tokens: entry.max_tokens }),
-  };
+  const modelParameters = modelParametersOf(modelInfo, entry);
   const custom = options.customAgent;
   return describeAgent({
     agentName: custom?.name ?? LEAD_AGENT_NAME,

@@ -80,11 +80,9 @@ export function buildSubagentRuntimeMiddlewares(config: SubagentChainConfig, dep
     createToolOutputBudgetMiddleware(config.tool_output ?? {}, authorizer),
     createToolResultSanitizationMiddleware(),
     createThreadDataMiddleware(),
-    // The sandbox belongs to the lead's thread: a finishing subagent must leave it acquired.
-    createSandboxMiddleware(
-      { ...(config.sandbox.lazy_init === undefined ? {} : { lazy_init: config.sandbox.lazy_init }) },
-      { ...authorizer, releaseOnExit: false },
-    ),
+    // A non-owner of the lead thread's sandbox: always lazy, whatever the lead's lazy_init, so a
+    // delegation never forces eager acquisition; the middleware leaves the release to the lead.
+    createSandboxMiddleware({ lazy_init: true }, authorizer),
     createDanglingToolCallMiddleware(),
     createLLMErrorHandlingMiddleware({
       ...(config.circuit_breaker ? { circuit_breaker: config.circuit_breaker } : {}),

@@ -2,15 +2,18 @@ import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messa
 import { GraphRecursionError, isGraphBubbleUp } from "@langchain/langgraph/web";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
-import type { Agent, RunRecord } from "../engine/agent.ts";
+import { Agent, type RunRecord } from "../engine/agent.ts";
 import type { AgentRuntime } from "../engine/types.ts";
 import { sha256HexSync } from "../extension-api/sha256-sync.ts";
-import { EXTENSION_TASK_STORE_KEY, ExtensionData, taskInfo, type TaskOutcome } from "../extension-api/index.ts";
+import { EXTENSION_TASK_STORE_KEY, ExtensionData, taskInfo, type AgentAssemblyDescriptor, type TaskOutcome } from "../extension-api/index.ts";
 import { isOneOf } from "../extension-api/one-of.ts";
 import { notifyTaskStart, notifyTaskStop, subagentTaskOutcome } from "../extensions/notify.ts";
 import type { LoadedExtensions } from "../extensions/registry.ts";
 import { bindExtensionSnapshot, resolveRunExtensions } from "../extensions/run-context.ts";
+import { emitEvent } from "../engine/events.ts";
+import { LOOP_DETECTION_EVENT } from "../middlewares/loop-detection/index.ts";
 import { messageText } from "../middlewares/messages.ts";
+import { adoptDelegatedSandbox, bindDelegatedSandbox, sandboxScopeOf } from "../sandbox/acquire.ts";
 import { STOP_REASON_KEY } from "../middlewares/stop-reason.ts";
 import {
   SUBAGENT_STOP_REASONS,
@@ -96,17 +99,30 @@ function scopeStopReason(record: RunRecord | undefined): SubagentStopReason | nu
 }
 
 /**
+ * The loop-detection-only recorder: of the subagent's custom events, only its LoopDetection
+ * transitions reach the parent's writer, and from there the parent run's journal. The subagent
+ * never gets the parent's writer (or journal) itself.
+ */
+function forwardLoopDetection(parent: AgentRuntime, event: unknown): void {
+  if (typeof event !== "object" || event === null || (event as { type?: unknown }).type !== LOOP_DETECTION_EVENT) return;
+  emitEvent(parent, event);
+}
+
+/**
  * Runs a delegated task to a terminal verdict. Never throws for anything the subagent did (its
  * failures, a timeout, the parent's abort become the verdict); only a graph bubble-up of the
  * subagent's own run is rethrown untouched.
  */
 /**
- * Runs one delegated subagent. When the parent run carries the host's extension snapshot, the
- * subagent is a task of its own for the task-lifecycle contributors (kind `subagent`, the parent run
- * as parent task) and inherits the snapshot; without a parent run's snapshot no hook fires.
+ * Runs one delegated subagent. The subagent runs with the parent run's extension snapshot, or,
+ * when the run carries none, `fallbackExtensions` (the ones the delegating agent was assembled
+ * with); with either it is a task of its own for the task-lifecycle contributors (kind `subagent`,
+ * the parent run as parent task), and its builder composes and describes it with that snapshot.
  */
-export async function runSubagent(options: RunSubagentOptions): Promise<SubagentRunResult> {
-  const extensions = resolveRunExtensions(options.parent.runtime.context);
+export async function runSubagent(options: RunSubagentOptions, fallbackExtensions?: LoadedExtensions): Promise<SubagentRunResult> {
+  // Absent the parent run's snapshot (an embedded caller, a tool invoked outside a run): the
+  // extensions the delegating agent was assembled with.
+  const extensions = resolveRunExtensions(options.parent.runtime.context) ?? fallbackExtensions;
   if (!extensions || !extensions.needsTaskStore) return runSubagentTask(options, extensions, undefined);
   const store = new ExtensionData(options.parent.toolCallId);
   const info = taskInfo({
@@ -181,6 +197,7 @@ async function runSubagentTask(
   let messages: readonly BaseMessage[] = [];
   let reported = 0;
   let iterator: AsyncIterator<unknown> | undefined;
+  let assemblyDescriptor: AgentAssemblyDescriptor | undefined;
   const finish = (status: SubagentTerminalStatus, stopReason: SubagentStopReason | null, result?: string, error?: string): SubagentRunResult => {
     const usage = usageOf(messages);
     const verdict: SubagentRunResult = {
@@ -194,6 +211,7 @@ async function runSubagentTask(
       messages,
       thread_id: threadId,
       run_id: runId,
+      ...(assemblyDescriptor ? { assembly_descriptor: assemblyDescriptor } : {}),
     };
     progress(status, {
       ...(verdict.result_brief !== null ? { result_brief: verdict.result_brief } : {}),
@@ -204,10 +222,14 @@ async function runSubagentTask(
     return verdict;
   };
 
+  // The lead thread's sandbox, used as a non-owner: what the subagent writes is there for the lead.
+  const sandboxScope = sandboxScopeOf(parent.runtime);
   progress("started", { max_turns: type.maxTurns, timeout_ms: type.timeoutMs });
   try {
     if (controller.signal.aborted) throw controller.signal.reason;
-    const agent = await Promise.race([Promise.resolve(options.buildAgent(type)), stopped]);
+    const built = await Promise.race([Promise.resolve(options.buildAgent(type, { extensions })), stopped]);
+    const agent = built instanceof Agent ? built : built.agent;
+    if (!(built instanceof Agent)) assemblyDescriptor = built.descriptor;
     const context = buildSubagentContext(parent.runtime.context, {
       threadId,
       parentThreadId: parent.threadId,
@@ -217,19 +239,37 @@ async function runSubagentTask(
     });
     const runContext = {
       ...context,
+      ...(sandboxScope ? bindDelegatedSandbox(sandboxScope) : {}),
       ...(extensions ? bindExtensionSnapshot(extensions) : {}),
       ...(taskStore ? { [EXTENSION_TASK_STORE_KEY]: taskStore } : {}),
     };
+    const recordLoops = options.recordLoopDetection === true;
     const stream = agent.stream(
       { messages: [new HumanMessage(options.prompt)] },
-      { threadId, runId, context: runContext, signal: controller.signal, streamMode: "values", recursionLimit: type.maxTurns },
+      {
+        threadId,
+        runId,
+        context: runContext,
+        signal: controller.signal,
+        streamMode: recordLoops ? ["values", "custom"] : "values",
+        recursionLimit: type.maxTurns,
+      },
       (r) => (record = r),
     );
     iterator = stream[Symbol.asyncIterator]();
     for (;;) {
       const next = await Promise.race([iterator.next(), stopped]);
       if (next.done) break;
-      messages = (next.value as ThreadState).messages ?? [];
+      let values = next.value;
+      if (recordLoops) {
+        const [mode, chunk] = next.value as [string, unknown];
+        if (mode === "custom") {
+          forwardLoopDetection(parent.runtime, chunk);
+          continue;
+        }
+        values = chunk;
+      }
+      messages = (values as ThreadState).messages ?? [];
       const ai = messages.filter((m) => AIMessage.isInstance(m)) as AIMessage[];
       for (; reported < ai.length; reported += 1) {
         const message = ai[reported]!;
@@ -257,6 +297,8 @@ async function runSubagentTask(
     }
     return finish("failed", scopeStopReason(record), undefined, errorMessage(error) || "Task failed.");
   } finally {
+    // A sandbox the subagent acquired is the delegating run's to bind and release.
+    if (record && sandboxScope) adoptDelegatedSandbox(parent.runtime, record.scope);
     timer.abort();
     parentSignal?.removeEventListener("abort", onParentAbort);
     if (!controller.signal.aborted) controller.abort();

@@ -3,7 +3,15 @@ import { Command, isCommand } from "@langchain/langgraph/web";
 import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import type { AgentMiddleware, AgentRuntime, AgentState, HookResult, ToolCallRequest, ToolHandler, ToolResult } from "../engine/types.ts";
-import { SANDBOX_ACQUIRED_SCOPE_KEY, acquireRunSandbox, acquiredSandboxId, authorizeSandbox, sandboxScopeOf, type SandboxAuthorizer } from "../sandbox/acquire.ts";
+import {
+  SANDBOX_ACQUIRED_SCOPE_KEY,
+  acquireRunSandbox,
+  acquiredSandboxId,
+  authorizeSandbox,
+  delegatedSandboxScope,
+  sandboxScopeOf,
+  type SandboxAuthorizer,
+} from "../sandbox/acquire.ts";
 import { parseMiddlewareConfig } from "../engine/middleware-config.ts";
 
 /*
@@ -32,8 +40,8 @@ export interface SandboxMiddlewareDeps {
   /** `sandbox:execute` gate: on a denial the eager path skips acquisition and the tools' own gate answers. */
   readonly authorizer?: SandboxAuthorizer;
   /**
-   * Release in afterAgent (default true). A chain running inside another run on the same thread (a
-   * subagent) passes false, so finishing it does not pull the sandbox from under the parent run.
+   * Release in afterAgent (default true). A delegated subagent never releases whatever this says:
+   * it uses the delegating run's sandbox (see bindDelegatedSandbox), and that run owns the release.
    */
   readonly releaseOnExit?: boolean;
 }
@@ -107,7 +115,8 @@ export function createSandboxMiddleware(config?: Partial<SandboxConfig>, deps: S
 
     async afterAgent(state: AgentState, runtime: AgentRuntime): Promise<HookResult> {
       const provider = runtime.services.sandbox;
-      if (!provider || !releaseOnExit) return undefined;
+      // A non-owner: finishing must not pull the sandbox from under the run that delegated to it.
+      if (!provider || !releaseOnExit || delegatedSandboxScope(runtime.context)) return undefined;
       // Both: a thread bound in an earlier run may have been handed a fresh sandbox in this one.
       const ids = new Set([stateSandboxId(state), acquiredSandboxId(runtime)].filter((id): id is string => id !== undefined));
       let failure: unknown;

@@ -40,11 +40,55 @@ export class SandboxAuthorizationError extends DeerflowError {
 export const SANDBOX_ACQUIRED_SCOPE_KEY = "sandbox:acquired_id";
 const AUTHORIZATION_SCOPE_PREFIX = "sandbox:authorization:";
 
-/** The user and thread whose sandbox this run uses; undefined when the run has no thread. */
+/**
+ * Run-context key under which a delegated subagent carries the sandbox of the run that delegated
+ * to it. Run context is caller-mergeable, so the value is a token this module issued, not data: a
+ * caller can put anything under the key, but only an issued token is ever believed.
+ */
+export const DELEGATED_SANDBOX_CONTEXT_KEY = "__deerflow_delegated_sandbox";
+
+class DelegatedSandbox {
+  constructor(readonly scope: SandboxScope) {}
+}
+
+const issuedDelegations = new WeakSet<DelegatedSandbox>();
+
+/**
+ * The run-context entry that makes a subagent a non-owner user of `scope`, the delegating run's
+ * sandbox: its sandbox tools work on the lead thread's files, and it never releases that sandbox.
+ */
+export function bindDelegatedSandbox(scope: SandboxScope): Record<string, unknown> {
+  const token = new DelegatedSandbox(Object.freeze({ userId: scope.userId, threadId: scope.threadId }));
+  issuedDelegations.add(token);
+  return { [DELEGATED_SANDBOX_CONTEXT_KEY]: token };
+}
+
+/** The delegating run's sandbox scope when this run is a delegated subagent, else undefined. */
+export function delegatedSandboxScope(context: Readonly<Record<string, unknown>>): SandboxScope | undefined {
+  const value = context[DELEGATED_SANDBOX_CONTEXT_KEY];
+  return value instanceof DelegatedSandbox && issuedDelegations.has(value) ? value.scope : undefined;
+}
+
+/**
+ * The user and thread whose sandbox this run uses: the delegating run's for a delegated subagent,
+ * else the run's own; undefined when the run has no thread.
+ */
 export function sandboxScopeOf(runtime: AgentRuntime): SandboxScope | undefined {
+  const delegated = delegatedSandboxScope(runtime.context);
+  if (delegated) return delegated;
   const threadId = runThreadId(runtime);
   if (!threadId) return undefined;
   return { userId: runUserId(runtime), threadId };
+}
+
+/**
+ * Hands a sandbox a delegated subagent acquired to the run that delegated to it, which owns it: the
+ * delegating run then binds its thread to it and releases it (the release is what saves the files).
+ */
+export function adoptDelegatedSandbox(owner: AgentRuntime, subagentScope: Pick<AgentRuntime["scope"], "get">): void {
+  const id = subagentScope.get<unknown>(SANDBOX_ACQUIRED_SCOPE_KEY);
+  if (typeof id !== "string" || id.length === 0 || owner.scope.has(SANDBOX_ACQUIRED_SCOPE_KEY)) return;
+  owner.scope.set(SANDBOX_ACQUIRED_SCOPE_KEY, id);
 }
 
 /** The id of the sandbox this run acquired through {@link acquireRunSandbox}, if any. */

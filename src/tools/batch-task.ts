@@ -19,7 +19,7 @@ import {
   type BatchSnapshot,
   type BatchTaskSpec,
 } from "./batch-store.ts";
-import { subagentThreadId, type SubagentRunResult, type SubagentRunner, type SubagentType, type SubagentUsage } from "./subagent-run.ts";
+import { subagentThreadId, type SubagentRunResult, type SubagentBuilder, type SubagentRunner, type SubagentType, type SubagentUsage } from "./subagent-run.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
 import type { Agent } from "../engine/agent.ts";
@@ -126,7 +126,7 @@ export interface BatchTaskToolOptions {
   /** The subagent types items may name; a later duplicate name wins. Defaults to the runner's (the built-ins). */
   readonly types?: readonly SubagentType[];
   /** Builds a subagent's own Agent for a type, as for `task`. */
-  readonly buildAgent: (type: SubagentType) => Agent | Promise<Agent>;
+  readonly buildAgent: SubagentBuilder;
   /** The `subagents.batch` section. */
   readonly config?: BatchTaskConfigInput | null;
   /** Where batches live; defaults to the run's `services.storage`. */

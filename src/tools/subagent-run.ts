@@ -2,6 +2,8 @@ import type { BaseMessage } from "@langchain/core/messages";
 import { SCOPE_ID_MAX, toIdAlphabet } from "../core/ids.ts";
 import type { Agent } from "../engine/agent.ts";
 import type { AgentRuntime } from "../engine/types.ts";
+import type { AgentAssemblyDescriptor } from "../extension-api/index.ts";
+import type { LoadedExtensions } from "../extensions/registry.ts";
 import { sha256HexSync } from "../extension-api/sha256-sync.ts";
 import type { SubagentStatus, SubagentStopReason } from "./subagent-result.ts";
 
@@ -44,13 +46,40 @@ export interface SubagentParent {
   readonly toolCallId: string;
 }
 
+/** What a subagent's builder is told besides its type. */
+export interface SubagentBuildContext {
+  /**
+   * The extension snapshot this delegation runs with (the parent run's, else the assembly's): the
+   * one its task store and lifecycle hooks use, so construction composes the same generation.
+   */
+  readonly extensions: LoadedExtensions | undefined;
+}
+
+/** A built subagent with the assembly descriptor its builder published for it. */
+export interface SubagentAssembly {
+  readonly agent: Agent;
+  readonly descriptor: AgentAssemblyDescriptor;
+  readonly fingerprint: string;
+}
+
+/** Builds the subagent's own Agent (its chain, tools and model); called once per delegation. */
+export type SubagentBuilder = (
+  type: SubagentType,
+  context: SubagentBuildContext,
+) => Agent | SubagentAssembly | Promise<Agent | SubagentAssembly>;
+
 export interface RunSubagentOptions {
   readonly type: SubagentType;
   readonly prompt: string;
   readonly description: string;
   readonly parent: SubagentParent;
-  /** Builds the subagent's own Agent (its chain, tools and model); called once per delegation. */
-  readonly buildAgent: (type: SubagentType) => Agent | Promise<Agent>;
+  readonly buildAgent: SubagentBuilder;
+  /**
+   * Forward the subagent's LoopDetection transitions to the parent run's journal (through the
+   * parent's event writer, nothing else of the subagent's stream). Ordinary `task` delegations do;
+   * durable batch items do not persist them.
+   */
+  readonly recordLoopDetection?: boolean;
 }
 
 export interface SubagentRunResult {
@@ -69,6 +98,8 @@ export interface SubagentRunResult {
   readonly messages: readonly BaseMessage[];
   readonly thread_id: string;
   readonly run_id: string;
+  /** The delegated agent's assembly descriptor, when its builder published one (the lead's does). */
+  readonly assembly_descriptor?: AgentAssemblyDescriptor;
 }
 
 /** The subagent's own thread: stable per parent thread and tool call, distinct from the parent's. */

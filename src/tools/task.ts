@@ -2,7 +2,7 @@ import { ToolMessage } from "@langchain/core/messages";
 import type { Agent } from "../engine/agent.ts";
 import type { AgentTool, ToolContext } from "../engine/types.ts";
 import { SUBAGENT_TOKEN_USAGE_KEY, formatSubagentResultMessage, makeSubagentAdditionalKwargs } from "./subagent-result.ts";
-import type { SubagentRunResult, SubagentRunner, SubagentType } from "./subagent-run.ts";
+import type { SubagentBuilder, SubagentRunResult, SubagentRunner, SubagentType } from "./subagent-run.ts";
 
 /*
  * `task`: the lead delegates one bounded piece of work to a subagent and gets back a single
@@ -18,7 +18,7 @@ export interface TaskToolOptions {
   /** The subagent types the lead may name; a later duplicate name wins. Defaults to the runner's (the built-ins). */
   readonly types?: readonly SubagentType[];
   /** Builds a subagent's own Agent for a type (its chain, filtered tools and model). */
-  readonly buildAgent: (type: SubagentType) => Agent | Promise<Agent>;
+  readonly buildAgent: SubagentBuilder;
 }
 
 function describe(types: ReadonlyMap<string, SubagentType>): string {
@@ -89,6 +89,7 @@ export function createTaskTool(options: TaskToolOptions, runner: SubagentRunner)
         description: argText(args, "description") || prompt.slice(0, 60),
         parent: { runtime, runId: runtime.runId, threadId: runtime.threadId, toolCallId },
         buildAgent: options.buildAgent,
+        recordLoopDetection: true,
       });
       return taskResultMessage(outcome, toolCallId, runner.citationVerdict(outcome));
     },

@@ -12,6 +12,7 @@ import { createAgent } from "../../src/engine/agent.ts";
 import type { AgentMiddleware } from "../../src/engine/types.ts";
 import { orderingViolations } from "../../src/extensions/ordering.ts";
 import { createVirtualSandboxProvider } from "../../src/sandbox/virtual.ts";
+import { bindDelegatedSandbox } from "../../src/sandbox/acquire.ts";
 import { createSkillRegistry } from "../../src/skills/registry.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
 import type { DeferredToolSetup } from "../../src/tools/tool-search.ts";
@@ -114,9 +115,13 @@ describe("subagent chain: order", () => {
 });
 
 describe("subagent chain: each optional member under its condition", () => {
-  it("Sandbox never releases the thread's sandbox when the subagent finishes", () => {
-    const sandbox = build().find((m) => m.name === "Sandbox")!;
-    expect(sandbox.releasePolicyParameters!()).toMatchObject({ release_on_exit: false });
+  // Spec (middleware-chain.md #6): "delegated subagents ... are non-owners, so their narrower discovery allowlists
+  // never rebuild the shared thread view or force eager sandbox acquisition".
+  it('"never ... force eager sandbox acquisition": Sandbox is lazy whatever the lead\'s lazy_init', () => {
+    for (const lazy_init of [true, false, undefined]) {
+      const sandbox = build(lazy_init === undefined ? {} : { sandbox: { lazy_init } }).find((m) => m.name === "Sandbox")!;
+      expect(sandbox.releasePolicyParameters!()).toMatchObject({ lazy_init: true });
+    }
   });
 
   it("ToolReceipt unless receipts are off, rendering its ledger on every call", () => {
@@ -248,7 +253,8 @@ describe("subagents config section", () => {
 });
 
 describe("subagent chain in the engine", () => {
-  it("runs a subagent: one leading system block with the prompt and the date, the sandbox still held afterwards", async () => {
+  // Spec (middleware-chain.md #6): delegated subagents "never ... force eager sandbox acquisition".
+  it("runs a subagent: one leading system block with the prompt and the date; lazy_init false acquires nothing", async () => {
     const storage = createMemoryKeyValue();
     const sandbox = createVirtualSandboxProvider({ storage });
     let released = 0;
@@ -270,7 +276,11 @@ describe("subagent chain in the engine", () => {
       middlewares,
       services: { clock: systemClock, storage, sandbox: provider },
     });
-    const state = await agent.invoke({ messages: [new HumanMessage("summarize the repo")] }, { threadId: "thread-sub", context: { user_id: "u1", is_subagent: true } });
+    const leadScope = { userId: "u1", threadId: "thread-lead" };
+    const state = await agent.invoke(
+      { messages: [new HumanMessage("summarize the repo")] },
+      { threadId: "thread-sub", context: { user_id: "u1", is_subagent: true, ...bindDelegatedSandbox(leadScope) } },
+    );
     expect(model.callCount).toBe(1);
     const sent = model.calls[0]!.messages;
     expect(sent.filter((m) => SystemMessage.isInstance(m))).toHaveLength(1);
@@ -278,7 +288,7 @@ describe("subagent chain in the engine", () => {
     expect(String(sent[0]!.content)).toContain("You are a general-purpose subagent.");
     expect(String(sent[0]!.content)).toContain("<current_date>");
     expect(state.messages.at(-1)!.content).toBe("subagent result");
-    expect(acquired).toBe(1);
+    expect(acquired).toBe(0);
     expect(released).toBe(0);
   });
 });

@@ -13,6 +13,10 @@ import { ManualClock, systemClock } from "../../src/core/clock.ts";
 import { createAgent, type AgentMiddleware, type AgentRuntime, type AgentTool } from "../../src/engine/index.ts";
 import { sha256HexSync } from "../../src/extension-api/sha256-sync.ts";
 import { recordStopReason } from "../../src/middlewares/stop-reason.ts";
+import type { AgentAssemblyDescriptor } from "../../src/extension-api/index.ts";
+import { HostExtensionRegistry } from "../../src/extensions/registry.ts";
+import type { SubagentBuilder } from "../../src/tools/subagent-run.ts";
+import { LOOP_DETECTION_EVENT, createLoopDetectionMiddleware } from "../../src/middlewares/loop-detection/index.ts";
 import { makeRuntime } from "../middlewares/runtime.ts";
 
 type Model = ReturnType<typeof fakeModel>;
@@ -211,6 +215,49 @@ describe("runSubagent", () => {
     (copy["authz_attributes"] as { teams: string[] }).teams.push("blue");
     ((copy["authz_attributes"] as { level: { n: number } }).level).n = 99;
     expect(parentContext.authz_attributes).toEqual({ teams: ["red"], level: { n: 1 } });
+  });
+
+  // Spec (middleware-chain.md #28): "Ordinary task-tool subagents receive a loop-detection-only recorder proxy that
+  // forwards the append to the parent run loop ... Durable batch subagents have no parent run journal and do not persist these transitions".
+  it('"a loop-detection-only recorder proxy that forwards the append to the parent run": a task subagent\'s LoopDetection warning reaches the parent\'s writer, nothing else of its stream does', async () => {
+    const poke = (id: string) => new AIMessage({ content: "", tool_calls: [{ name: "poke", args: {}, id }] });
+    const model = () => fakeModel().respond(poke("p1")).respond(poke("p2")).respond(new AIMessage("done"));
+    const chatter: AgentMiddleware = { name: "Chatter", beforeAgent: (_s, rt) => void rt.writer({ type: "middleware:chatter" }) };
+    const middlewares = () => [chatter, createLoopDetectionMiddleware({ warn_threshold: 2, hard_limit: 5 })];
+    const loopEvents = (events: Record<string, unknown>[]) => events.filter((e) => e["type"] === LOOP_DETECTION_EVENT);
+
+    const task = recordingRuntime();
+    const outcome = await runSubagent({
+      type: TYPE, prompt: "p", description: "d", parent: parentOf(task.runtime), buildAgent: builder(model, { middlewares: middlewares() }), recordLoopDetection: true,
+    });
+    expect(outcome.status).toBe("completed");
+    expect(loopEvents(task.events)).toEqual([expect.objectContaining({ action: "warn", is_subagent: true, run_id: outcome.run_id, tool_names: ["poke"] })]);
+    expect(task.events.some((e) => e["type"] === "middleware:chatter")).toBe(false);
+
+    // A durable batch item: no recorder, nothing forwarded.
+    const batch = recordingRuntime();
+    await runSubagent({ type: TYPE, prompt: "p", description: "d", parent: parentOf(batch.runtime), buildAgent: builder(model, { middlewares: middlewares() }) });
+    expect(loopEvents(batch.events)).toEqual([]);
+  });
+
+  // Spec (extension-system.md): "SubagentExecutor publishes the same descriptor kind for each delegated agent on
+  // self.assembly_descriptor" and "Absent the key ... the executor keeps its get_loaded_extensions() fallback".
+  it('"publishes the same descriptor kind for each delegated agent": the verdict carries the descriptor the builder published; the builder gets the fallback snapshot', async () => {
+    const { runtime } = recordingRuntime();
+    const fallback = new HostExtensionRegistry().build();
+    const descriptor = { agent_name: "subagent:general-purpose" } as AgentAssemblyDescriptor;
+    const given: unknown[] = [];
+    const buildAgent: SubagentBuilder = (_type, { extensions }) => {
+      given.push(extensions);
+      return { agent: builder(() => fakeModel().respond(new AIMessage("ok")))(), descriptor, fingerprint: "f" };
+    };
+    const outcome = await runSubagent({ type: TYPE, prompt: "p", description: "d", parent: parentOf(runtime), buildAgent }, fallback);
+    expect(outcome.status).toBe("completed");
+    expect(outcome.assembly_descriptor).toBe(descriptor);
+    expect(given).toEqual([fallback]);
+    // A bare Agent from the builder: no descriptor to publish.
+    const plain = await runSubagent({ type: TYPE, prompt: "p", description: "d", parent: parentOf(runtime), buildAgent: builder(() => fakeModel().respond(new AIMessage("ok"))) });
+    expect(plain.assembly_descriptor).toBeUndefined();
   });
 
   it("never turns a truthy non-boolean is_internal into internal", () => {

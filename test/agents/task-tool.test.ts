@@ -11,6 +11,7 @@ import { SUBAGENT_TOKEN_USAGE_KEY, normalizeTokenUsage } from "../../src/middlew
 import { TOOL_RECEIPT_KEY, createToolReceiptMiddleware, makeToolReceipt } from "../../src/middlewares/tool-receipt/tool-receipt.ts";
 import { SUBAGENT_CITATION_VERDICT_KEY, TASK_TOOL_NAME } from "../../src/tools/task.ts";
 import { createTaskTool } from "../../src/agents/delegation-tools.ts";
+import { LOOP_DETECTION_EVENT, createLoopDetectionMiddleware } from "../../src/middlewares/loop-detection/index.ts";
 
 type Model = ReturnType<typeof fakeModel>;
 
@@ -53,6 +54,19 @@ async function runLead(lead: Model, buildAgent: Parameters<typeof createTaskTool
 const ARGS = { description: "Find the answer", prompt: "Find the answer to the question.", subagent_type: "general-purpose" };
 
 describe("task tool", () => {
+  // Spec (middleware-chain.md #28): "Ordinary task-tool subagents receive a loop-detection-only recorder proxy that
+  // forwards the append to the parent run loop".
+  it('"forwards the append to the parent run loop": a task subagent\'s LoopDetection warning is in the lead run\'s custom stream (what the journal keeps)', async () => {
+    const poke = (id: string) => new AIMessage({ content: "", tool_calls: [{ name: "write_file", args: { path: "/a" }, id }] });
+    const sub = () => fakeModel().respond(poke("w1")).respond(poke("w2")).respond(new AIMessage("done"));
+    const build = () =>
+      createAgent({ model: sub(), tools: [writeFileTool], middlewares: [createLoopDetectionMiddleware({ warn_threshold: 2, hard_limit: 5 })], services: { clock: systemClock } });
+    const { custom } = await runLead(delegate(ARGS), build);
+    expect(custom.filter((e) => e["type"] === LOOP_DETECTION_EVENT)).toEqual([
+      expect.objectContaining({ action: "warn", is_subagent: true, tool_names: ["write_file"] }),
+    ]);
+  });
+
   it("runs a delegation end to end: kwargs the ledger and token accounting read, progress in the parent's custom stream", async () => {
     const sub = () => fakeModel().respond(new AIMessage({ content: "The answer is 42.", usage_metadata: { input_tokens: 11, output_tokens: 4, total_tokens: 15 } }));
     const { messages, custom, taskMessage } = await runLead(delegate(ARGS), subagentBuilder(sub));

@@ -3,14 +3,13 @@
 // configured command timeout stops them and the model is told which limit it hit.
 import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
-import { validateLeadConfig } from "../../../src/agents/app-config.ts";
-import { mapEnv } from "../../../src/core/env.ts";
 import { createGateway } from "../../../src/gateway/app.ts";
 import type { SandboxProvider } from "../../../src/ports/sandbox.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
 import { RUNAWAY_LOOP, runtime, runtimeSandboxWorkers } from "../sandbox-workers.ts";
 import { runtimeServe } from "./runtime-serve.ts";
+import { scriptedCompletion, scriptedModelConfig, scriptedModelEnv } from "./scripted-model.ts";
 
 const { serve } = await runtimeServe();
 
@@ -32,15 +31,7 @@ function scriptedModel(command: string): Hono {
               { id: `call_${crypto.randomUUID().slice(0, 8)}`, type: "function", function: { name: "bash", arguments: JSON.stringify({ description: "count", command }) } },
             ],
           };
-    return c.json({
-      // One id per completion: the messages reducer merges messages that share an id.
-      id: `chatcmpl-${crypto.randomUUID()}`,
-      object: "chat.completion",
-      created: 1,
-      model: "scripted",
-      choices: [{ index: 0, message, finish_reason: last.role === "tool" ? "stop" : "tool_calls" }],
-      usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
-    });
+    return c.json(scriptedCompletion(message));
   });
   return app;
 }
@@ -88,14 +79,7 @@ async function until(condition: () => boolean, what: string, limitMs = 60_000): 
 describe(`the gateway on ${runtime}'s own server with runaway sandbox commands`, () => {
   it(`answers /api/ok while three threads' bash loops run, and the configured timeout stops each, naming it (${runtime})`, async () => {
     const model = await serve(scriptedModel(RUNAWAY_LOOP).fetch, { hostname: "127.0.0.1", port: 0 });
-    const config = validateLeadConfig(
-      {
-        models: [{ name: "scripted", use: "openai-compatible", model: "scripted", base_url: `${model.url}/v1`, api_key_env: "SCRIPTED_KEY" }],
-        default_model: "scripted",
-        sandbox: { command_timeout_ms: TIMEOUT_MS },
-      },
-      "sandbox-runaway",
-    );
+    const config = scriptedModelConfig(model.url, { sandbox: { command_timeout_ms: TIMEOUT_MS } }, "sandbox-runaway");
     const storage = createMemoryKeyValue();
     const sandbox = watchCommands(
       createVirtualSandboxProvider({ storage, workers: await runtimeSandboxWorkers(), defaultTimeoutMs: config.sandbox.command_timeout_ms }),
@@ -103,7 +87,7 @@ describe(`the gateway on ${runtime}'s own server with runaway sandbox commands`,
     const gateway = await createGateway({
       config,
       storage,
-      env: mapEnv({ SCRIPTED_KEY: "test-key" }),
+      env: scriptedModelEnv(),
       sandbox: sandbox.provider,
       listening: { host: "127.0.0.1" },
     });

@@ -20,7 +20,14 @@ import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { StateConflictError } from "../../../src/state/errors.ts";
 import { emptyThreadState, type ThreadState } from "../../../src/state/thread-state.ts";
 import { createSandboxTools } from "../../../src/tools/sandbox-tools.ts";
-import { SANDBOX_ACQUIRED_SCOPE_KEY, acquireRunSandbox, type SandboxAuthorizer } from "../../../src/sandbox/acquire.ts";
+import {
+  DELEGATED_SANDBOX_CONTEXT_KEY,
+  SANDBOX_ACQUIRED_SCOPE_KEY,
+  acquireRunSandbox,
+  bindDelegatedSandbox,
+  sandboxScopeOf,
+  type SandboxAuthorizer,
+} from "../../../src/sandbox/acquire.ts";
 import { makeRuntime } from "../../middlewares/runtime.ts";
 
 /** A provider that hands out the given ids in order and records what happened. */
@@ -237,7 +244,7 @@ describe("Sandbox afterAgent", () => {
     expect(released).toEqual(["same"]);
   });
 
-  it("a chain built with releaseOnExit false (a subagent's) never releases", async () => {
+  it("a chain built with releaseOnExit false never releases", async () => {
     const { provider, released } = fakeProvider();
     const runtime = makeRuntime({ threadId: "t1", services: { sandbox: provider } });
     runtime.scope.set(SANDBOX_ACQUIRED_SCOPE_KEY, "scope-sandbox");
@@ -245,6 +252,21 @@ describe("Sandbox afterAgent", () => {
     await hookOf(nonOwner, "afterAgent")(stateWith({ sandbox: { sandbox_id: "parent" } }), runtime);
     expect(released).toEqual([]);
     expect(nonOwner.releasePolicyParameters?.()).toMatchObject({ release_on_exit: false });
+  });
+
+  // Spec (middleware-chain.md #6): "delegated subagents and the prompt-only bootstrap agent are non-owners".
+  it("a delegated subagent (non-owner) never releases, works in the lead thread's sandbox, and a forged delegation is ignored", async () => {
+    const { provider, released, acquired } = fakeProvider();
+    const leadScope = { userId: "u1", threadId: "t-lead" };
+    const runtime = makeRuntime({ threadId: "t-sub", context: { user_id: "u1", ...bindDelegatedSandbox(leadScope) }, services: { sandbox: provider } });
+    await acquireRunSandbox(runtime);
+    expect(acquired).toEqual([leadScope]);
+    await afterAgent(stateWith({ sandbox: { sandbox_id: "sb1" } }), runtime);
+    expect(released).toEqual([]);
+    const forged = makeRuntime({ threadId: "t-sub", context: { [DELEGATED_SANDBOX_CONTEXT_KEY]: { scope: leadScope } }, services: { sandbox: provider } });
+    expect(sandboxScopeOf(forged)).toEqual({ userId: "default", threadId: "t-sub" });
+    await afterAgent(stateWith({ sandbox: { sandbox_id: "sb1" } }), forged);
+    expect(released).toEqual(["sb1"]);
   });
 
   it("does nothing without a sandbox, and attempts every release before raising the first failure", async () => {
