@@ -8,6 +8,7 @@ import {
   type AgentAssemblyDescriptor,
   type CompactionEvent,
   type ContextCompactionObserver,
+  type ExtensionData,
   type HostPolicySnapshot,
 } from "../extension-api/index.ts";
 import { collectMiddlewareContributions } from "../extensions/contributions.ts";
@@ -492,7 +493,7 @@ function leadMiddlewareStack(basis: AssemblyBasis, deferred: DeferredToolSetup, 
       ...(options.compactionObservers ?? []),
       // One observer fans out to every extension's, each failure attributed to its extension.
       ...(extensions && extensions.contextCompactionObservers.length > 0
-        ? [{ onContextCompacted: (event: CompactionEvent) => notifyContextCompacted(extensions.contextCompactionObservers, event, { onDiagnostic: report }) }]
+        ? [{ onContextCompacted: (event: CompactionEvent, taskStore: ExtensionData) => notifyContextCompacted(extensions.contextCompactionObservers, event, { onDiagnostic: report, taskStore }) }]
         : []),
     ],
     customMiddlewares: options.customMiddlewares ?? [],

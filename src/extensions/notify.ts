@@ -10,7 +10,7 @@ import {
   type SystemModelResult,
   type SystemOperationKind,
 } from "../extension-api/system-model.ts";
-import { ExtensionData, taskStoreFrom } from "../extension-api/task-store.ts";
+import { detachedTaskStore, type ExtensionData, taskStoreFrom } from "../extension-api/task-store.ts";
 import { systemClock } from "../core/clock.ts";
 import { errorMessage, isAbortError } from "../core/errors.ts";
 import type { Clock } from "../ports/runtime-ports.ts";
@@ -251,7 +251,7 @@ export async function observeSystemModelCall<R>(
   if (observers.length === 0) return invoke();
 
   const snapshot = systemModelRequest(request);
-  const store = options.taskStore ?? taskStoreFromInvokeConfig(snapshot.invokeConfig) ?? new ExtensionData("detached");
+  const store = options.taskStore ?? taskStoreFromInvokeConfig(snapshot.invokeConfig) ?? detachedTaskStore();
   const clock = options.clock ?? systemClock;
   const passOptions: NotifyOptions = { ...options, budgetMs: options.budgetMs ?? Infinity };
   const observe = (result: SystemModelResult, notifyOptions: NotifyOptions) =>
@@ -288,6 +288,8 @@ export async function observeSystemModelCall<R>(
 
 export interface CompactionNotifyOptions {
   readonly onDiagnostic?: (diagnostic: NotifyDiagnostic) => void;
+  /** The store the compaction site handed out; default: a new detached one. */
+  readonly taskStore?: ExtensionData;
   /** Receives the background pass, so a host (or a test) can wait for it to finish. */
   readonly detach?: (pending: Promise<void>) => void;
 }
@@ -295,7 +297,7 @@ export interface CompactionNotifyOptions {
 /**
  * Fire-and-forget: both compaction paths report without waiting, and an observer that throws,
  * rejects or hangs never reaches the run. Observers are told in registration order, each one
- * contained, and all see the same frozen event.
+ * contained, and all see the same frozen event and the same detached task store.
  */
 export function notifyContextCompacted(
   observers: readonly Contribution<ContextCompactionObserver>[],
@@ -304,6 +306,8 @@ export function notifyContextCompacted(
 ): void {
   if (observers.length === 0) return;
   const frozen: CompactionEvent = Object.freeze({ ...event, source_content_hashes: Object.freeze([...event.source_content_hashes]) });
+  // Spec: "There is no live task to attach at that call site, so observers receive a detached task store".
+  const taskStore = options.taskStore ?? detachedTaskStore();
   const pending = (async () => {
     // Start after the caller's synchronous work: compaction must not run an observer inline.
     await Promise.resolve();
@@ -311,7 +315,7 @@ export function notifyContextCompacted(
       observers,
       "onContextCompacted",
       `compaction (${frozen.transform_kind})`,
-      (observer) => observer.onContextCompacted(frozen),
+      (observer) => observer.onContextCompacted(frozen, taskStore),
       { onDiagnostic: options.onDiagnostic, budgetMs: Infinity },
     );
   })().catch((failure: unknown) => {

@@ -178,7 +178,7 @@ describe("deerflow-extension-example", () => {
       { type: "task_stop", taskId: "run-7", outcome: "completed", modelCalls: 2 },
       { type: "system_model_call", kind: "title", ok: true, messages: 1, durationMs: expect.any(Number) },
       { type: "agent_assembled", agentName: "lead_agent", middlewares: ["example_model_call_counter"] },
-      { type: "context_compacted", compacted: 12, kept: 4 },
+      { type: "context_compacted", compacted: 12, kept: 4, scope: "detached" },
       { type: "service", state: "stopped" },
     ]);
   });
