@@ -30,7 +30,7 @@ import { parseGatewayConfig } from "../config/gateway.ts";
 import { connectionAddress, rememberConnection } from "./auth/client-address.ts";
 import { createAuthLayer } from "./auth/layer.ts";
 import { createGatewayAuthorizer, type GatewayAuthorizer } from "./auth/authorizer.ts";
-import { createExtensionServices } from "./extension-services.ts";
+import { createExtensionServices, extensionSessionFactory } from "./extension-services.ts";
 import { mountExtensionRouters } from "./extension-routers.ts";
 import { installGatewayPrincipalResolver } from "./principal-resolver.ts";
 import { registerModelRoutes } from "./routes/models.ts";
@@ -285,7 +285,8 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
     (async () => {
       const running = createExtensionServices(
         extensions.services,
-        { appStore: extensions.appStore, policy: hostPolicy(config) },
+        // Storage and the versioned store exist by now: the sessions services open write through them.
+        { appStore: extensions.appStore, policy: hostPolicy(config), sessionFactory: extensionSessionFactory(versioned) },
         { clock, onDiagnostic: reportDiagnostic },
       );
       // Known before it starts, so a start interrupted by a failure still gets its stop.
