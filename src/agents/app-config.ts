@@ -2,7 +2,9 @@ import * as v from "valibot";
 import type { Assert, SameType } from "../core/types.ts";
 import type { GatewayConfig } from "../config/gateway.ts";
 import {
+  ConfigError,
   appConfigEntries,
+  describeIssue,
   mapping,
   parseConfigText,
   validateConfig,
@@ -85,6 +87,19 @@ export const leadConfigEntries = {
 };
 
 const leadConfigSchema = mapping(leadConfigEntries);
+/** The one section of extensions_config.json this module reads, with config.yaml's schema for it. */
+const extensionsFileSchema = v.looseObject({ extensions: leadConfigEntries.extensions });
+
+/**
+ * extensions_config.json's `extensions.middlewares` ([] when the file has none). The file's other
+ * sections (mcpServers, skills) belong to other readers and are not checked here; a wrong value in
+ * this one is a ConfigError naming its path, as in config.yaml.
+ */
+export function extensionsFileMiddlewares(file: Readonly<Record<string, unknown>>, fileName: string): string[] {
+  const result = v.safeParse(extensionsFileSchema, file);
+  if (!result.success) throw new ConfigError("config_invalid", fileName, result.issues.map((issue) => describeIssue(issue, extensionsFileSchema, fileName)));
+  return result.output.extensions.middlewares;
+}
 /** The `sandbox` section of the lead config: the kind (base section) and when it is acquired (middleware). */
 export interface LeadSandboxConfig extends SandboxConfig, SandboxMiddlewareConfig {}
 

@@ -177,47 +177,80 @@ export async function loadConfiguredMiddlewares(
   loader: ModuleLoader,
   options: LoadConfiguredMiddlewaresOptions = {},
 ): Promise<AgentMiddleware[]> {
-  const source = options.source ?? "extensions.middlewares";
+  return loadConfiguredMiddlewareSources([{ source: options.source ?? "extensions.middlewares", entries }], loader, options);
+}
+
+/** One file's `extensions.middlewares`, named for messages (`config.yaml: extensions.middlewares`). */
+export interface ConfiguredMiddlewareSource {
+  readonly source: string;
+  readonly entries: readonly string[];
+}
+
+/**
+ * Every source's entries in order, as one chain: config.yaml's, then extensions_config.json's
+ * (spec: "if extensions.middlewares is set in config.yaml or extensions_config.json"). An entry a
+ * later file repeats word for word is the same class, loaded once; two entries building middlewares
+ * of one name are still refused, whichever files they come from.
+ */
+export async function loadConfiguredMiddlewareSources(
+  sources: readonly ConfiguredMiddlewareSource[],
+  loader: ModuleLoader,
+  options: Pick<LoadConfiguredMiddlewaresOptions, "signal"> = {},
+): Promise<AgentMiddleware[]> {
   const middlewares: AgentMiddleware[] = [];
   const entryByName = new Map<string, string>();
-  for (const [index, entry] of entries.entries()) {
-    const label = `${source}[${index}]`;
-    const { specifier, exportName } = parseEntry(entry, label);
-    let namespace: Record<string, unknown>;
-    try {
-      namespace = await loader.load(specifier);
-    } catch (error) {
-      if (isGraphBubbleUp(error) || options.signal?.aborted) throw error;
-      const notFound = isObject(error) && error["code"] === "module_not_found";
-      throw new ExtensionMiddlewareError(
-        entry,
-        notFound ? "module_not_found" : "module_load_failed",
-        `${label} "${entry}": ${errorMessage(error)}`,
-        { cause: error },
-      );
+  const inEarlierFile = new Set<string>();
+  for (const { source, entries } of sources) {
+    for (const [index, entry] of entries.entries()) {
+      if (inEarlierFile.has(entry)) continue;
+      middlewares.push(await loadEntry(entry, `${source}[${index}]`, loader, options, entryByName));
     }
-    if (!isObject(namespace) || !Object.hasOwn(namespace, exportName)) {
-      const available = isObject(namespace) ? Object.keys(namespace).sort() : [];
-      const listed = available.length === 0 ? "it has no exports" : `it exports ${available.slice(0, 12).join(", ")}${available.length > 12 ? ", ..." : ""}`;
-      throw new ExtensionMiddlewareError(
-        entry,
-        "missing_export",
-        `${label} "${entry}": module "${specifier}" has no export "${exportName}" (${listed}). Fix the name after the colon.`,
-      );
-    }
-    const middleware = await instantiate(namespace[exportName], entry, label, options.signal);
-    const earlier = entryByName.get(middleware.name);
-    if (earlier !== undefined) {
-      throw new ExtensionMiddlewareError(
-        entry,
-        "duplicate_name",
-        `${label} "${entry}": its name "${middleware.name}" is already taken by "${earlier}"; middleware names must be unique in a chain. Remove the duplicate entry or rename one middleware.`,
-      );
-    }
-    entryByName.set(middleware.name, entry);
-    middlewares.push(middleware);
+    for (const entry of entries) inEarlierFile.add(entry);
   }
   return middlewares;
+}
+
+async function loadEntry(
+  entry: string,
+  label: string,
+  loader: ModuleLoader,
+  options: Pick<LoadConfiguredMiddlewaresOptions, "signal">,
+  entryByName: Map<string, string>,
+): Promise<AgentMiddleware> {
+  const { specifier, exportName } = parseEntry(entry, label);
+  let namespace: Record<string, unknown>;
+  try {
+    namespace = await loader.load(specifier);
+  } catch (error) {
+    if (isGraphBubbleUp(error) || options.signal?.aborted) throw error;
+    const notFound = isObject(error) && error["code"] === "module_not_found";
+    throw new ExtensionMiddlewareError(
+      entry,
+      notFound ? "module_not_found" : "module_load_failed",
+      `${label} "${entry}": ${errorMessage(error)}`,
+      { cause: error },
+    );
+  }
+  if (!isObject(namespace) || !Object.hasOwn(namespace, exportName)) {
+    const available = isObject(namespace) ? Object.keys(namespace).sort() : [];
+    const listed = available.length === 0 ? "it has no exports" : `it exports ${available.slice(0, 12).join(", ")}${available.length > 12 ? ", ..." : ""}`;
+    throw new ExtensionMiddlewareError(
+      entry,
+      "missing_export",
+      `${label} "${entry}": module "${specifier}" has no export "${exportName}" (${listed}). Fix the name after the colon.`,
+    );
+  }
+  const middleware = await instantiate(namespace[exportName], entry, label, options.signal);
+  const earlier = entryByName.get(middleware.name);
+  if (earlier !== undefined) {
+    throw new ExtensionMiddlewareError(
+      entry,
+      "duplicate_name",
+      `${label} "${entry}": its name "${middleware.name}" is already taken by "${earlier}"; middleware names must be unique in a chain. Remove the duplicate entry or rename one middleware.`,
+    );
+  }
+  entryByName.set(middleware.name, entry);
+  return middleware;
 }
 
 /** The lead chain's tail: extension middlewares go right before the first of these present. */

@@ -8,9 +8,11 @@ import {
   type AgentAssemblyDescriptor,
   type CompactionEvent,
   type ContextCompactionObserver,
+  type ExtensionData,
   type HostPolicySnapshot,
 } from "../extension-api/index.ts";
 import { collectMiddlewareContributions } from "../extensions/contributions.ts";
+import type { DetachedObservations } from "../extensions/detached.ts";
 import type { DiagnosticSink, ExtensionDiagnostic } from "../extensions/diagnostics.ts";
 import { notifyAgentAssembled, notifyContextCompacted } from "../extensions/notify.ts";
 import type { LoadedExtensions } from "../extensions/registry.ts";
@@ -250,6 +252,8 @@ export interface LeadAgentOptions {
   readonly extensions?: LoadedExtensions;
   /** Where extension problems found while building go (default: collected in the assembly). */
   readonly onExtensionDiagnostic?: DiagnosticSink;
+  /** The host's background observations, which it stops accepting at shutdown (default: none tracked). */
+  readonly detachedObservations?: DetachedObservations;
   /** Custom providers, used instead of the built-in ones the config names. */
   readonly authorizationProvider?: AuthorizationProvider;
   readonly guardrailProvider?: GuardrailProvider;
@@ -362,7 +366,11 @@ async function resolveAssemblyBasis(options: LeadAgentOptions): Promise<Assembly
   };
   const observeSystemCall =
     extensions && extensions.systemModelObservers.length > 0
-      ? createSystemCallHook(extensions, { onDiagnostic: report, clock: options.services.clock })
+      ? createSystemCallHook(extensions, {
+          onDiagnostic: report,
+          clock: options.services.clock,
+          ...(options.detachedObservations ? { detached: options.detachedObservations } : {}),
+        })
       : undefined;
   const memoryEnabled = config.memory?.enabled !== false;
   const memoryStore =
@@ -521,7 +529,16 @@ function leadMiddlewareStack(basis: AssemblyBasis, deferred: DeferredToolSetup, 
       ...(options.compactionObservers ?? []),
       // One observer fans out to every extension's, each failure attributed to its extension.
       ...(extensions && extensions.contextCompactionObservers.length > 0
-        ? [{ onContextCompacted: (event: CompactionEvent) => notifyContextCompacted(extensions.contextCompactionObservers, event, { onDiagnostic: report }) }]
+        ? [
+            {
+              onContextCompacted: (event: CompactionEvent, taskStore: ExtensionData) =>
+                notifyContextCompacted(extensions.contextCompactionObservers, event, {
+                  onDiagnostic: report,
+                  taskStore,
+                  ...(options.detachedObservations ? { detached: options.detachedObservations } : {}),
+                }),
+            },
+          ]
         : []),
     ],
     customMiddlewares: options.customMiddlewares ?? [],

@@ -1,5 +1,5 @@
 import { AIMessage, AIMessageChunk, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
-import { loadConfiguredMiddlewares } from "../agents/configured-middlewares.ts";
+import { loadConfiguredMiddlewareSources } from "../agents/configured-middlewares.ts";
 import { EXTENSION_TASK_STORE_KEY, ExtensionData, taskInfo, type TaskInfo, type TaskOutcome } from "../extension-api/index.ts";
 import type { ExtensionDiagnostic } from "../extensions/diagnostics.ts";
 import { loadExtensions } from "../extensions/loader.ts";
@@ -7,7 +7,9 @@ import { bindExtensionSnapshot } from "../extensions/run-context.ts";
 import { notifyTaskStart, notifyTaskStop, type NotifyOptions } from "../extensions/notify.ts";
 import { EMPTY_EXTENSIONS, type LoadedExtensions } from "../extensions/registry.ts";
 import { assembleLeadAgent, LEAD_AGENT_NAME } from "../agents/lead-agent.ts";
-import type { LeadConfig } from "../agents/app-config.ts";
+import { extensionsFileMiddlewares, type LeadConfig } from "../agents/app-config.ts";
+import type { AgentMiddleware } from "../engine/types.ts";
+import type { ModuleLoader } from "../ports/module-loader.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
 import { DEFAULT_USER_ID } from "../engine/run-identity.ts";
@@ -101,8 +103,8 @@ export async function runCommand(host: CliHost, options: RunCommandOptions): Pro
   try {
     // Extension middlewares are trusted operator code named in config; a bad entry stops here, before any run.
     const moduleLoader = host.createModuleLoader(options.configDir);
-    const configuredMiddlewares = await loadConfiguredMiddlewares(options.config.extensions.middlewares, moduleLoader);
     mcp = liveMcpConfig(host, options.configDir);
+    const configuredMiddlewares = await loadOperatorMiddlewares(options.config, mcp, moduleLoader);
     // A file that fails its schema stops here; an unreachable server is reported and left out.
     const mcpTools = (await mcp.current()).tools;
     // A required plugin that fails stops here; an optional one is reported and left out.
@@ -259,6 +261,23 @@ export function liveMcpConfig(host: Pick<CliHost, "env" | "readFile" | "writeFil
     ...(host.mcpStdio ? { client: { stdio: host.mcpStdio } } : {}),
     onFailure: (failure) => host.stderr.write(`warning: MCP server ${failure.server} left out: ${failure.message}\n`),
   });
+}
+
+/**
+ * The configured extension middlewares: config.yaml's `extensions.middlewares`, then those
+ * extensions_config.json names (spec: "if extensions.middlewares is set in config.yaml or
+ * extensions_config.json"). Both are trusted operator files, read once at start: a changed entry
+ * takes a restart, and the gateway's MCP routes keep this section but never write it.
+ */
+export async function loadOperatorMiddlewares(config: LeadConfig, extensionsConfig: LiveMcpConfig, loader: ModuleLoader): Promise<AgentMiddleware[]> {
+  const fromFile = extensionsFileMiddlewares(await extensionsConfig.read(), extensionsConfig.fileName);
+  return loadConfiguredMiddlewareSources(
+    [
+      { source: "config.yaml: extensions.middlewares", entries: config.extensions.middlewares },
+      { source: `${extensionsConfig.fileName}: extensions.middlewares`, entries: fromFile },
+    ],
+    loader,
+  );
 }
 
 function oneLineError(error: unknown): string {

@@ -1,4 +1,3 @@
-import { loadConfiguredMiddlewares } from "../agents/configured-middlewares.ts";
 import type { LeadConfig } from "../agents/app-config.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
 import type { ExtensionDiagnostic } from "../extensions/diagnostics.ts";
@@ -9,7 +8,7 @@ import { parseGatewayConfig } from "../config/gateway.ts";
 import type { HttpServerHandle } from "../ports/http-server.ts";
 import type { LiveMcpConfig } from "../mcp/index.ts";
 import type { CliHost, SharedStorage } from "./host.ts";
-import { liveMcpConfig } from "./run.ts";
+import { liveMcpConfig, loadOperatorMiddlewares } from "./run.ts";
 
 export interface ServeCommandOptions {
   readonly config: LeadConfig;
@@ -56,8 +55,8 @@ export async function openGateway(host: GatewayHost, options: OpenGatewayOptions
     assertModelApiKeysSet(config, host.env);
     assertReplayRecordingsLoaded(config);
     const moduleLoader = host.createModuleLoader(options.configDir);
-    const configuredMiddlewares = await loadConfiguredMiddlewares(config.extensions.middlewares, moduleLoader);
     mcp = liveMcpConfig(host, options.configDir);
+    const configuredMiddlewares = await loadOperatorMiddlewares(config, mcp, moduleLoader);
     // Loaded now so a file that fails its schema stops the start; later runs re-read it.
     await mcp.current();
     const loaded = await loadExtensions(config.plugins, moduleLoader, { onDiagnostic: reportDiagnostic });

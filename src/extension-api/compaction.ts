@@ -1,3 +1,5 @@
+import type { ExtensionData } from "./task-store.ts";
+
 /**
  * Context compaction: the one moment a lossy transform of the conversation can still be described.
  * Once the source messages have left state, which message went into which summary cannot be
@@ -31,7 +33,9 @@ export interface CompactionEvent {
 /**
  * Told after each compaction. Notification is fire-and-forget: the run never waits for an
  * observer, and an observer that throws or rejects never affects the run or the other observers.
+ * There is no live task at that moment, so `taskStore` is a detached store (scope id "detached"),
+ * one per compaction, shared by the observers told of it.
  */
 export interface ContextCompactionObserver {
-  onContextCompacted(event: CompactionEvent): void | Promise<void>;
+  onContextCompacted(event: CompactionEvent, taskStore: ExtensionData): void | Promise<void>;
 }

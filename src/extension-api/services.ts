@@ -2,10 +2,40 @@ import type { HostPolicySnapshot } from "./policy.ts";
 import type { ExtensionRouteContext } from "./principal.ts";
 import type { ExtensionData } from "./task-store.ts";
 
-/** What the host hands every service at start. */
+/** What a key of a session holds now: its text and a version token (both null when it holds nothing). */
+export interface ExtensionRecord {
+  readonly value: string | null;
+  /** Opaque; pass it back to `write` unchanged. */
+  readonly version: string | null;
+}
+
+/**
+ * A service's access to the host's persistence engine (the gateway's own store: fs, PostgreSQL,
+ * Deno KV), confined to one namespace. Writes are compare-and-set, so several gateway processes
+ * over one store never silently overwrite each other's records.
+ */
+export interface ExtensionSession {
+  readonly namespace: string;
+  read(key: string): Promise<ExtensionRecord>;
+  /**
+   * Writes `value` (null deletes) only if the key's version is still `expected` (null: the key must
+   * hold nothing). Returns false, writing nothing, when another writer got there first: read again.
+   */
+  write(key: string, value: string | null, expected: string | null): Promise<boolean>;
+}
+
+/**
+ * Opens a session on the host's persistence. The namespace (letters, digits, `_`, `.`, `-`; an
+ * extension's own name, say) keeps its keys apart from the host's and from other namespaces'.
+ */
+export type ExtensionSessionFactory = (namespace: string) => ExtensionSession;
+
+/** What the host hands every service at start: one frozen snapshot, the same object for each. */
 export interface ExtensionRuntimeDeps {
   readonly appStore: ExtensionData;
   readonly policy: HostPolicySnapshot;
+  /** Ready before the first service starts; usable until the last one stopped. */
+  readonly sessionFactory: ExtensionSessionFactory;
 }
 
 /**

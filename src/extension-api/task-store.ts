@@ -76,6 +76,17 @@ export class ExtensionData {
   }
 }
 
+/** The scope id of a store handed out where no task is live. */
+export const DETACHED_SCOPE_ID = "detached";
+
+/**
+ * A fresh, isolated store for work that runs outside any task (a memory extraction after the run,
+ * a compaction report): what an extension writes there is seen by that one callback pass only.
+ */
+export function detachedTaskStore(): ExtensionData {
+  return new ExtensionData(DETACHED_SCOPE_ID);
+}
+
 /** Host-owned runtime-context key of the task store. Extensions read it through {@link taskStoreFrom}, never write it. */
 export const EXTENSION_TASK_STORE_KEY = "__deerflow_extension_task_store";
 

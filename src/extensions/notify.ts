@@ -1,3 +1,4 @@
+import type { DetachedObservations } from "./detached.ts";
 import type { ExtensionDiagnostic } from "./diagnostics.ts";
 import type { AgentAssemblyDescriptor } from "../extension-api/assembly.ts";
 import type { CompactionEvent, ContextCompactionObserver } from "../extension-api/compaction.ts";
@@ -10,7 +11,7 @@ import {
   type SystemModelResult,
   type SystemOperationKind,
 } from "../extension-api/system-model.ts";
-import { ExtensionData, taskStoreFrom } from "../extension-api/task-store.ts";
+import { detachedTaskStore, type ExtensionData, taskStoreFrom } from "../extension-api/task-store.ts";
 import { systemClock } from "../core/clock.ts";
 import { errorMessage, isAbortError } from "../core/errors.ts";
 import type { Clock } from "../ports/runtime-ports.ts";
@@ -230,6 +231,8 @@ export interface SystemCallOptions extends NotifyOptions {
    * shutdown. Without it the observation simply runs in the background.
    */
   readonly detach?: (pending: Promise<void>) => void;
+  /** The host's background observations: once it stopped accepting, a cancelled call's report is dropped. */
+  readonly detached?: DetachedObservations;
 }
 
 /**
@@ -251,7 +254,7 @@ export async function observeSystemModelCall<R>(
   if (observers.length === 0) return invoke();
 
   const snapshot = systemModelRequest(request);
-  const store = options.taskStore ?? taskStoreFromInvokeConfig(snapshot.invokeConfig) ?? new ExtensionData("detached");
+  const store = options.taskStore ?? taskStoreFromInvokeConfig(snapshot.invokeConfig) ?? detachedTaskStore();
   const clock = options.clock ?? systemClock;
   const passOptions: NotifyOptions = { ...options, budgetMs: options.budgetMs ?? Infinity };
   const observe = (result: SystemModelResult, notifyOptions: NotifyOptions) =>
@@ -273,10 +276,17 @@ export async function observeSystemModelCall<R>(
       // The host is already unwinding: observing without the (aborted) signal lets the observers
       // run at all, and not awaiting them means a second cancel cannot interrupt the report.
       const { signal: _aborted, ...detachedOptions } = passOptions;
-      const pending = observe(result, detachedOptions).catch((failure: unknown) => {
-        report(options, { level: "error", source: UNATTRIBUTED, message: `observing a cancelled ${kind} call failed: ${errorMessage(failure)}` });
-      });
-      options.detach?.(pending);
+      const observeCancelled = () =>
+        observe(result, detachedOptions).catch((failure: unknown) => {
+          report(options, { level: "error", source: UNATTRIBUTED, message: `observing a cancelled ${kind} call failed: ${errorMessage(failure)}` });
+        });
+      if (options.detached) {
+        // Shutting down: the report is dropped, as a host without a notify loop drops it.
+        options.detached.submit(observeCancelled);
+      } else {
+        const pending = observeCancelled();
+        options.detach?.(pending);
+      }
       throw error;
     }
     await observe(result, passOptions);
@@ -288,14 +298,18 @@ export async function observeSystemModelCall<R>(
 
 export interface CompactionNotifyOptions {
   readonly onDiagnostic?: (diagnostic: NotifyDiagnostic) => void;
+  /** The store the compaction site handed out; default: a new detached one. */
+  readonly taskStore?: ExtensionData;
   /** Receives the background pass, so a host (or a test) can wait for it to finish. */
   readonly detach?: (pending: Promise<void>) => void;
+  /** The host's background observations: once it stopped accepting, the compaction goes unreported. */
+  readonly detached?: DetachedObservations;
 }
 
 /**
  * Fire-and-forget: both compaction paths report without waiting, and an observer that throws,
  * rejects or hangs never reaches the run. Observers are told in registration order, each one
- * contained, and all see the same frozen event.
+ * contained, and all see the same frozen event and the same detached task store.
  */
 export function notifyContextCompacted(
   observers: readonly Contribution<ContextCompactionObserver>[],
@@ -304,20 +318,28 @@ export function notifyContextCompacted(
 ): void {
   if (observers.length === 0) return;
   const frozen: CompactionEvent = Object.freeze({ ...event, source_content_hashes: Object.freeze([...event.source_content_hashes]) });
-  const pending = (async () => {
-    // Start after the caller's synchronous work: compaction must not run an observer inline.
-    await Promise.resolve();
-    await notifyEach(
-      observers,
-      "onContextCompacted",
-      `compaction (${frozen.transform_kind})`,
-      (observer) => observer.onContextCompacted(frozen),
-      { onDiagnostic: options.onDiagnostic, budgetMs: Infinity },
-    );
-  })().catch((failure: unknown) => {
-    report(options, { level: "error", source: UNATTRIBUTED, message: `context compaction notification failed: ${errorMessage(failure)}` });
-  });
-  options.detach?.(pending);
+  // Spec: "There is no live task to attach at that call site, so observers receive a detached task store".
+  const taskStore = options.taskStore ?? detachedTaskStore();
+  const pass = () =>
+    (async () => {
+      // Start after the caller's synchronous work: compaction must not run an observer inline.
+      await Promise.resolve();
+      await notifyEach(
+        observers,
+        "onContextCompacted",
+        `compaction (${frozen.transform_kind})`,
+        (observer) => observer.onContextCompacted(frozen, taskStore),
+        { onDiagnostic: options.onDiagnostic, budgetMs: Infinity },
+      );
+    })().catch((failure: unknown) => {
+      report(options, { level: "error", source: UNATTRIBUTED, message: `context compaction notification failed: ${errorMessage(failure)}` });
+    });
+  if (options.detached) {
+    options.detached.submit(pass);
+  } else {
+    const pending = pass();
+    options.detach?.(pending);
+  }
 }
 
 /**

@@ -2,6 +2,7 @@ import type { AgentRuntime } from "../engine/types.ts";
 import type { SystemOperationKind } from "../extension-api/system-model.ts";
 import { taskStoreFrom } from "../extension-api/task-store.ts";
 import type { Clock } from "../ports/runtime-ports.ts";
+import type { DetachedObservations } from "./detached.ts";
 import { observeSystemModelCall, type NotifyDiagnostic, type SystemModelRequestInput } from "./notify.ts";
 import type { LoadedExtensions } from "./registry.ts";
 
@@ -29,6 +30,12 @@ export interface SystemCallHookOptions {
   readonly clock?: Clock;
   /** Receives the background observation of a cancelled call, so a host can drain or drop it at shutdown. */
   readonly detach?: (pending: Promise<void>) => void;
+  /**
+   * The host's background observations. Once it stopped accepting (shutdown, before the memory
+   * flush), system work outside any task (the flush's memory extraction) runs unobserved and a
+   * cancelled call's report is dropped; a live run's calls are still observed inline.
+   */
+  readonly detached?: DetachedObservations;
 }
 
 /**
@@ -42,6 +49,7 @@ export function createSystemCallHook(extensions: LoadedExtensions, options: Syst
   if (observers.length === 0) return passThroughSystemCall;
   return (kind, request, invoke, runtime) => {
     const taskStore = taskStoreFrom(runtime);
+    if (taskStore === undefined && options.detached && !options.detached.accepting) return invoke();
     return observeSystemModelCall(observers, kind, request, invoke, {
       appStore: extensions.appStore,
       ...(taskStore ? { taskStore } : {}),
@@ -49,6 +57,7 @@ export function createSystemCallHook(extensions: LoadedExtensions, options: Syst
       ...(options.onDiagnostic ? { onDiagnostic: options.onDiagnostic } : {}),
       ...(options.clock ? { clock: options.clock } : {}),
       ...(options.detach ? { detach: options.detach } : {}),
+      ...(options.detached ? { detached: options.detached } : {}),
     });
   };
 }

@@ -30,7 +30,8 @@ import { parseGatewayConfig } from "../config/gateway.ts";
 import { connectionAddress, rememberConnection } from "./auth/client-address.ts";
 import { createAuthLayer } from "./auth/layer.ts";
 import { createGatewayAuthorizer, type GatewayAuthorizer } from "./auth/authorizer.ts";
-import { createExtensionServices } from "./extension-services.ts";
+import { createExtensionServices, extensionSessionFactory } from "./extension-services.ts";
+import { DetachedObservations } from "../extensions/detached.ts";
 import { mountExtensionRouters } from "./extension-routers.ts";
 import { installGatewayPrincipalResolver } from "./principal-resolver.ts";
 import { registerModelRoutes } from "./routes/models.ts";
@@ -223,6 +224,9 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   const guard = createRouteGuard(threads);
   const customAgents = new CustomAgentStore({ storage, versioned, clock });
   const mcpConfig = options.mcpConfig ?? new LiveMcpConfig({ file: { fileName: "extensions_config.json", read: async () => undefined }, readOnlyReason: "this gateway was started without one" });
+  // Background observations (a cancelled call's report, compaction, memory extraction after a run):
+  // no longer accepted once shutdown has drained the runs, before the memory flush.
+  const detachedObservations = new DetachedObservations();
   const ownSandbox = options.sandbox === undefined;
   const sandbox = options.sandbox ?? createVirtualSandboxProvider({ storage, versioned, defaultTimeoutMs: config.sandbox.command_timeout_ms });
   const defaultFactory: LeadAgentFactory | undefined = options.agentFactory
@@ -233,6 +237,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
         checkpointer,
         services: { clock, storage, versioned, sandbox, env, baseDir: config.storage.base },
         onDiagnostic: reportDiagnostic,
+        detachedObservations,
         customAgents,
         liveTools: () => mcpConfig.current(),
         ...leadAgentExtras({ ...options, extensions }),
@@ -253,6 +258,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
     sandbox,
     extensions,
     reportDiagnostic,
+    detachedObservations,
   };
 
   const gatewayConfig = parseGatewayConfig(config.gateway);
@@ -285,7 +291,8 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
     (async () => {
       const running = createExtensionServices(
         extensions.services,
-        { appStore: extensions.appStore, policy: hostPolicy(config) },
+        // Storage and the versioned store exist by now: the sessions services open write through them.
+        { appStore: extensions.appStore, policy: hostPolicy(config), sessionFactory: extensionSessionFactory(versioned) },
         { clock, onDiagnostic: reportDiagnostic },
       );
       // Known before it starts, so a start interrupted by a failure still gets its stop.
@@ -307,6 +314,14 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
   const teardown = (): Promise<void> => {
     closing ??= (async () => {
       await step("draining runs", () => runHooks?.drain?.(drainTimeoutMs));
+      // Spec: "Shutdown stops accepting detached observations before the memory shutdown flush"
+      // (closing agents below), after the drain, whose interrupts are still reported; the accepted
+      // ones finish (within the drain budget) before the services they may use stop.
+      await step("finishing detached observations", async () => {
+        if (!(await detachedObservations.close({ timeoutMs: drainTimeoutMs, clock }))) {
+          logger.warn(`shutdown: ${detachedObservations.pending} extension observation(s) still running after ${drainTimeoutMs} ms; continuing without them`);
+        }
+      });
       await step("stopping services", () => services?.stop());
       await step("closing the runs part", () => runHooks?.close?.());
       await step("closing agents", () => defaultFactory?.close());

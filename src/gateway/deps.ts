@@ -1,5 +1,6 @@
 import type { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import type { LeadConfig } from "../agents/app-config.ts";
+import type { DetachedObservations } from "../extensions/detached.ts";
 import type { ExtensionDiagnostic } from "../extensions/diagnostics.ts";
 import type { LoadedExtensions } from "../extensions/registry.ts";
 import type { KeyValue } from "../ports/key-value.ts";
@@ -35,6 +36,8 @@ export interface GatewayDeps {
   readonly sandbox: SandboxProvider;
   readonly extensions: LoadedExtensions;
   readonly reportDiagnostic: (diagnostic: GatewayDiagnostic) => void;
+  /** Background extension observations; shutdown stops accepting them before the memory flush. */
+  readonly detachedObservations?: DetachedObservations;
 }
 
 /** What the run routes tell the rest of the gateway (returned by `registerExtraRoutes`). */

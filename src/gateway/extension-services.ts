@@ -1,9 +1,11 @@
 import { systemClock } from "../core/clock.ts";
 import { errorMessage, isAbortError } from "../core/errors.ts";
-import type { ExtensionRuntimeDeps, ExtensionService } from "../extension-api/index.ts";
+import { DeerflowError } from "../core/errors.ts";
+import type { ExtensionRuntimeDeps, ExtensionService, ExtensionSession, ExtensionSessionFactory } from "../extension-api/index.ts";
 import type { DiagnosticSink, ExtensionDiagnostic } from "../extensions/diagnostics.ts";
 import type { ExtensionEntry, LoadedExtensions } from "../extensions/registry.ts";
 import type { Clock } from "../ports/runtime-ports.ts";
+import type { VersionedKeyValue } from "../ports/versioned-key-value.ts";
 
 /*
  * Extension services live as long as the gateway. Starting fails open per service (the gateway
@@ -80,7 +82,7 @@ export function createExtensionServices(
   const clock = options.clock ?? systemClock;
   const stopTimeoutMs = options.stopTimeoutMs ?? DEFAULT_SERVICE_STOP_TIMEOUT_MS;
   if (!(stopTimeoutMs > 0)) throw new RangeError(`stopTimeoutMs must be a positive number of milliseconds, got ${stopTimeoutMs}`);
-  const sharedDeps: ExtensionRuntimeDeps = Object.freeze({ appStore: deps.appStore, policy: deps.policy });
+  const sharedDeps: ExtensionRuntimeDeps = Object.freeze({ appStore: deps.appStore, policy: deps.policy, sessionFactory: deps.sessionFactory });
   const entries = [...services] as ExtensionEntry<ExtensionService>[];
   const attemptedEntries: ExtensionEntry<ExtensionService>[] = [];
   const started: string[] = [];
@@ -163,4 +165,43 @@ export async function startExtensionServices(
   const lifetime = createExtensionServices(services, deps, options);
   await lifetime.start();
   return lifetime;
+}
+
+/** Where the records of extension sessions live in the gateway's store: `extensions:<namespace>:<key>`. */
+export const EXTENSION_SESSION_PREFIX = "extensions";
+const SESSION_NAMESPACE = /^[A-Za-z0-9_.-]{1,128}$/;
+
+/**
+ * The session factory services receive: compare-and-set sessions over the gateway's versioned
+ * store, each confined to its namespace's keys, so no extension can reach the host's own records
+ * (users, the JWT secret, threads) through it.
+ */
+export function extensionSessionFactory(versioned: VersionedKeyValue): ExtensionSessionFactory {
+  return (namespace: string): ExtensionSession => {
+    if (typeof namespace !== "string" || !SESSION_NAMESPACE.test(namespace)) {
+      throw new DeerflowError(
+        "extension_session_invalid",
+        `sessionFactory(${JSON.stringify(namespace) ?? String(namespace)}): a namespace is 1-128 letters, digits, "_", "." or "-"; pass your extension's name`,
+      );
+    }
+    const keyOf = (key: string): string => {
+      if (typeof key !== "string" || key === "") {
+        throw new DeerflowError("extension_session_invalid", `session "${namespace}": a key must be a non-empty string, got ${JSON.stringify(key) ?? String(key)}`);
+      }
+      return `${EXTENSION_SESSION_PREFIX}:${namespace}:${key}`;
+    };
+    return Object.freeze({
+      namespace,
+      read: async (key: string) => {
+        const { value, version } = await versioned.read(keyOf(key));
+        return Object.freeze({ value, version });
+      },
+      write: async (key: string, value: string | null, expected: string | null) => {
+        if (value !== null && typeof value !== "string") {
+          throw new DeerflowError("extension_session_invalid", `session "${namespace}": write("${key}") takes a string or null, got ${typeof value}; serialize the value first`);
+        }
+        return versioned.write(keyOf(key), value, expected);
+      },
+    });
+  };
 }

@@ -7,6 +7,7 @@ import type { Agent } from "../engine/agent.ts";
 import type { AgentServices } from "../engine/services.ts";
 import type { AgentMiddleware, AgentTool } from "../engine/types.ts";
 import { canonicalHash } from "../extension-api/index.ts";
+import type { DetachedObservations } from "../extensions/detached.ts";
 import type { ExtensionDiagnostic } from "../extensions/diagnostics.ts";
 import type { LoadedExtensions } from "../extensions/registry.ts";
 import type { MemoryStore } from "../middlewares/memory/index.ts";
@@ -41,6 +42,8 @@ export interface LeadAgentFactoryOptions {
   readonly configuredMiddlewares?: readonly AgentMiddleware[];
   readonly authorizationProvider?: AuthorizationProvider;
   readonly onDiagnostic?: (diagnostic: ExtensionDiagnostic) => void;
+  /** The host's background observations (stopped at shutdown before close() flushes the memory store). */
+  readonly detachedObservations?: DetachedObservations;
   /** Where `context.agent_name` is looked up; without one a run naming an agent is refused. */
   readonly customAgents?: CustomAgentStore;
   /** Distinct callers kept; the least recently used is dropped beyond it. Default 64. */
@@ -109,6 +112,7 @@ export function createLeadAgentFactory(options: LeadAgentFactoryOptions): LeadAg
       ...leadAgentExtras(options),
       ...(liveTools.length > 0 ? { extraTools: [...(options.extraTools ?? []), ...liveTools] } : {}),
       ...(options.onDiagnostic ? { onExtensionDiagnostic: options.onDiagnostic } : {}),
+      ...(options.detachedObservations ? { detachedObservations: options.detachedObservations } : {}),
     });
     first ??= assembly;
     const built = await assembly;

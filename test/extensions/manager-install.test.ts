@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { lstat, mkdir, readdir, readFile, stat, symlink, writeFile } from "node:fs/promises";
+import { lstat, mkdir, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { describe, expect, it } from "vitest";
@@ -113,6 +113,31 @@ describe("extension install from a local folder (real npm)", () => {
     await symlink(FIXTURE, linkedRoot);
     expect((await rejection(makeManager(makeTestHost(env), project).install(linkedRoot, { yes: true }))).message).toMatch(/source folder is a symbolic link/);
     expect(await projectState(project)).toMatchObject({ manifest: undefined, lock: undefined, sources: [], installed: [] });
+  });
+
+  it('"The MVP has no in-place upgrade": a second install of the same folder, even a newer version of it, is refused before npm runs and changes nothing', async () => {
+    const project = await makeProject("plugins: []\n");
+    await makeManager(makeTestHost(env), project).install(FIXTURE, { yes: true });
+    const before = await projectState(project);
+    const newer = await makeSource((manifest) => {
+      manifest["version"] = "2.0.0";
+    });
+    for (const [label, source] of [["same folder", FIXTURE], ["newer version", newer]] as const) {
+      const host = makeTestHost(env);
+      const error = await rejection(makeManager(host, project).install(source, { yes: true }));
+      expect(error.code, label).toBe("extension_snapshot_exists");
+      expect(error.message, label).toContain(`remove it first (deerflow-edge extension remove ${FIXTURE_PACKAGE})`);
+      expect(host.npmCommands(), label).toEqual([]);
+      expect(await projectState(project), label).toEqual(before);
+    }
+    // A hand-deleted snapshot opens no upgrade path either: the package is still a dependency, so
+    // npm adds nothing new, and the transaction rolls back (the copied snapshot goes again).
+    await rm(join(project.extensions, "sources", FIXTURE_PACKAGE), { recursive: true });
+    const withoutSnapshot = await projectState(project);
+    const error = await rejection(makeManager(makeTestHost(env), project).install(newer, { yes: true }));
+    expect(error.code).toBe("extension_package_invalid");
+    expect(error.message).toMatch(/npm added no new package to extensions\/package\.json: that package is already installed/);
+    expect(await projectState(project)).toEqual(withoutSnapshot);
   });
 
   it("refuses a package without exactly one entry, or with an entry outside the package, before npm runs", async () => {
@@ -320,6 +345,23 @@ describe("extension install from a remote tarball (real npm, loopback HTTP)", ()
       expect(plugins(state.config)).toEqual([
         { name: "remote", package: "remote-extension", use: "./extensions/node_modules/remote-extension/index.js:install", enabled: true, required: true, config: {} },
       ]);
+    } finally {
+      server.close();
+    }
+  });
+
+  it('"The MVP has no in-place upgrade": installing the same tarball a second time is refused and rolls back byte for byte', async () => {
+    const packed = npmPack(await makeSource(renamed("remote-extension", "remote")), await tempDir("pack"), env);
+    const { url, server } = await serveFile(packed, "/remote-extension-1.0.0.tgz");
+    try {
+      const project = await makeProject("plugins: []\n");
+      await makeManager(makeTestHost(env), project).install(url, { yes: true });
+      const before = await projectState(project);
+      const error = await rejection(makeManager(makeTestHost(env), project).install(url, { yes: true }));
+      expect(error.code).toBe("extension_package_invalid");
+      expect(error.message).toMatch(/that package is already installed/);
+      expect(await projectState(project)).toEqual(before);
+      expect(plugins(before.config).map((record) => record["name"])).toEqual(["remote"]);
     } finally {
       server.close();
     }

@@ -400,6 +400,28 @@ describe("notifyContextCompacted", () => {
     ]);
   });
 
+  it('"observers receive a detached task store, the same fallback notify_system_model_call uses": one per event, or the one the compaction site handed out', async () => {
+    const seen: Array<[string, ExtensionData]> = [];
+    const observers: ContextCompactionObserver[] = ["a", "b"].map((who) => ({ onContextCompacted: (_e, store) => void seen.push([who, store]) }));
+    const notified = async (options: { taskStore?: ExtensionData } = {}) => {
+      const pending: Promise<void>[] = [];
+      notifyContextCompacted(observers, event, { ...options, detach: (p) => pending.push(p) });
+      await Promise.all(pending);
+    };
+    await notified();
+    await notified();
+    const handed = new ExtensionData("detached");
+    await notified({ taskStore: handed });
+    expect(seen.map(([who, store]) => [who, store.scopeId])).toEqual([
+      ["a", "detached"], ["b", "detached"], ["a", "detached"], ["b", "detached"], ["a", "detached"], ["b", "detached"],
+    ]);
+    const stores = seen.map(([, store]) => store);
+    expect(stores[1]).toBe(stores[0]);
+    expect(stores[2]).not.toBe(stores[0]);
+    expect(stores[4]).toBe(handed);
+    expect(stores[5]).toBe(handed);
+  });
+
   it("does not wait for an observer that never settles", async () => {
     const ran: string[] = [];
     const pending: Promise<void>[] = [];

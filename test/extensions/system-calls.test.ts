@@ -15,6 +15,7 @@ import {
 import { SYSTEM_OPERATION_KINDS } from "../../src/extension-api/system-model.ts";
 import type { Assert, SameType } from "../../src/core/types.ts";
 import { HostExtensionRegistry, type LoadedExtensions } from "../../src/extensions/registry.ts";
+import { DetachedObservations } from "../../src/extensions/detached.ts";
 import { createSystemCallHook, passThroughSystemCall } from "../../src/extensions/system-calls.ts";
 import { MEMORY_EXTRACTION_PROMPT } from "../../src/middlewares/memory/extractors.ts";
 import { createMemoryStore } from "../../src/middlewares/memory/store.ts";
@@ -258,5 +259,71 @@ describe("summarization and memory calls are observed", () => {
     expect(String(data!.content)).toContain("I love Python");
     expect(call!.result.durationMs).toBeGreaterThanOrEqual(0);
     expect(AIMessage.isInstance(call!.result.response)).toBe(true);
+  });
+});
+
+describe('"Shutdown stops accepting detached observations before the memory shutdown flush"', () => {
+  function gatedHook(detached: DetachedObservations) {
+    const { observer, seen } = recordingObserver();
+    const hook: SystemModelCallHook = createSystemCallHook(loaded(observer), { detached });
+    return { hook, seen };
+  }
+
+  it("the memory flush after the gate closed runs unobserved; before it, the same flush is observed", async () => {
+    for (const closed of [false, true]) {
+      const detached = new DetachedObservations();
+      const { hook, seen } = gatedHook(detached);
+      const model = fakeModel().respond(new AIMessage('{"facts": [{"content": "User prefers Python", "category": "preference", "confidence": 0.92}]}'));
+      const store = createMemoryStore(createMemoryKeyValue(), new ManualClock(0), { config: {}, model, observeSystemCall: hook });
+      store.enqueue({ userId: "u1", threadId: "t1", messages: [{ id: "m1", role: "user", text: "I love Python" }] });
+      if (closed) await detached.close();
+      // What the gateway's shutdown does after the gate: the memory store's close flushes the queue.
+      await store.close();
+      // The extraction itself still happens: only its observation is gone.
+      expect(model.callCount, `closed ${closed}`).toBe(1);
+      expect(seen.map((s) => s.kind), `closed ${closed}`).toEqual(closed ? [] : ["memory"]);
+    }
+  });
+
+  it("a call cancelled after the gate closed is not reported; one cancelled before is, and close() waits for it", async () => {
+    const detached = new DetachedObservations();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const { observer, seen } = recordingObserver(() => gate);
+    const hook = createSystemCallHook(loaded(observer), { detached });
+    const cancelledCall = async () => {
+      const controller = new AbortController();
+      const runtime = makeRuntime({ signal: controller.signal, context: { [EXTENSION_TASK_STORE_KEY]: new ExtensionData("run-x") } });
+      const call = hook("title", { messages: "p" }, () => Promise.reject(new DOMException("cancelled", "AbortError")), runtime);
+      controller.abort();
+      await expect(call).rejects.toThrow("cancelled");
+    };
+    await cancelledCall();
+    expect(detached.pending).toBe(1);
+    let closed = false;
+    const closing = detached.close().then(() => (closed = true));
+    await cancelledCall();
+    // The second report was never started; the first one is still owed and close() waits for it.
+    expect(detached.pending).toBe(1);
+    await Promise.resolve();
+    expect(closed).toBe(false);
+    release();
+    await closing;
+    expect(seen).toHaveLength(1);
+    // A live run's own calls are still observed inline after the gate.
+    const runtime = makeRuntime({ context: { [EXTENSION_TASK_STORE_KEY]: new ExtensionData("run-y") } });
+    await hook("title", { messages: "p" }, async () => "ok", runtime);
+    expect(seen.map((s) => s.taskStore.scopeId)).toEqual(["run-x", "run-y"]);
+  });
+
+  it("close() within a budget gives up on an observation that never settles", async () => {
+    const detached = new DetachedObservations();
+    expect(detached.submit(() => new Promise<void>(() => {}))).toBe(true);
+    const clock = new ManualClock(0);
+    const closing = detached.close({ timeoutMs: 5000, clock });
+    expect(detached.submit(async () => {})).toBe(false);
+    await clock.advance(5000);
+    expect(await closing).toBe(false);
+    expect(detached.pending).toBe(1);
   });
 });

@@ -39,7 +39,7 @@ export type ExampleEvent =
   | { readonly type: "task_stop"; readonly taskId: string; readonly outcome: string; readonly modelCalls: number }
   | { readonly type: "system_model_call"; readonly kind: string; readonly ok: boolean; readonly messages: number; readonly durationMs: number }
   | { readonly type: "agent_assembled"; readonly agentName: string; readonly middlewares: readonly string[] }
-  | { readonly type: "context_compacted"; readonly compacted: number; readonly kept: number }
+  | { readonly type: "context_compacted"; readonly compacted: number; readonly kept: number; readonly scope: string }
   | { readonly type: "service"; readonly state: "started" | "stopped" };
 
 /** Per-task model call count, in the task store the host hands both the middleware and the lifecycle hooks. */
@@ -120,8 +120,9 @@ function installExample(registry: ExtensionRegistry, config: Readonly<Record<str
 
   // 5. Context compaction: how much history a summary replaced.
   const compactionObserver: ContextCompactionObserver = {
-    onContextCompacted(event) {
-      record({ type: "context_compacted", compacted: event.compacted_message_count, kept: event.kept_message_count });
+    // No task is live when history is compacted: taskStore is a detached one ("detached").
+    onContextCompacted(event, taskStore) {
+      record({ type: "context_compacted", compacted: event.compacted_message_count, kept: event.kept_message_count, scope: taskStore.scopeId });
     },
   };
 

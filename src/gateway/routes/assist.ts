@@ -30,7 +30,7 @@ import type { GatewayEnv } from "../types.ts";
  * input_polish.py).
  */
 
-export interface AssistRouteDeps extends Pick<GatewayDeps, "env" | "guard" | "extensions" | "clock" | "reportDiagnostic"> {
+export interface AssistRouteDeps extends Pick<GatewayDeps, "env" | "guard" | "extensions" | "clock" | "reportDiagnostic" | "detachedObservations"> {
   readonly config: LeadConfig;
   readonly authorizer: GatewayAuthorizer;
 }
@@ -140,7 +140,11 @@ export function registerAssistRoutes(api: Hono<GatewayEnv>, deps: AssistRouteDep
   const { config, env, guard, authorizer } = deps;
   const suggestions = config.suggestions ?? SUGGESTIONS_DEFAULTS;
   const polish = config.input_polish ?? INPUT_POLISH_DEFAULTS;
-  const observe = createSystemCallHook(deps.extensions, { onDiagnostic: deps.reportDiagnostic, clock: deps.clock });
+  const observe = createSystemCallHook(deps.extensions, {
+    onDiagnostic: deps.reportDiagnostic,
+    clock: deps.clock,
+    ...(deps.detachedObservations ? { detached: deps.detachedObservations } : {}),
+  });
 
   /**
    * The model of one call: the section's model_name when the operator set one (a system model,

@@ -14,6 +14,7 @@ import {
   type ContextCompactionObserver,
 } from "../../extension-api/index.ts";
 import { sha256HexSync } from "../../extension-api/sha256-sync.ts";
+import { detachedTaskStore } from "../../extension-api/task-store.ts";
 import { parseMiddlewareConfig } from "../../engine/middleware-config.ts";
 import { SUMMARY_MESSAGE_NAME, messageText } from "../messages.ts";
 import {
@@ -361,9 +362,11 @@ export function createSummarizationMiddleware(
   }
 
   function notifyObservers(event: CompactionEvent): void {
+    // No live task is attached at this call site: every observer of this compaction gets one detached store.
+    const taskStore = detachedTaskStore();
     for (const observer of observers) {
       void Promise.resolve()
-        .then(() => observer.onContextCompacted(event))
+        .then(() => observer.onContextCompacted(event, taskStore))
         .catch((error: unknown) => report(error, "context_compaction_observer"));
     }
   }

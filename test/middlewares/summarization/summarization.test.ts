@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { systemClock } from "../../../src/core/clock.ts";
 import { createAgent } from "../../../src/engine/agent.ts";
 import type { AgentState } from "../../../src/engine/types.ts";
-import { canonicalHash, type CompactionEvent } from "../../../src/extension-api/index.ts";
+import { EXTENSION_TASK_STORE_KEY, ExtensionData, canonicalHash, type CompactionEvent } from "../../../src/extension-api/index.ts";
 import {
   SUMMARIZATION_NAME,
   SummarizationConfigSchema,
@@ -548,6 +548,24 @@ describe("context-compaction observers", () => {
         kept_message_count: 2,
       },
     ]);
+  });
+
+  it('"observers receive a detached task store": one per compaction, shared by its observers, never the run\'s live store', async () => {
+    const stores: ExtensionData[][] = [[], []];
+    const live = new ExtensionData("run-1");
+    const model = fakeModel().respond(new AIMessage("summary one")).respond(new AIMessage("summary two"));
+    const mw = middleware({}, { model, observers: stores.map((seen) => ({ onContextCompacted: (_event: CompactionEvent, taskStore: ExtensionData) => void seen.push(taskStore) })) });
+    const runtime = (runId: string) => makeRuntime({ threadId: "thread-1", runId, context: { [EXTENSION_TASK_STORE_KEY]: live } });
+    await beforeModel(mw, state(turns()), runtime("run-1"));
+    await beforeModel(mw, state(turns()), runtime("run-2"));
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    const [first, second] = stores as [ExtensionData[], ExtensionData[]];
+    expect(first.map((store) => store.scopeId)).toEqual(["detached", "detached"]);
+    expect(first).not.toContain(live);
+    // The two observers of one compaction share its store; the next compaction gets a fresh one.
+    expect(second[0]).toBe(first[0]);
+    expect(second[1]).toBe(first[1]);
+    expect(first[1]).not.toBe(first[0]);
   });
 
   it("an observer that throws, rejects or never settles affects neither the run nor the other observers", async () => {

@@ -8,6 +8,7 @@ import {
   ExtensionMiddlewareError,
   LEAD_EXTENSION_TAIL,
   SUBAGENT_EXTENSION_TAIL,
+  loadConfiguredMiddlewareSources,
   loadConfiguredMiddlewares,
   middlewareProblem,
   placeExtensionMiddlewares,
@@ -191,6 +192,21 @@ describe("loadConfiguredMiddlewares", () => {
     expect(error).toBeInstanceOf(ExtensionMiddlewareError);
     expect(error.problem).toBe("module_load_failed");
     expect(error.message).toMatch(/^config\.yaml: extensions\.middlewares\[0\] "\.\/throwing-module\.mjs:X": Module/);
+  });
+
+  it('"set in config.yaml or extensions_config.json": one chain, config.yaml\'s entries first, an entry both name loaded once, a name clash across files refused', async () => {
+    const loader = memoryLoader({ a: { A: () => ({ name: "A" }) }, b: { B: () => ({ name: "B" }), Other: () => ({ name: "A" }) } });
+    const sources = (fromFile: string[]) => [
+      { source: "config.yaml: extensions.middlewares", entries: ["a:A"] },
+      { source: "extensions_config.json: extensions.middlewares", entries: fromFile },
+    ];
+    expect((await loadConfiguredMiddlewareSources(sources(["b:B", "a:A"]), loader)).map((m) => m.name)).toEqual(["A", "B"]);
+    const error = (await loadConfiguredMiddlewareSources(sources(["b:Other"]), loader).catch((e: unknown) => e)) as ExtensionMiddlewareError;
+    expect(error).toBeInstanceOf(ExtensionMiddlewareError);
+    expect(error.problem).toBe("duplicate_name");
+    expect(error.message).toMatch(/^extensions_config\.json: extensions\.middlewares\[0\] "b:Other": its name "A" is already taken by "a:A"/);
+    // Within one file a repeated entry is still the duplicate it always was.
+    expect(((await loadConfiguredMiddlewareSources([{ source: "config.yaml", entries: ["a:A", "a:A"] }], loader).catch((e: unknown) => e)) as ExtensionMiddlewareError).problem).toBe("duplicate_name");
   });
 
   it("stops at the first broken entry: no later module is loaded", async () => {

@@ -83,11 +83,16 @@ describe("lead agent with a loaded extension", () => {
       services: { clock: systemClock, storage, sandbox: createVirtualSandboxProvider({ storage }) },
       env: mapEnv({}),
     });
-    await assembly.agent.invoke({ messages: [new HumanMessage("Write a note about compaction.")] }, { threadId: "t-compact" });
+    const live = new ExtensionData("run-compact");
+    await assembly.agent.invoke(
+      { messages: [new HumanMessage("Write a note about compaction.")] },
+      { threadId: "t-compact", runId: "run-compact", context: { [EXTENSION_TASK_STORE_KEY]: live } },
+    );
     await new Promise((resolve) => setTimeout(resolve, 0)); // compaction observers are told after the call returns
     const seen = await events(extensions);
     expect(seen.find((e) => e.type === "system_model_call")).toMatchObject({ kind: "summarization", ok: true });
-    expect(seen.find((e) => e.type === "context_compacted")).toMatchObject({ compacted: expect.any(Number), kept: expect.any(Number) });
+    // "There is no live task to attach at that call site, so observers receive a detached task store".
+    expect(seen.find((e) => e.type === "context_compacted")).toMatchObject({ compacted: expect.any(Number), kept: expect.any(Number), scope: "detached" });
     expect(assembly.diagnostics).toEqual([]);
   });
 

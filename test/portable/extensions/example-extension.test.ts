@@ -21,6 +21,11 @@ import {
 } from "../../../src/extensions/notify.ts";
 // Type-only: makes `tsc -p .` check the example (examples/ is outside tsconfig's include).
 import type { ExampleEvent } from "../../../examples/deerflow-extension-example/src/index.ts";
+import { extensionSessionFactory } from "../../../src/gateway/extension-services.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
+import { versionedOver } from "../../../src/storage/versioned.ts";
+
+const sessionFactory = extensionSessionFactory(versionedOver(createMemoryKeyValue()));
 
 /*
  * The example extension, loaded the way an operator would load it: its package.json names the
@@ -104,7 +109,7 @@ describe("deerflow-extension-example", () => {
     // Service (gateway lifetime).
     const service = extensions.services[0]!.value;
     expect(service.name).toBe("example-recorder");
-    await service.start({ appStore, policy: EMPTY_HOST_POLICY });
+    await service.start({ appStore, policy: EMPTY_HOST_POLICY, sessionFactory });
 
     // Router: any signed-in user may ping; the service's state shows through.
     const ping = extensions.routers[0]!.value.find((route) => route.path === "/example/ping")!;
@@ -178,7 +183,7 @@ describe("deerflow-extension-example", () => {
       { type: "task_stop", taskId: "run-7", outcome: "completed", modelCalls: 2 },
       { type: "system_model_call", kind: "title", ok: true, messages: 1, durationMs: expect.any(Number) },
       { type: "agent_assembled", agentName: "lead_agent", middlewares: ["example_model_call_counter"] },
-      { type: "context_compacted", compacted: 12, kept: 4 },
+      { type: "context_compacted", compacted: 12, kept: 4, scope: "detached" },
       { type: "service", state: "stopped" },
     ]);
   });
@@ -194,9 +199,9 @@ describe("deerflow-extension-example", () => {
     const first = await loadExample({ max_events: 2 });
     const second = await loadExample();
     const service = first.extensions.services[0]!.value;
-    await service.start({ appStore: first.extensions.appStore, policy: EMPTY_HOST_POLICY });
+    await service.start({ appStore: first.extensions.appStore, policy: EMPTY_HOST_POLICY, sessionFactory });
     await service.stop();
-    await service.start({ appStore: first.extensions.appStore, policy: EMPTY_HOST_POLICY });
+    await service.start({ appStore: first.extensions.appStore, policy: EMPTY_HOST_POLICY, sessionFactory });
     expect(await events(first.extensions)).toEqual([
       { type: "service", state: "stopped" },
       { type: "service", state: "started" },

@@ -281,6 +281,35 @@ describe("startup and shutdown", () => {
     expect(order).toEqual(["drain 5000", "drained", "services", "runs closed", "storage"]);
   });
 
+  it('"Shutdown stops accepting detached observations before the memory shutdown flush": after the run drain, and the accepted ones finish before services stop', async () => {
+    const order: string[] = [];
+    let releaseObservation!: () => void;
+    const observation = new Promise<void>((resolve) => (releaseObservation = resolve));
+    const gateway = await testGateway({
+      startServices: async () => ({ stop: async () => void order.push("services") }),
+      registerExtraRoutes: () => ({
+        drain: async () => {
+          // A run interrupted by the drain may still report its cancelled system call.
+          order.push(`drain (accepting ${detached.accepting})`);
+        },
+      }),
+    });
+    const detached = gateway.deps.detachedObservations!;
+    expect(detached.submit(async () => {
+      await observation;
+      order.push("observation done");
+    })).toBe(true);
+    const shutdown = gateway.shutdown();
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(detached.accepting).toBe(false);
+    expect(detached.submit(async () => void order.push("late observation"))).toBe(false);
+    // Services (and the memory flush after them) wait for the observation accepted before.
+    expect(order).toEqual(["drain (accepting true)"]);
+    releaseObservation();
+    await shutdown;
+    expect(order).toEqual(["drain (accepting true)", "observation done", "services"]);
+  });
+
   it("keeps shutting down when a step fails, and logs the failure", async () => {
     const { lines, logger } = capturingLogger();
     const order: string[] = [];

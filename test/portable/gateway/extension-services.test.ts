@@ -3,7 +3,11 @@ import { ManualClock } from "../../../src/core/clock.ts";
 import { EMPTY_HOST_POLICY, ExtensionData, type ExtensionRuntimeDeps, type ExtensionService } from "../../../src/extension-api/index.ts";
 import type { ExtensionDiagnostic } from "../../../src/extensions/diagnostics.ts";
 import { HostExtensionRegistry, type LoadedExtensions } from "../../../src/extensions/registry.ts";
-import { createExtensionServices, startExtensionServices } from "../../../src/gateway/extension-services.ts";
+import { createGateway } from "../../../src/gateway/app.ts";
+import { createExtensionServices, extensionSessionFactory, startExtensionServices } from "../../../src/gateway/extension-services.ts";
+import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
+import { versionedOver } from "../../../src/storage/versioned.ts";
+import { config } from "./threads-fixtures.ts";
 import { deferred } from "../runtime/runs-fixtures.ts";
 
 /** A service that records what happened to it, in one shared log. */
@@ -30,7 +34,11 @@ function servicesOf(...services: ExtensionService[]): LoadedExtensions["services
   return registry.build().services;
 }
 
-const deps: ExtensionRuntimeDeps = { appStore: new ExtensionData("app"), policy: EMPTY_HOST_POLICY };
+const deps: ExtensionRuntimeDeps = {
+  appStore: new ExtensionData("app"),
+  policy: EMPTY_HOST_POLICY,
+  sessionFactory: extensionSessionFactory(versionedOver(createMemoryKeyValue())),
+};
 
 describe("extension services", () => {
   it("scenario G29: S2's start throws → S1 and S3 start, one diagnostic for S2, and stop runs S3, S2, S1", async () => {
@@ -76,7 +84,56 @@ describe("extension services", () => {
     expect(log).toEqual(["start A", "start B"]);
     expect(seenDeps[0]).toBe(seenDeps[1]);
     expect(Object.isFrozen(seenDeps[0])).toBe(true);
-    expect(seenDeps[0]).toEqual({ appStore: deps.appStore, policy: deps.policy });
+    expect(seenDeps[0]).toEqual({ appStore: deps.appStore, policy: deps.policy, sessionFactory: deps.sessionFactory });
+  });
+
+  it('"Each receives the same ExtensionRuntimeDeps snapshot containing the app store, projected host policy, and session factory": the gateway\'s services persist through it', async () => {
+    const storage = createMemoryKeyValue();
+    await storage.setItem("gateway:auth:jwt-secret", "host secret");
+    const seen: ExtensionRuntimeDeps[] = [];
+    const writer: ExtensionService = {
+      name: "writer",
+      async start(deps) {
+        seen.push(deps);
+        const session = deps.sessionFactory("audit");
+        const empty = await session.read("cursor");
+        expect(empty).toEqual({ value: null, version: null });
+        expect(await session.write("cursor", "41", null)).toBe(true);
+        const stored = await session.read("cursor");
+        expect(await session.write("cursor", "42", stored.version)).toBe(true);
+        // Compare-and-set: a write from a stale read is refused, not lost silently.
+        expect(await session.write("cursor", "43", stored.version)).toBe(false);
+      },
+      async stop() {},
+    };
+    const reader: ExtensionService = {
+      name: "reader",
+      async start(deps) {
+        seen.push(deps);
+        // The host's keys are out of reach: a namespace's key never leaves `extensions:<namespace>:`.
+        expect((await deps.sessionFactory("gateway").read("auth:jwt-secret")).value).toBeNull();
+        expect((await deps.sessionFactory("audit").read("cursor")).value).toBe("42");
+      },
+      async stop() {},
+    };
+    const registry = new HostExtensionRegistry();
+    registry.attributedTo("ext-persist", (r) => {
+      r.service(writer);
+      r.service(reader);
+    });
+    const gateway = await createGateway({ config, storage, extensions: registry.build() });
+    try {
+      expect(gateway.diagnostics).toEqual([]);
+      expect(seen).toHaveLength(2);
+      expect(seen[0]).toBe(seen[1]);
+      expect(Object.keys(seen[0]!).sort()).toEqual(["appStore", "policy", "sessionFactory"]);
+      expect(await storage.getItemRaw("extensions:audit:cursor")).toBe("42");
+      expect(await storage.getItem("gateway:auth:jwt-secret")).toBe("host secret");
+      expect(() => seen[0]!.sessionFactory("../gateway")).toThrow(/a namespace is 1-128 letters, digits/);
+      await expect(seen[0]!.sessionFactory("audit").read("")).rejects.toThrow(/a key must be a non-empty string/);
+    } finally {
+      await gateway.shutdown();
+    }
   });
 
   it("scenario G30: a hanging stop is abandoned after the 30 s timeout with a 'timed out' diagnostic, and the next stop still runs", async () => {

@@ -292,6 +292,42 @@ describe("serve's gateway and extensions_config.json", () => {
     };
   }
 
+  it('"if extensions.middlewares is set in config.yaml or extensions_config.json": both files\' entries reach the agent, config.yaml\'s first, and the MCP routes keep the file\'s', async () => {
+    const path = "/deploy/extensions_config.json";
+    const section = { middlewares: ["./file-guard.ts:FileGuard", "./yaml-audit.ts:YamlAudit"] };
+    const files = new Map([[path, JSON.stringify({ mcpServers: { github }, extensions: section })]]);
+    const host: GatewayHost = {
+      ...filesHost(files, true),
+      createModuleLoader: () => ({
+        load: async (specifier: string) =>
+          specifier === "./yaml-audit.ts" ? { YamlAudit: class { readonly name = "YamlAudit"; } } : { FileGuard: class { readonly name = "FileGuard"; } },
+      }),
+    };
+    const config = validateLeadConfig({ extensions: { middlewares: ["./yaml-audit.ts:YamlAudit"] } }, "config.yaml");
+    const opened = await openGateway(host, { config, configDir: "/deploy", hostname: "127.0.0.1" });
+    try {
+      const me = { id: "u1", systemRole: "user" as const, authSource: "api_key" as const, isInternal: false, permissions: new Set<never>() };
+      const names = (await opened.gateway.deps.agentFactory({ user: me })).middlewares.map((m) => m.name);
+      // The entry both files name is loaded once, at config.yaml's place.
+      expect(names.filter((name) => name === "YamlAudit" || name === "FileGuard")).toEqual(["YamlAudit", "FileGuard"]);
+      const patch = await opened.gateway.fetch(
+        new Request("http://localhost/api/mcp/config", { method: "PATCH", headers: { "content-type": "application/json" }, body: JSON.stringify({ server_name: "github", enabled: false }) }),
+      );
+      expect(patch.status).toBe(200);
+      expect(JSON.parse(files.get(path)!).extensions).toEqual(section);
+    } finally {
+      await opened.close();
+    }
+    // A wrong value there stops the start, naming the file and the key.
+    files.set(path, JSON.stringify({ extensions: { middlewares: [42] } }));
+    await expect(openGateway(host, { config, configDir: "/deploy", hostname: "127.0.0.1" })).rejects.toThrow(/extensions_config\.json.*extensions\.middlewares\[0\]/);
+    // A broken entry there fails as loudly as one in config.yaml, naming its file.
+    files.set(path, JSON.stringify({ extensions: { middlewares: ["./file-guard.ts:Missing"] } }));
+    await expect(openGateway(host, { config, configDir: "/deploy", hostname: "127.0.0.1" })).rejects.toThrow(
+      /\/deploy\/extensions_config\.json: extensions\.middlewares\[0\] "\.\/file-guard\.ts:Missing": module "\.\/file-guard\.ts" has no export "Missing"/,
+    );
+  });
+
   it("writes the file beside the config through the host, and refuses where the host cannot write", async () => {
     const path = "/deploy/extensions_config.json";
     for (const writable of [true, false]) {

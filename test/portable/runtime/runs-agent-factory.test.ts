@@ -3,6 +3,9 @@ import { validateLeadConfig } from "../../../src/agents/app-config.ts";
 import type { AuthorizationProvider } from "../../../src/authz/index.ts";
 import { systemClock } from "../../../src/core/clock.ts";
 import { mapEnv } from "../../../src/core/env.ts";
+import { HumanMessage } from "@langchain/core/messages";
+import { DetachedObservations } from "../../../src/extensions/detached.ts";
+import { HostExtensionRegistry } from "../../../src/extensions/registry.ts";
 import { createLeadAgentFactory } from "../../../src/runtime/agent-factory.ts";
 import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts";
 import { createVirtualSandboxProvider } from "../../../src/sandbox/virtual.ts";
@@ -81,5 +84,31 @@ describe("createLeadAgentFactory", () => {
     expect(new Set([a, ...variants]).size).toBe(7);
     expect(build.modelNames()).toContain("demo");
     await build.close();
+  });
+});
+
+describe("createLeadAgentFactory and the host's detached observations", () => {
+  it('"Shutdown stops accepting detached observations before the memory shutdown flush": the memory flush in close() after the gate closed is not observed', async () => {
+    for (const gated of [false, true]) {
+      const seen: string[] = [];
+      const registry = new HostExtensionRegistry();
+      registry.attributedTo("observer:install", (view) => view.systemModelObserver({ onSystemModelCall: (_app, _task, kind) => void seen.push(kind) }));
+      const storage = createMemoryKeyValue();
+      const detachedObservations = new DetachedObservations();
+      const build = createLeadAgentFactory({
+        config: validateLeadConfig({ memory: { model_name: "demo", debounce_seconds: 300 } }, "test"),
+        services: { clock: systemClock, storage, sandbox: createVirtualSandboxProvider({ storage }) },
+        env: mapEnv({}),
+        checkpointer: new KeyValueCheckpointSaver({ storage }),
+        extensions: registry.build(),
+        detachedObservations,
+      });
+      const agent = await build({ user: { id: "u1", systemRole: "user", isInternal: false } });
+      await agent.invoke({ messages: [new HumanMessage("I prefer Python for scripts.")] }, { threadId: "t-mem", runId: "r-mem", context: { user_id: "u1" } });
+      expect(seen, `gated ${gated}`).not.toContain("memory");
+      if (gated) await detachedObservations.close();
+      await build.close();
+      expect(seen.includes("memory"), `gated ${gated}`).toBe(!gated);
+    }
   });
 });
