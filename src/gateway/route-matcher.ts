@@ -28,9 +28,14 @@ export const CONVERTER_PATTERNS: Readonly<Record<Converter, string>> = Object.fr
 
 const CONVERTERS = new Set<string>(Object.keys(CONVERTER_PATTERNS));
 
+/** One piece of a compound segment: `file-{id}.{ext}` is literal, param, literal, param. */
+export type SegmentPart = { readonly kind: "literal"; readonly value: string } | { readonly kind: "param"; readonly converter: Exclude<Converter, "path"> };
+
 export type Segment =
   | { readonly kind: "literal"; readonly value: string }
   | { readonly kind: "param"; readonly converter: Converter }
+  /** Text and parameters sharing one segment (`v{n:int}`, `{name}.{ext}`); at least one parameter. */
+  | { readonly kind: "compound"; readonly parts: readonly SegmentPart[] }
   /** A host segment this matcher cannot classify: its one-segment regex, or null when even that is unknown. */
   | { readonly kind: "opaque"; readonly pattern: string | null };
 
@@ -61,12 +66,18 @@ export function methodsOverlap(left: ReadonlySet<string> | null, right: Readonly
   return false;
 }
 
+function literalKey(value: string): string {
+  return value.replaceAll("%", "%25").replaceAll("{", "%7B");
+}
+
 function segmentKey(segment: Segment): string {
   switch (segment.kind) {
     case "literal":
-      return segment.value.replaceAll("%", "%25").replaceAll("{", "%7B");
+      return literalKey(segment.value);
     case "param":
       return `{${segment.converter}}`;
+    case "compound":
+      return segment.parts.map((part) => (part.kind === "literal" ? literalKey(part.value) : `{${part.converter}}`)).join("");
     case "opaque":
       return `{re:${segment.pattern ?? "?"}}`;
   }
@@ -80,6 +91,7 @@ function claim(path: string, methods: ReadonlySet<string> | null, segments: read
 // Contributed templates: `/api/ext/{id}`, `/api/ext/{n:int}`, `/files/{rest:path}`.
 
 const PARAM = /^\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z_][A-Za-z0-9_]*))?\}$/;
+const INNER_PARAM = /\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z_][A-Za-z0-9_]*))?\}/g;
 const LITERAL = /^[A-Za-z0-9._~!$&'()+,;=@-]+$/;
 
 export interface TemplateParam {
@@ -92,9 +104,10 @@ export type ParsedTemplate =
   | { readonly ok: false; readonly problem: string };
 
 /**
- * A contributed route template, or why the host cannot serve it. Deliberately narrower than what a
- * framework accepts: every segment is one literal or one `{name}` / `{name:converter}`, so both the
- * shadow and the reserved-path checks are exact, and the Hono path built from it means the same.
+ * A contributed route template, or why the host cannot serve it. Every segment is a literal, one
+ * `{name}` / `{name:converter}`, or a compound of text and parameters (`v{n:int}`, `{name}.{ext}`);
+ * a `{rest:path}` catch-all must be a whole, last segment. Within that, both the shadow and the
+ * reserved-path checks are exact, and the Hono path built from it means the same.
  */
 export function parseTemplate(path: string): ParsedTemplate {
   if (typeof path !== "string" || !path.startsWith("/")) return { ok: false, problem: `path ${JSON.stringify(path)} must start with "/"` };
@@ -123,7 +136,11 @@ export function parseTemplate(path: string): ParsedTemplate {
       continue;
     }
     if (text.includes("{") || text.includes("}")) {
-      return { ok: false, problem: `path ${path}: segment "${text}" mixes text and a parameter; a parameter must be a whole segment` };
+      const compound = parseCompound(path, text, index === raw.length - 1, names);
+      if (typeof compound === "string") return { ok: false, problem: compound };
+      segments.push(compound);
+      params.push(null);
+      continue;
     }
     if (!LITERAL.test(text)) {
       return { ok: false, problem: `path ${path}: segment "${text}" has a character the router treats specially or decodes (: * ? # % or whitespace)` };
@@ -134,17 +151,62 @@ export function parseTemplate(path: string): ParsedTemplate {
   return { ok: true, segments, params };
 }
 
+/** A segment mixing text and parameters, or the problem with it. Records the names it uses in `names`. */
+function parseCompound(path: string, text: string, last: boolean, names: Set<string>): Extract<Segment, { kind: "compound" }> | string {
+  const parts: SegmentPart[] = [];
+  const literal = (value: string): string | null => {
+    if (value === "") return null;
+    if (value.includes("{") || value.includes("}")) return `path ${path}: segment "${text}" has an unbalanced "{" or "}"`;
+    if (!LITERAL.test(value)) return `path ${path}: segment "${text}" has a character the router treats specially or decodes (: * ? # % or whitespace)`;
+    parts.push({ kind: "literal", value });
+    return null;
+  };
+  let end = 0;
+  for (const match of text.matchAll(INNER_PARAM)) {
+    const problem = literal(text.slice(end, match.index));
+    if (problem !== null) return problem;
+    const name = match[1] as string;
+    const converter = match[2] ?? "str";
+    if (!CONVERTERS.has(converter)) return `path ${path} uses the unknown parameter type "${converter}"; use str, int, float, uuid or path`;
+    if (converter === "path") {
+      return `path ${path}: a {${name}:path} parameter must be a whole segment${last ? "" : ", and the last one"}`;
+    }
+    if (names.has(name)) return `path ${path} names the parameter "${name}" twice`;
+    names.add(name);
+    parts.push({ kind: "param", converter: converter as Exclude<Converter, "path"> });
+    end = match.index + match[0].length;
+  }
+  const problem = literal(text.slice(end));
+  if (problem !== null) return problem;
+  if (!parts.some((part) => part.kind === "param")) return `path ${path}: segment "${text}" has an unbalanced "{" or "}"`;
+  return { kind: "compound", parts };
+}
+
+function escapeRegex(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+/** One segment's regex, as the Hono route and the coverage checks both use it. */
+function compoundPattern(parts: readonly SegmentPart[]): string {
+  return parts.map((part) => (part.kind === "literal" ? escapeRegex(part.value) : CONVERTER_PATTERNS[part.converter])).join("");
+}
+
 /** The claim of a contributed route whose template parsed. */
 export function templateClaim(method: string, path: string, segments: readonly Segment[]): RouteClaim {
   return claim(path, routeMethods(method), segments);
 }
 
-/** The Hono path serving a parsed template: `{id}` → `:id`, `{n:int}` → `:n{[0-9]+}`. */
+/**
+ * The Hono path serving a parsed template: `{id}` → `:id`, `{n:int}` → `:n{[0-9]+}`, a compound
+ * `v{n:int}` → one parameter over the whole segment, `:seg-2{v[0-9]+}` (a name no template can
+ * use; handlers read their parameters from the request URL, not from Hono).
+ */
 export function honoPathFor(parsed: Extract<ParsedTemplate, { ok: true }>): string {
   if (parsed.segments.length === 0) return "/";
   return parsed.segments
     .map((segment, index) => {
       if (segment.kind === "literal") return `/${segment.value}`;
+      if (segment.kind === "compound") return `/:seg-${index}{${compoundPattern(segment.parts)}}`;
       const param = parsed.params[index] as TemplateParam;
       return param.converter === "str" ? `/:${param.name}` : `/:${param.name}{${CONVERTER_PATTERNS[param.converter]}}`;
     })
@@ -176,8 +238,12 @@ function splitHonoPath(path: string): string[] {
 const HONO_PARAM = /^:([^{?]+)(?:\{(.*)\})?(\?)?$/s;
 
 function converterForRegex(regex: string, last: boolean): Converter | null {
-  if (regex === "[0-9]+" || regex === "\\d+") return "int";
-  if (last && (regex === ".+" || regex === ".*")) return "path";
+  if (regex === "\\d+") return "int";
+  if (last && regex === ".*") return "path";
+  // A host route spelled with a converter's own pattern (what honoPathFor writes) has its language.
+  for (const converter of Object.keys(CONVERTER_PATTERNS) as Converter[]) {
+    if (regex === CONVERTER_PATTERNS[converter]) return converter !== "path" || last ? converter : null;
+  }
   return null;
 }
 
@@ -245,11 +311,34 @@ function converterCovers(owner: Converter, candidate: Converter): boolean {
   return false;
 }
 
+/**
+ * Compound segments are compared by shape: the same sequence of text and parameters, equal text
+ * and each owner parameter's converter covering the candidate's at the same place, so every value
+ * of the candidate splits into pieces the owner accepts. A different shape would need general
+ * regex inclusion and is not claimed.
+ */
+function sameShapeCovers(owner: readonly SegmentPart[], candidate: readonly SegmentPart[]): boolean {
+  return (
+    owner.length === candidate.length &&
+    owner.every((part, index) => {
+      const other = candidate[index] as SegmentPart;
+      if (part.kind === "literal") return other.kind === "literal" && other.value === part.value;
+      return other.kind === "param" && converterCovers(part.converter, other.converter);
+    })
+  );
+}
+
 function segmentCovers(owner: Segment, candidate: Segment): boolean {
   if (owner.kind === "literal") return candidate.kind === "literal" && candidate.value === owner.value;
   if (candidate.kind === "opaque") return false;
   if (owner.kind === "opaque") return owner.pattern !== null && candidate.kind === "literal" && fullMatch(owner.pattern, candidate.value);
+  if (owner.kind === "compound") {
+    if (candidate.kind === "literal") return fullMatch(compoundPattern(owner.parts), candidate.value);
+    return candidate.kind === "compound" && sameShapeCovers(owner.parts, candidate.parts);
+  }
   if (candidate.kind === "literal") return fullMatch(CONVERTER_PATTERNS[owner.converter], candidate.value);
+  // Every compound's values are non-empty and slash-free: a plain parameter holds them all.
+  if (candidate.kind === "compound") return owner.converter === "str";
   return converterCovers(owner.converter, candidate.converter);
 }
 
@@ -257,6 +346,7 @@ function segmentCovers(owner: Segment, candidate: Segment): boolean {
 function excludesNewline(segment: Segment): boolean {
   if (segment.kind === "literal") return !segment.value.includes("\n");
   if (segment.kind === "param") return segment.converter !== "str";
+  if (segment.kind === "compound") return segment.parts.every((part) => (part.kind === "literal" ? !part.value.includes("\n") : part.converter !== "str"));
   return false;
 }
 
@@ -323,7 +413,12 @@ function tokens(segments: readonly Segment[]): Token[] {
     pushLiteral("/");
     if (segment.kind === "literal") pushLiteral(segment.value);
     else if (segment.kind === "param") out.push({ kind: "param", converter: segment.converter });
-    else throw new TypeError("reserved-path checks apply to contributed templates only, which have no opaque segments");
+    else if (segment.kind === "compound") {
+      for (const part of segment.parts) {
+        if (part.kind === "literal") pushLiteral(part.value);
+        else out.push({ kind: "param", converter: part.converter });
+      }
+    } else throw new TypeError("reserved-path checks apply to contributed templates only, which have no opaque segments");
   }
   return out;
 }
@@ -387,7 +482,7 @@ export function canStartWith(segments: readonly Segment[], prefix: string): bool
 /** The template's full-path regex. */
 function templateRegex(segments: readonly Segment[]): RegExp {
   const body = tokens(segments)
-    .map((token) => (token.kind === "literal" ? token.value.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") : `(?:${CONVERTER_PATTERNS[token.converter]})`))
+    .map((token) => (token.kind === "literal" ? escapeRegex(token.value) : `(?:${CONVERTER_PATTERNS[token.converter]})`))
     .join("");
   return new RegExp(`^${body}$`);
 }

@@ -175,7 +175,10 @@ describe("mounting contributed routers", () => {
     const cases: [string, RegExp][] = [
       ["/api/ext/{id:slug}", /unknown parameter type "slug"/],
       ["/api/ext/{rest:path}/tail", /must be the last segment/],
-      ["/api/ext/file-{id}", /mixes text and a parameter/],
+      ["/api/ext/file-{rest:path}", /must be a whole segment/],
+      ["/api/ext/file-{id", /unbalanced/],
+      ["/api/ext/v{n:slug}", /unknown parameter type "slug"/],
+      ["/api/ext/{a}-{a}", /twice/],
       ["/api/ext/:id", /character the router treats specially/],
       ["/api/ext/", /trailing slash/],
       ["/api//ext", /empty segment/],
@@ -250,6 +253,49 @@ describe("mounting contributed routers", () => {
     mount(app, [{ source: "first", value: [route("GET", "/api/ext/once")] }]);
     const { diagnostics } = mount(app, [{ source: "second", value: [route("GET", "/api/ext/once")] }]);
     expect(diagnostics[0]?.message).toBe("router path /api/ext/once is already served by first; this router was not mounted");
+  });
+
+  // Spec (extension-system.md): "The conservative matcher proves common shadows through ...
+  // supported compound segments ... Relationships requiring general regex-language inclusion are
+  // allowed rather than guessed." A compound segment is served, not refused.
+  it("supported compound segments: a compound route is mounted, served with its exact language, and shadowed only where provable", async () => {
+    const app = hostApp();
+    app.get("/api/host/:name", (c) => c.text("host"));
+    const { mounted, diagnostics } = mount(
+      app,
+      loadedRouters(
+        ["versions", [route("GET", "/api/ext/v{n:int}", () => new Response("version")), route("GET", "/api/ext/files/{name}.{ext}", () => new Response("file"))]],
+        // Under the host's /api/host/:name: a plain parameter holds every compound value.
+        ["under-host", [route("GET", "/api/host/report-{id:int}")]],
+        // Same shape, narrower converters: every value splits into pieces the earlier route accepts.
+        ["same-shape", [route("GET", "/api/ext/files/{stem:int}.{kind}")]],
+        // A different shape would need regex inclusion: allowed.
+        ["other-shape", [route("GET", "/api/ext/files/{name}-{part}.{ext}", () => new Response("part"))]],
+        // A literal the earlier compound matches is provably shadowed.
+        ["literal", [route("GET", "/api/ext/v2")]],
+      ),
+    );
+    expect(mounted.map((m) => m.source)).toEqual(["versions", "versions", "other-shape"]);
+    expect(diagnostics.map((d) => d.message)).toEqual([
+      "router path /api/host/report-{id:int} is already served by host; this router was not mounted",
+      "router path /api/ext/files/{stem:int}.{kind} is already served by versions; this router was not mounted",
+      "router path /api/ext/v2 is already served by versions; this router was not mounted",
+    ]);
+    expect((await get(app, "/api/ext/v12")).body).toBe("version");
+    expect((await get(app, "/api/ext/v")).status).toBe(404);
+    expect((await get(app, "/api/ext/vx")).status).toBe(404);
+    expect((await get(app, "/api/ext/files/a.txt")).body).toBe("file");
+    expect((await get(app, "/api/ext/files/readme")).status).toBe(404);
+  });
+
+  it("a compound route that can reach a reserved path is refused (fail closed)", () => {
+    const app = hostApp();
+    const { mounted, diagnostics } = mount(app, loadedRouters(["sneaky", [route("GET", "/heal{rest}")]], ["login", [route("POST", "/api/v1/auth/{x}-{y}")]]));
+    expect(mounted).toEqual([]);
+    expect(diagnostics.map((d) => d.message)).toEqual([
+      expect.stringMatching(/can reach the host-reserved namespace \/health/),
+      expect.stringMatching(/can reach the host-reserved namespace \/api\/v1\/auth\//),
+    ]);
   });
 
   it("serves typed parameters with their converter's language only", async () => {
