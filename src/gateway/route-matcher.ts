@@ -5,8 +5,8 @@
  * path the host reserves for unauthenticated or CSRF-exempt traffic?" (a security boundary).
  *
  * Shadowing fails open: a relationship that would need general regex inclusion is reported as "no
- * shadow". Reserved-path checks fail closed, which is safe because contributed templates may only
- * use the five standard converters, whose languages are known exactly.
+ * shadow". Reserved-path checks fail closed: the five standard converters' languages are known
+ * exactly, and a nonstandard one the host registered is assumed to match anything.
  */
 
 export type Converter = "str" | "int" | "float" | "uuid" | "path";
@@ -27,6 +27,41 @@ export const CONVERTER_PATTERNS: Readonly<Record<Converter, string>> = Object.fr
 });
 
 const CONVERTERS = new Set<string>(Object.keys(CONVERTER_PATTERNS));
+
+/**
+ * Nonstandard converters the host serves (name → one-segment regex), projected when routers are
+ * mounted. Their languages are not known to this matcher: a route using one proves a shadow only
+ * against an identical matcher, and reserved-path checks treat it as matching anything (fail closed).
+ */
+export type ConverterRegistry = ReadonlyMap<string, string>;
+export const NO_CONVERTERS: ConverterRegistry = new Map();
+const CONVERTER_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** A frozen copy of the host's nonstandard converters, or the problem with one of them. */
+export function projectConverters(converters: Readonly<Record<string, string>> | undefined): ConverterRegistry | string {
+  const projected = new Map<string, string>();
+  for (const [name, pattern] of Object.entries(converters ?? {})) {
+    const label = `converter "${name}"`;
+    if (!CONVERTER_NAME.test(name)) return `${label}: a converter name is letters, digits and "_", not starting with a digit`;
+    if (CONVERTERS.has(name)) return `${label}: ${name} is a standard converter and cannot be redefined`;
+    if (typeof pattern !== "string" || pattern === "") return `${label}: its pattern must be a non-empty regex string`;
+    // Hono ends a parameter's pattern at the first "}" and numbers its own capture groups.
+    if (pattern.includes("}")) return `${label}: its pattern may not contain "}" (spell counted repeats out)`;
+    if (/\((?!\?)/.test(pattern.replace(/\\./g, ""))) return `${label}: its pattern may not contain a capturing group; use (?:...)`;
+    try {
+      new RegExp(pattern);
+    } catch (error) {
+      return `${label}: its pattern is not a valid regex (${error instanceof Error ? error.message : String(error)})`;
+    }
+    projected.set(name, pattern);
+  }
+  return projected;
+}
+
+function unknownConverter(path: string, converter: string, converters: ConverterRegistry): string {
+  const known = [...CONVERTERS, ...converters.keys()];
+  return `path ${path} uses the unknown parameter type "${converter}"; use ${known.slice(0, -1).join(", ")} or ${known.at(-1)}`;
+}
 
 /** One piece of a compound segment: `file-{id}.{ext}` is literal, param, literal, param. */
 export type SegmentPart = { readonly kind: "literal"; readonly value: string } | { readonly kind: "param"; readonly converter: Exclude<Converter, "path"> };
@@ -96,7 +131,8 @@ const LITERAL = /^[A-Za-z0-9._~!$&'()+,;=@-]+$/;
 
 export interface TemplateParam {
   readonly name: string;
-  readonly converter: Converter;
+  /** A standard converter, or the name of one in the host's ConverterRegistry. */
+  readonly converter: string;
 }
 
 export type ParsedTemplate =
@@ -109,7 +145,7 @@ export type ParsedTemplate =
  * a `{rest:path}` catch-all must be a whole, last segment. Within that, both the shadow and the
  * reserved-path checks are exact, and the Hono path built from it means the same.
  */
-export function parseTemplate(path: string): ParsedTemplate {
+export function parseTemplate(path: string, converters: ConverterRegistry = NO_CONVERTERS): ParsedTemplate {
   if (typeof path !== "string" || !path.startsWith("/")) return { ok: false, problem: `path ${JSON.stringify(path)} must start with "/"` };
   if (path === "/") return { ok: true, segments: [], params: [] };
   if (path.endsWith("/")) return { ok: false, problem: `path ${path} ends with "/"; drop the trailing slash` };
@@ -123,8 +159,14 @@ export function parseTemplate(path: string): ParsedTemplate {
     if (match !== null) {
       const name = match[1] as string;
       const converter = match[2] ?? "str";
-      if (!CONVERTERS.has(converter)) {
-        return { ok: false, problem: `path ${path} uses the unknown parameter type "${converter}"; use str, int, float, uuid or path` };
+      const custom = CONVERTERS.has(converter) ? undefined : converters.get(converter);
+      if (!CONVERTERS.has(converter) && custom === undefined) return { ok: false, problem: unknownConverter(path, converter, converters) };
+      if (names.has(name)) return { ok: false, problem: `path ${path} names the parameter "${name}" twice` };
+      if (custom !== undefined) {
+        names.add(name);
+        segments.push({ kind: "opaque", pattern: custom });
+        params.push({ name, converter });
+        continue;
       }
       if (converter === "path" && index !== raw.length - 1) {
         return { ok: false, problem: `path ${path}: a {${name}:path} parameter must be the last segment` };
@@ -136,7 +178,7 @@ export function parseTemplate(path: string): ParsedTemplate {
       continue;
     }
     if (text.includes("{") || text.includes("}")) {
-      const compound = parseCompound(path, text, index === raw.length - 1, names);
+      const compound = parseCompound(path, text, index === raw.length - 1, names, converters);
       if (typeof compound === "string") return { ok: false, problem: compound };
       segments.push(compound);
       params.push(null);
@@ -152,7 +194,7 @@ export function parseTemplate(path: string): ParsedTemplate {
 }
 
 /** A segment mixing text and parameters, or the problem with it. Records the names it uses in `names`. */
-function parseCompound(path: string, text: string, last: boolean, names: Set<string>): Extract<Segment, { kind: "compound" }> | string {
+function parseCompound(path: string, text: string, last: boolean, names: Set<string>, converters: ConverterRegistry): Extract<Segment, { kind: "compound" }> | string {
   const parts: SegmentPart[] = [];
   const literal = (value: string): string | null => {
     if (value === "") return null;
@@ -167,7 +209,8 @@ function parseCompound(path: string, text: string, last: boolean, names: Set<str
     if (problem !== null) return problem;
     const name = match[1] as string;
     const converter = match[2] ?? "str";
-    if (!CONVERTERS.has(converter)) return `path ${path} uses the unknown parameter type "${converter}"; use str, int, float, uuid or path`;
+    if (converters.has(converter)) return `path ${path}: the nonstandard converter in {${name}:${converter}} must be a whole segment`;
+    if (!CONVERTERS.has(converter)) return unknownConverter(path, converter, converters);
     if (converter === "path") {
       return `path ${path}: a {${name}:path} parameter must be a whole segment${last ? "" : ", and the last one"}`;
     }
@@ -208,7 +251,8 @@ export function honoPathFor(parsed: Extract<ParsedTemplate, { ok: true }>): stri
       if (segment.kind === "literal") return `/${segment.value}`;
       if (segment.kind === "compound") return `/:seg-${index}{${compoundPattern(segment.parts)}}`;
       const param = parsed.params[index] as TemplateParam;
-      return param.converter === "str" ? `/:${param.name}` : `/:${param.name}{${CONVERTER_PATTERNS[param.converter]}}`;
+      if (segment.kind === "opaque") return `/:${param.name}{${segment.pattern ?? ".+"}}`;
+      return param.converter === "str" ? `/:${param.name}` : `/:${param.name}{${CONVERTER_PATTERNS[param.converter as Converter]}}`;
     })
     .join("");
 }
@@ -399,7 +443,8 @@ export function findShadow(candidates: readonly RouteClaim[], owners: readonly C
 // ---------------------------------------------------------------------------------------------
 // Reserved paths (fail closed).
 
-type Token = { readonly kind: "literal"; readonly value: string } | { readonly kind: "param"; readonly converter: Converter };
+/** `any` is a nonstandard converter: its language is unknown, so the checks let it produce anything. */
+type Token = { readonly kind: "literal"; readonly value: string } | { readonly kind: "param"; readonly converter: Converter } | { readonly kind: "any" };
 
 function tokens(segments: readonly Segment[]): Token[] {
   const out: Token[] = [];
@@ -418,7 +463,7 @@ function tokens(segments: readonly Segment[]): Token[] {
         if (part.kind === "literal") pushLiteral(part.value);
         else out.push({ kind: "param", converter: part.converter });
       }
-    } else throw new TypeError("reserved-path checks apply to contributed templates only, which have no opaque segments");
+    } else out.push({ kind: "any" });
   }
   return out;
 }
@@ -463,7 +508,9 @@ export function canStartWith(segments: readonly Segment[], prefix: string): bool
     const token = list[tokenIndex] as Token;
     const remaining = prefix.slice(prefixIndex);
     let result = false;
-    if (token.kind === "literal") {
+    if (token.kind === "any") {
+      result = true;
+    } else if (token.kind === "literal") {
       if (token.value.startsWith(remaining)) result = true;
       else if (remaining.startsWith(token.value)) result = step(tokenIndex + 1, prefixIndex + token.value.length);
     } else {
@@ -482,7 +529,7 @@ export function canStartWith(segments: readonly Segment[], prefix: string): bool
 /** The template's full-path regex. */
 function templateRegex(segments: readonly Segment[]): RegExp {
   const body = tokens(segments)
-    .map((token) => (token.kind === "literal" ? escapeRegex(token.value) : `(?:${CONVERTER_PATTERNS[token.converter]})`))
+    .map((token) => (token.kind === "literal" ? escapeRegex(token.value) : token.kind === "any" ? "[\\s\\S]*" : `(?:${CONVERTER_PATTERNS[token.converter]})`))
     .join("");
   return new RegExp(`^${body}$`);
 }

@@ -298,6 +298,69 @@ describe("mounting contributed routers", () => {
     ]);
   });
 
+  // Spec (extension-system.md): "Because include_router() recompiles contributed routes, preflight
+  // projects the converter registry at include time. Nonstandard converters fail closed against
+  // reserved security paths but otherwise prove a shadow only when their normalized matchers are identical."
+  describe("nonstandard converters the host registers", () => {
+    const converters = { sku: "[A-Z]+-[0-9]+" };
+
+    it("prove a shadow only when their normalized matchers are identical (or the owner's regex matches a static path)", async () => {
+      const app = hostApp();
+      app.get("/api/host/:code{[A-Z]+-[0-9]+}", (c) => c.text("host"));
+      const { mounted, diagnostics } = mount(
+        app,
+        loadedRouters(
+          ["skus", [route("GET", "/api/ext/items/{code:sku}", () => new Response("sku"))]],
+          ["same-matcher", [route("GET", "/api/ext/items/{other:sku}")]],
+          ["static", [route("GET", "/api/ext/items/AB-7")]],
+          ["host-same", [route("GET", "/api/host/{c:sku}")]],
+          // A plain parameter is not provably inside or around an unknown language: allowed both ways.
+          ["plain", [route("GET", "/api/ext/items/{name}", () => new Response("plain")), route("GET", "/api/ext/more/{name}")]],
+          ["under-plain", [route("GET", "/api/ext/more/{code:sku}")]],
+        ),
+        { converters },
+      );
+      expect(mounted.map((m) => m.source)).toEqual(["skus", "plain", "plain", "under-plain"]);
+      expect(diagnostics.map((d) => d.message)).toEqual([
+        "router path /api/ext/items/{other:sku} is already served by skus; this router was not mounted",
+        "router path /api/ext/items/AB-7 is already served by skus; this router was not mounted",
+        "router path /api/host/{c:sku} is already served by host; this router was not mounted",
+      ]);
+      expect((await get(app, "/api/ext/items/AB-12")).body).toBe("sku");
+      expect((await get(app, "/api/ext/items/ab")).body).toBe("plain");
+    });
+
+    it("fail closed against reserved security paths, are refused inside a compound segment, and an unregistered one is still unknown", () => {
+      const app = hostApp();
+      const { mounted, diagnostics } = mount(
+        app,
+        loadedRouters(
+          ["root", [route("GET", "/{code:sku}")]],
+          ["auth", [route("POST", "/api/v1/{code:sku}/login/local")]],
+          ["compound", [route("GET", "/api/ext/v{code:sku}")]],
+          ["unknown", [route("GET", "/api/ext/{code:isbn}")]],
+        ),
+        { converters },
+      );
+      expect(mounted).toEqual([]);
+      expect(diagnostics.map((d) => d.message)).toEqual([
+        expect.stringMatching(/router path \/\{code:sku\} can reach the host-reserved namespace \/health/),
+        expect.stringMatching(/can reach the host-reserved namespace \/api\/v1\/auth\//),
+        expect.stringMatching(/nonstandard converter in \{code:sku\} must be a whole segment/),
+        expect.stringMatching(/unknown parameter type "isbn"; use str, int, float, uuid, path or sku/),
+      ]);
+    });
+
+    it("are projected when routers are mounted: a bad registration is an error naming the converter", () => {
+      const app = hostApp();
+      const routers = loadedRouters(["a", [route("GET", "/api/ext/a")]]);
+      expect(() => mount(app, routers, { converters: { int: "[0-9]" } })).toThrow(/converter "int": int is a standard converter/);
+      expect(() => mount(app, routers, { converters: { pair: "([a-z])-\\1" } })).toThrow(/converter "pair": its pattern may not contain a capturing group/);
+      expect(() => mount(app, routers, { converters: { year: "[0-9]{4}" } })).toThrow(/converter "year": its pattern may not contain "\}"/);
+      expect(() => mount(app, routers, { converters: { broken: "[a-" } })).toThrow(/converter "broken": its pattern is not a valid regex/);
+    });
+  });
+
   it("serves typed parameters with their converter's language only", async () => {
     const app = hostApp();
     const uuid = "123e4567-e89b-12d3-a456-426614174000";
