@@ -7,6 +7,7 @@ import { createGateway, type Gateway } from "../../../src/gateway/app.ts";
 import { registerRunsPart } from "../../../src/gateway/routes/runs.ts";
 import type { AgentRequest } from "../../../src/gateway/types.ts";
 import type { HttpServerHandle } from "../../../src/ports/http-server.ts";
+import { createDeerFlowClient } from "../../../src/runtime/client.ts";
 import { KeyValueCheckpointSaver } from "../../../src/runtime/kv-checkpointer.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import { runtimeServe } from "./runtime-serve.ts";
@@ -164,6 +165,21 @@ describe(`a factory returning something else, over ${runtime}'s socket`, () => {
       expect(JSON.stringify(failed)).toMatch(/the agent factory returned a plain object; return the engine's Agent \(createAgent\) or a compiled LangGraph graph/);
     } finally {
       await stop(s);
+    }
+  });
+});
+
+describe("a factory returning a bare compiled graph, in the embedded client", () => {
+  it("a third-party factory returning a bare graph stays supported: chat runs it and the thread state is the run's", async () => {
+    const client = await createDeerFlowClient({ agentFactory: async () => thirdPartyGraph() });
+    try {
+      const result = await client.chat("hi", { threadId: "t1" });
+      expect(result).toMatchObject({ status: "success", text: "echo: hi (for default)" });
+      const paused = await client.chat("ask", { threadId: "t1" });
+      expect(paused.status).toBe("interrupted");
+      expect(((await client.threads.state("t1")).values as Messages).messages.map((m) => m.content)).toEqual(["hi", "echo: hi (for default)", "ask"]);
+    } finally {
+      await client.close();
     }
   });
 });
