@@ -90,6 +90,7 @@ export { describeAgent, describeMiddleware } from "./agents/assembly-descriptor.
 export { LEAD_AGENT_PROMPT } from "./agents/prompts.ts";
 export { validateExtensionSource, type ExtensionSourceCheck, type ExtensionSourceKind, type ExtensionSourceRejection } from "./extensions/manager/source.ts";
 export { createGateway, type Gateway, type GatewayOptions } from "./gateway/app.ts";
+export { InvalidAgentError, type BareGraph, type ServedAgent } from "./runtime/served-agent.ts";
 export {
   createDeerFlowClient,
   DeerFlowClient,

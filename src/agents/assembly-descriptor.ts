@@ -3,6 +3,9 @@ import {
   assemblyFingerprint,
   canonicalHash,
   collectReleasePolicies,
+  hashLongTextSync,
+  isPlainObject,
+  isReleasePolicyProvider,
   unwrapMiddleware,
   type AgentAssemblyDescriptor,
   type AssemblyMiddlewareDescriptor,
@@ -45,18 +48,87 @@ async function describeTool(tool: AgentTool): Promise<AssemblyToolDescriptor> {
   };
 }
 
+/** The engine contract's members: described elsewhere (tools) or behaviour, never configuration. */
+const CONTRACT_KEYS: ReadonlySet<string> = new Set([
+  "name",
+  "module",
+  "tools",
+  "beforeAgent",
+  "beforeModel",
+  "afterModel",
+  "afterAgent",
+  "wrapModelCall",
+  "wrapToolCall",
+  "releasePolicyParameters",
+]);
+const PROBE_DEPTH = 6;
+
 /**
- * A middleware owns its identity through releasePolicyParameters(); an isolation wrapper is
- * unwrapped to its inner middleware and its `source` recorded as the extension, so two extensions'
- * contributions never collapse into one descriptor.
+ * A probed value as it can appear in a descriptor: JSON scalars, long texts hashed (a prompt may
+ * carry operator secrets), plain objects and arrays of those. Anything else (a client, a function,
+ * a cycle, a non-finite number) is not configuration the host can compare, so it is left out.
+ */
+function probeValue(value: unknown, depth: number, ancestors: Set<object>): unknown {
+  if (value === null || typeof value === "boolean") return value;
+  if (typeof value === "number") return Number.isFinite(value) ? value : undefined;
+  if (typeof value === "string") return hashLongTextSync(value);
+  if (typeof value !== "object" || depth >= PROBE_DEPTH || ancestors.has(value)) return undefined;
+  ancestors.add(value);
+  try {
+    if (Array.isArray(value)) {
+      const items = value.map((item) => probeValue(item, depth + 1, ancestors));
+      return items.includes(undefined) ? undefined : items;
+    }
+    if (!isPlainObject(value)) return undefined;
+    return probeFields(value, depth + 1, ancestors, new Set());
+  } finally {
+    ancestors.delete(value);
+  }
+}
+
+function probeFields(source: object, depth: number, ancestors: Set<object>, skip: ReadonlySet<string>): Record<string, unknown> {
+  const fields: Record<string, unknown> = {};
+  for (const key of Object.keys(source)) {
+    if (skip.has(key)) continue;
+    let raw: unknown;
+    try {
+      raw = (source as Record<string, unknown>)[key];
+    } catch {
+      continue;
+    }
+    const probed = probeValue(raw, depth, ancestors);
+    if (probed !== undefined) fields[key] = probed;
+  }
+  return fields;
+}
+
+/**
+ * The marked fallback for a middleware that declares no releasePolicyParameters(): its own data
+ * fields (TypeScript `private` ones included, they are ordinary properties at runtime; `#private`
+ * fields and closure state are unreachable), so a change in its configuration still moves the
+ * fingerprint. The descriptor says `probed: true`, because fields are an implementation detail the
+ * middleware never promised to keep stable.
+ */
+function probeMiddleware(middleware: AgentMiddleware): Record<string, unknown> {
+  return probeFields(middleware, 0, new Set([middleware]), CONTRACT_KEYS);
+}
+
+/**
+ * A middleware owns its identity through releasePolicyParameters(); one that declares none is
+ * probed instead (see {@link probeMiddleware}). An isolation wrapper is unwrapped to its inner
+ * middleware and its `source` recorded as the extension, so two extensions' contributions never
+ * collapse into one descriptor.
  */
 export function describeMiddleware(member: AgentMiddleware): AssemblyMiddlewareDescriptor {
   const inner = unwrapMiddleware(member) as AgentMiddleware;
   const extension = inner !== member && typeof (member as { source?: unknown }).source === "string"
     ? ((member as unknown as { source: string }).source)
     : null;
-  const policy = (Object.values(collectReleasePolicies([inner]))[0] as Record<string, unknown> | undefined) ?? null;
   const module = typeof (inner as { module?: unknown }).module === "string" ? (inner as unknown as { module: string }).module : moduleOf(inner.name);
+  if (!isReleasePolicyProvider(inner)) {
+    return { name: inner.name, module, policy_parameters: probeMiddleware(inner), extension, probed: true };
+  }
+  const policy = (Object.values(collectReleasePolicies([inner]))[0] as Record<string, unknown> | undefined) ?? null;
   return { name: inner.name, module, policy_parameters: policy, extension };
 }
 

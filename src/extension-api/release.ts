@@ -1,5 +1,6 @@
 import { CanonicalJsonError, canonicalJson, isPlainObject, sha256Hex } from "./canonical.ts";
 import { ExtensionApiError } from "./errors.ts";
+import { sha256HexSync } from "./sha256-sync.ts";
 
 /**
  * A middleware (or any stack member) that declares the parameters which change its behaviour, so
@@ -37,6 +38,20 @@ export async function hashLongText(
   text: string,
   threshold: number = DEFAULT_LONG_TEXT_THRESHOLD,
 ): Promise<string | LongTextDigest> {
+  const length = longTextLength(text, threshold);
+  if (length <= threshold) return text;
+  return { sha256: await sha256Hex(text), length };
+}
+
+/** {@link hashLongText} computed synchronously, for declarations and probes built in synchronous code. */
+export function hashLongTextSync(text: string, threshold: number = DEFAULT_LONG_TEXT_THRESHOLD): string | LongTextDigest {
+  const length = longTextLength(text, threshold);
+  if (length <= threshold) return text;
+  return { sha256: sha256HexSync(text), length };
+}
+
+/** The text's length in code points, after checking both arguments. */
+function longTextLength(text: string, threshold: number): number {
   if (typeof text !== "string") {
     throw new ExtensionApiError("invalid_text", `hashLongText needs a string, got ${typeof text}`);
   }
@@ -46,9 +61,7 @@ export async function hashLongText(
       `hashLongText threshold must be a non-negative integer (code points), got ${String(threshold)}`,
     );
   }
-  const length = countCodePoints(text);
-  if (length <= threshold) return text;
-  return { sha256: await sha256Hex(text), length };
+  return countCodePoints(text);
 }
 
 /** What {@link collectReleasePolicies} records for a provider whose declaration is unusable. */

@@ -14,6 +14,7 @@ import type { Clock, Env } from "../ports/runtime-ports.ts";
 import type { SandboxProvider } from "../ports/sandbox.ts";
 import { createLeadAgentFactory, leadAgentExtras, type LeadAgentFactory } from "../runtime/agent-factory.ts";
 import { KeyValueCheckpointSaver } from "../runtime/kv-checkpointer.ts";
+import { servedAgentFactory } from "../runtime/served-agent.ts";
 import { LeaseFence, runSaver } from "../runtime/runs/fence.ts";
 import type { RunCoordination, RunManager } from "../runtime/runs/manager.ts";
 import { allCheckpointWritesSettled } from "../runtime/runs/settle.ts";
@@ -57,6 +58,7 @@ import { registerMcpRoutes } from "./routes/mcp.ts";
 import { LiveMcpConfig } from "../mcp/live-config.ts";
 import {
   type AgentFactory,
+  type AgentFactoryOption,
   type GatewayEnv,
   type GatewayUser,
   type RouteGuard,
@@ -105,8 +107,11 @@ export interface GatewayOptions {
   readonly versioned?: VersionedKeyValue;
   /** Default: a KeyValueThreadStore over `storage`. */
   readonly threads?: ThreadStore;
-  /** Default: the lead agent per caller, cached by the whole principal. */
-  readonly agentFactory?: AgentFactory;
+  /**
+   * Default: the lead agent per caller, cached by the whole principal. A factory may return the
+   * engine's Agent or a bare compiled LangGraph graph, which the gateway runs on its own checkpointer.
+   */
+  readonly agentFactory?: AgentFactoryOption;
   /** Default: the virtual sandbox over `storage`. */
   readonly sandbox?: SandboxProvider;
   /** The writable skills folder `POST /api/skills/install` unpacks into; absent: installing answers 501. */
@@ -242,7 +247,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
         liveTools: () => mcpConfig.current(),
         ...leadAgentExtras({ ...options, extensions }),
       });
-  const agentFactory: AgentFactory = options.agentFactory ?? defaultFactory!;
+  const agentFactory: AgentFactory = options.agentFactory ? servedAgentFactory(options.agentFactory, checkpointer) : defaultFactory!;
   const deps: GatewayDeps = {
     config,
     storage,

@@ -15,9 +15,11 @@ import {
   honoPathFor,
   methodsOverlap,
   parseTemplate,
+  projectConverters,
   routeMethods,
   templateClaim,
   type ClaimOwner,
+  type ConverterRegistry,
   type RouteClaim,
 } from "./route-matcher.ts";
 import type { GatewayEnv, GatewayUser } from "./types.ts";
@@ -69,6 +71,12 @@ export interface MountExtensionRoutersOptions {
   readonly reservedExact?: readonly string[];
   /** Like `reservedExact`, but only for POST/PUT/PATCH/DELETE. */
   readonly reservedUnsafeExact?: readonly string[];
+  /**
+   * Nonstandard path converters the host serves, name → one-segment regex (`{code:isbn}`), read once
+   * per mount call. A route using one shadows, or is shadowed by, only an identical matcher, and is
+   * refused if anything it could match reaches a reserved path.
+   */
+  readonly converters?: Readonly<Record<string, string>>;
   readonly onDiagnostic?: DiagnosticSink;
   /** Wraps each contributed route's Hono handler (tracing, per-route limits); called once per route at mount. */
   readonly wrap?: (handler: Handler<GatewayEnv>, route: ContributedRoute) => Handler<GatewayEnv>;
@@ -118,7 +126,7 @@ interface Reserved {
 }
 
 /** The router's routes ready to mount, or a RouterRejection saying why none of them may be. */
-function prepare(router: unknown, reserved: Reserved): PreparedRoute[] {
+function prepare(router: unknown, reserved: Reserved, converters: ConverterRegistry): PreparedRoute[] {
   if (!Array.isArray(router)) throw new RouterRejection("router is not a list of routes");
   for (const key of LIFECYCLE_KEYS) {
     if (present(router, key)) {
@@ -150,7 +158,7 @@ function prepare(router: unknown, reserved: Reserved): PreparedRoute[] {
       throw new RouterRejection(`${label} has the unsupported method ${JSON.stringify(route["method"])}; use one of ${EXTENSION_ROUTE_METHODS.join(", ")}`);
     }
     if (typeof route["handler"] !== "function") throw new RouterRejection(`${label} has no handler function`);
-    const parsed = parseTemplate(route["path"] as string);
+    const parsed = parseTemplate(route["path"] as string, converters);
     if (!parsed.ok) throw new RouterRejection(`${label}: ${parsed.problem}`);
     const claim = templateClaim(method, route["path"] as string, parsed.segments);
 
@@ -222,6 +230,9 @@ export function mountExtensionRouters(
     exact: options.reservedExact ?? DEFAULT_RESERVED_EXACT,
     unsafeExact: options.reservedUnsafeExact ?? DEFAULT_RESERVED_UNSAFE_EXACT,
   };
+  // Projected now: a converter registered after this call does not change what was checked.
+  const converters = projectConverters(options.converters);
+  if (typeof converters === "string") throw new DeerflowError("invalid_route_converter", `mountExtensionRouters: ${converters}`);
   const contributed = contributedOwners.get(app) ?? [];
   contributedOwners.set(app, contributed);
   const owners: ClaimOwner[] = [...hostOwners(app, options.hostRoutes), ...contributed];
@@ -230,7 +241,7 @@ export function mountExtensionRouters(
   for (const { source, value } of routers as readonly ExtensionEntry<ExtensionRouter>[]) {
     let prepared: PreparedRoute[];
     try {
-      prepared = prepare(value, reserved);
+      prepared = prepare(value, reserved, converters);
       const clash = findShadow(
         prepared.map((p) => p.claim),
         owners,

@@ -5,8 +5,8 @@
  * path the host reserves for unauthenticated or CSRF-exempt traffic?" (a security boundary).
  *
  * Shadowing fails open: a relationship that would need general regex inclusion is reported as "no
- * shadow". Reserved-path checks fail closed, which is safe because contributed templates may only
- * use the five standard converters, whose languages are known exactly.
+ * shadow". Reserved-path checks fail closed: the five standard converters' languages are known
+ * exactly, and a nonstandard one the host registered is assumed to match anything.
  */
 
 export type Converter = "str" | "int" | "float" | "uuid" | "path";
@@ -28,9 +28,49 @@ export const CONVERTER_PATTERNS: Readonly<Record<Converter, string>> = Object.fr
 
 const CONVERTERS = new Set<string>(Object.keys(CONVERTER_PATTERNS));
 
+/**
+ * Nonstandard converters the host serves (name → one-segment regex), projected when routers are
+ * mounted. Their languages are not known to this matcher: a route using one proves a shadow only
+ * against an identical matcher, and reserved-path checks treat it as matching anything (fail closed).
+ */
+export type ConverterRegistry = ReadonlyMap<string, string>;
+export const NO_CONVERTERS: ConverterRegistry = new Map();
+const CONVERTER_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** A frozen copy of the host's nonstandard converters, or the problem with one of them. */
+export function projectConverters(converters: Readonly<Record<string, string>> | undefined): ConverterRegistry | string {
+  const projected = new Map<string, string>();
+  for (const [name, pattern] of Object.entries(converters ?? {})) {
+    const label = `converter "${name}"`;
+    if (!CONVERTER_NAME.test(name)) return `${label}: a converter name is letters, digits and "_", not starting with a digit`;
+    if (CONVERTERS.has(name)) return `${label}: ${name} is a standard converter and cannot be redefined`;
+    if (typeof pattern !== "string" || pattern === "") return `${label}: its pattern must be a non-empty regex string`;
+    // Hono ends a parameter's pattern at the first "}" and numbers its own capture groups.
+    if (pattern.includes("}")) return `${label}: its pattern may not contain "}" (spell counted repeats out)`;
+    if (/\((?!\?)/.test(pattern.replace(/\\./g, ""))) return `${label}: its pattern may not contain a capturing group; use (?:...)`;
+    try {
+      new RegExp(pattern);
+    } catch (error) {
+      return `${label}: its pattern is not a valid regex (${error instanceof Error ? error.message : String(error)})`;
+    }
+    projected.set(name, pattern);
+  }
+  return projected;
+}
+
+function unknownConverter(path: string, converter: string, converters: ConverterRegistry): string {
+  const known = [...CONVERTERS, ...converters.keys()];
+  return `path ${path} uses the unknown parameter type "${converter}"; use ${known.slice(0, -1).join(", ")} or ${known.at(-1)}`;
+}
+
+/** One piece of a compound segment: `file-{id}.{ext}` is literal, param, literal, param. */
+export type SegmentPart = { readonly kind: "literal"; readonly value: string } | { readonly kind: "param"; readonly converter: Exclude<Converter, "path"> };
+
 export type Segment =
   | { readonly kind: "literal"; readonly value: string }
   | { readonly kind: "param"; readonly converter: Converter }
+  /** Text and parameters sharing one segment (`v{n:int}`, `{name}.{ext}`); at least one parameter. */
+  | { readonly kind: "compound"; readonly parts: readonly SegmentPart[] }
   /** A host segment this matcher cannot classify: its one-segment regex, or null when even that is unknown. */
   | { readonly kind: "opaque"; readonly pattern: string | null };
 
@@ -61,12 +101,18 @@ export function methodsOverlap(left: ReadonlySet<string> | null, right: Readonly
   return false;
 }
 
+function literalKey(value: string): string {
+  return value.replaceAll("%", "%25").replaceAll("{", "%7B");
+}
+
 function segmentKey(segment: Segment): string {
   switch (segment.kind) {
     case "literal":
-      return segment.value.replaceAll("%", "%25").replaceAll("{", "%7B");
+      return literalKey(segment.value);
     case "param":
       return `{${segment.converter}}`;
+    case "compound":
+      return segment.parts.map((part) => (part.kind === "literal" ? literalKey(part.value) : `{${part.converter}}`)).join("");
     case "opaque":
       return `{re:${segment.pattern ?? "?"}}`;
   }
@@ -80,11 +126,13 @@ function claim(path: string, methods: ReadonlySet<string> | null, segments: read
 // Contributed templates: `/api/ext/{id}`, `/api/ext/{n:int}`, `/files/{rest:path}`.
 
 const PARAM = /^\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z_][A-Za-z0-9_]*))?\}$/;
+const INNER_PARAM = /\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z_][A-Za-z0-9_]*))?\}/g;
 const LITERAL = /^[A-Za-z0-9._~!$&'()+,;=@-]+$/;
 
 export interface TemplateParam {
   readonly name: string;
-  readonly converter: Converter;
+  /** A standard converter, or the name of one in the host's ConverterRegistry. */
+  readonly converter: string;
 }
 
 export type ParsedTemplate =
@@ -92,11 +140,12 @@ export type ParsedTemplate =
   | { readonly ok: false; readonly problem: string };
 
 /**
- * A contributed route template, or why the host cannot serve it. Deliberately narrower than what a
- * framework accepts: every segment is one literal or one `{name}` / `{name:converter}`, so both the
- * shadow and the reserved-path checks are exact, and the Hono path built from it means the same.
+ * A contributed route template, or why the host cannot serve it. Every segment is a literal, one
+ * `{name}` / `{name:converter}`, or a compound of text and parameters (`v{n:int}`, `{name}.{ext}`);
+ * a `{rest:path}` catch-all must be a whole, last segment. Within that, both the shadow and the
+ * reserved-path checks are exact, and the Hono path built from it means the same.
  */
-export function parseTemplate(path: string): ParsedTemplate {
+export function parseTemplate(path: string, converters: ConverterRegistry = NO_CONVERTERS): ParsedTemplate {
   if (typeof path !== "string" || !path.startsWith("/")) return { ok: false, problem: `path ${JSON.stringify(path)} must start with "/"` };
   if (path === "/") return { ok: true, segments: [], params: [] };
   if (path.endsWith("/")) return { ok: false, problem: `path ${path} ends with "/"; drop the trailing slash` };
@@ -110,8 +159,14 @@ export function parseTemplate(path: string): ParsedTemplate {
     if (match !== null) {
       const name = match[1] as string;
       const converter = match[2] ?? "str";
-      if (!CONVERTERS.has(converter)) {
-        return { ok: false, problem: `path ${path} uses the unknown parameter type "${converter}"; use str, int, float, uuid or path` };
+      const custom = CONVERTERS.has(converter) ? undefined : converters.get(converter);
+      if (!CONVERTERS.has(converter) && custom === undefined) return { ok: false, problem: unknownConverter(path, converter, converters) };
+      if (names.has(name)) return { ok: false, problem: `path ${path} names the parameter "${name}" twice` };
+      if (custom !== undefined) {
+        names.add(name);
+        segments.push({ kind: "opaque", pattern: custom });
+        params.push({ name, converter });
+        continue;
       }
       if (converter === "path" && index !== raw.length - 1) {
         return { ok: false, problem: `path ${path}: a {${name}:path} parameter must be the last segment` };
@@ -123,7 +178,11 @@ export function parseTemplate(path: string): ParsedTemplate {
       continue;
     }
     if (text.includes("{") || text.includes("}")) {
-      return { ok: false, problem: `path ${path}: segment "${text}" mixes text and a parameter; a parameter must be a whole segment` };
+      const compound = parseCompound(path, text, index === raw.length - 1, names, converters);
+      if (typeof compound === "string") return { ok: false, problem: compound };
+      segments.push(compound);
+      params.push(null);
+      continue;
     }
     if (!LITERAL.test(text)) {
       return { ok: false, problem: `path ${path}: segment "${text}" has a character the router treats specially or decodes (: * ? # % or whitespace)` };
@@ -134,19 +193,66 @@ export function parseTemplate(path: string): ParsedTemplate {
   return { ok: true, segments, params };
 }
 
+/** A segment mixing text and parameters, or the problem with it. Records the names it uses in `names`. */
+function parseCompound(path: string, text: string, last: boolean, names: Set<string>, converters: ConverterRegistry): Extract<Segment, { kind: "compound" }> | string {
+  const parts: SegmentPart[] = [];
+  const literal = (value: string): string | null => {
+    if (value === "") return null;
+    if (value.includes("{") || value.includes("}")) return `path ${path}: segment "${text}" has an unbalanced "{" or "}"`;
+    if (!LITERAL.test(value)) return `path ${path}: segment "${text}" has a character the router treats specially or decodes (: * ? # % or whitespace)`;
+    parts.push({ kind: "literal", value });
+    return null;
+  };
+  let end = 0;
+  for (const match of text.matchAll(INNER_PARAM)) {
+    const problem = literal(text.slice(end, match.index));
+    if (problem !== null) return problem;
+    const name = match[1] as string;
+    const converter = match[2] ?? "str";
+    if (converters.has(converter)) return `path ${path}: the nonstandard converter in {${name}:${converter}} must be a whole segment`;
+    if (!CONVERTERS.has(converter)) return unknownConverter(path, converter, converters);
+    if (converter === "path") {
+      return `path ${path}: a {${name}:path} parameter must be a whole segment${last ? "" : ", and the last one"}`;
+    }
+    if (names.has(name)) return `path ${path} names the parameter "${name}" twice`;
+    names.add(name);
+    parts.push({ kind: "param", converter: converter as Exclude<Converter, "path"> });
+    end = match.index + match[0].length;
+  }
+  const problem = literal(text.slice(end));
+  if (problem !== null) return problem;
+  if (!parts.some((part) => part.kind === "param")) return `path ${path}: segment "${text}" has an unbalanced "{" or "}"`;
+  return { kind: "compound", parts };
+}
+
+function escapeRegex(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+/** One segment's regex, as the Hono route and the coverage checks both use it. */
+function compoundPattern(parts: readonly SegmentPart[]): string {
+  return parts.map((part) => (part.kind === "literal" ? escapeRegex(part.value) : CONVERTER_PATTERNS[part.converter])).join("");
+}
+
 /** The claim of a contributed route whose template parsed. */
 export function templateClaim(method: string, path: string, segments: readonly Segment[]): RouteClaim {
   return claim(path, routeMethods(method), segments);
 }
 
-/** The Hono path serving a parsed template: `{id}` → `:id`, `{n:int}` → `:n{[0-9]+}`. */
+/**
+ * The Hono path serving a parsed template: `{id}` → `:id`, `{n:int}` → `:n{[0-9]+}`, a compound
+ * `v{n:int}` → one parameter over the whole segment, `:seg-2{v[0-9]+}` (a name no template can
+ * use; handlers read their parameters from the request URL, not from Hono).
+ */
 export function honoPathFor(parsed: Extract<ParsedTemplate, { ok: true }>): string {
   if (parsed.segments.length === 0) return "/";
   return parsed.segments
     .map((segment, index) => {
       if (segment.kind === "literal") return `/${segment.value}`;
+      if (segment.kind === "compound") return `/:seg-${index}{${compoundPattern(segment.parts)}}`;
       const param = parsed.params[index] as TemplateParam;
-      return param.converter === "str" ? `/:${param.name}` : `/:${param.name}{${CONVERTER_PATTERNS[param.converter]}}`;
+      if (segment.kind === "opaque") return `/:${param.name}{${segment.pattern ?? ".+"}}`;
+      return param.converter === "str" ? `/:${param.name}` : `/:${param.name}{${CONVERTER_PATTERNS[param.converter as Converter]}}`;
     })
     .join("");
 }
@@ -176,8 +282,12 @@ function splitHonoPath(path: string): string[] {
 const HONO_PARAM = /^:([^{?]+)(?:\{(.*)\})?(\?)?$/s;
 
 function converterForRegex(regex: string, last: boolean): Converter | null {
-  if (regex === "[0-9]+" || regex === "\\d+") return "int";
-  if (last && (regex === ".+" || regex === ".*")) return "path";
+  if (regex === "\\d+") return "int";
+  if (last && regex === ".*") return "path";
+  // A host route spelled with a converter's own pattern (what honoPathFor writes) has its language.
+  for (const converter of Object.keys(CONVERTER_PATTERNS) as Converter[]) {
+    if (regex === CONVERTER_PATTERNS[converter]) return converter !== "path" || last ? converter : null;
+  }
   return null;
 }
 
@@ -245,11 +355,34 @@ function converterCovers(owner: Converter, candidate: Converter): boolean {
   return false;
 }
 
+/**
+ * Compound segments are compared by shape: the same sequence of text and parameters, equal text
+ * and each owner parameter's converter covering the candidate's at the same place, so every value
+ * of the candidate splits into pieces the owner accepts. A different shape would need general
+ * regex inclusion and is not claimed.
+ */
+function sameShapeCovers(owner: readonly SegmentPart[], candidate: readonly SegmentPart[]): boolean {
+  return (
+    owner.length === candidate.length &&
+    owner.every((part, index) => {
+      const other = candidate[index] as SegmentPart;
+      if (part.kind === "literal") return other.kind === "literal" && other.value === part.value;
+      return other.kind === "param" && converterCovers(part.converter, other.converter);
+    })
+  );
+}
+
 function segmentCovers(owner: Segment, candidate: Segment): boolean {
   if (owner.kind === "literal") return candidate.kind === "literal" && candidate.value === owner.value;
   if (candidate.kind === "opaque") return false;
   if (owner.kind === "opaque") return owner.pattern !== null && candidate.kind === "literal" && fullMatch(owner.pattern, candidate.value);
+  if (owner.kind === "compound") {
+    if (candidate.kind === "literal") return fullMatch(compoundPattern(owner.parts), candidate.value);
+    return candidate.kind === "compound" && sameShapeCovers(owner.parts, candidate.parts);
+  }
   if (candidate.kind === "literal") return fullMatch(CONVERTER_PATTERNS[owner.converter], candidate.value);
+  // Every compound's values are non-empty and slash-free: a plain parameter holds them all.
+  if (candidate.kind === "compound") return owner.converter === "str";
   return converterCovers(owner.converter, candidate.converter);
 }
 
@@ -257,6 +390,7 @@ function segmentCovers(owner: Segment, candidate: Segment): boolean {
 function excludesNewline(segment: Segment): boolean {
   if (segment.kind === "literal") return !segment.value.includes("\n");
   if (segment.kind === "param") return segment.converter !== "str";
+  if (segment.kind === "compound") return segment.parts.every((part) => (part.kind === "literal" ? !part.value.includes("\n") : part.converter !== "str"));
   return false;
 }
 
@@ -309,7 +443,8 @@ export function findShadow(candidates: readonly RouteClaim[], owners: readonly C
 // ---------------------------------------------------------------------------------------------
 // Reserved paths (fail closed).
 
-type Token = { readonly kind: "literal"; readonly value: string } | { readonly kind: "param"; readonly converter: Converter };
+/** `any` is a nonstandard converter: its language is unknown, so the checks let it produce anything. */
+type Token = { readonly kind: "literal"; readonly value: string } | { readonly kind: "param"; readonly converter: Converter } | { readonly kind: "any" };
 
 function tokens(segments: readonly Segment[]): Token[] {
   const out: Token[] = [];
@@ -323,7 +458,12 @@ function tokens(segments: readonly Segment[]): Token[] {
     pushLiteral("/");
     if (segment.kind === "literal") pushLiteral(segment.value);
     else if (segment.kind === "param") out.push({ kind: "param", converter: segment.converter });
-    else throw new TypeError("reserved-path checks apply to contributed templates only, which have no opaque segments");
+    else if (segment.kind === "compound") {
+      for (const part of segment.parts) {
+        if (part.kind === "literal") pushLiteral(part.value);
+        else out.push({ kind: "param", converter: part.converter });
+      }
+    } else out.push({ kind: "any" });
   }
   return out;
 }
@@ -368,7 +508,9 @@ export function canStartWith(segments: readonly Segment[], prefix: string): bool
     const token = list[tokenIndex] as Token;
     const remaining = prefix.slice(prefixIndex);
     let result = false;
-    if (token.kind === "literal") {
+    if (token.kind === "any") {
+      result = true;
+    } else if (token.kind === "literal") {
       if (token.value.startsWith(remaining)) result = true;
       else if (remaining.startsWith(token.value)) result = step(tokenIndex + 1, prefixIndex + token.value.length);
     } else {
@@ -387,7 +529,7 @@ export function canStartWith(segments: readonly Segment[], prefix: string): bool
 /** The template's full-path regex. */
 function templateRegex(segments: readonly Segment[]): RegExp {
   const body = tokens(segments)
-    .map((token) => (token.kind === "literal" ? token.value.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") : `(?:${CONVERTER_PATTERNS[token.converter]})`))
+    .map((token) => (token.kind === "literal" ? escapeRegex(token.value) : token.kind === "any" ? "[\\s\\S]*" : `(?:${CONVERTER_PATTERNS[token.converter]})`))
     .join("");
   return new RegExp(`^${body}$`);
 }

@@ -1,4 +1,4 @@
-import type { Agent } from "../engine/agent.ts";
+import type { BareGraph, ServedAgent } from "../runtime/served-agent.ts";
 
 /**
  * The seams between the gateway's parts. Everything here is shared by the thread routes, the run
@@ -42,7 +42,13 @@ export type { ThreadRecord, ThreadSearchQuery, ThreadStatus, ThreadStore } from 
 import type { ThreadRecord } from "../runtime/thread-types.ts";
 
 /** Builds (or returns a cached) lead agent for one caller; the cache key covers the whole principal. */
-export type AgentFactory = (request: AgentRequest) => Promise<Agent>;
+export type AgentFactory = (request: AgentRequest) => Promise<ServedAgent>;
+
+/**
+ * A gateway's `agentFactory` option: the engine's Agent, or a bare compiled LangGraph graph that
+ * the gateway runs on its own checkpointer (the spec keeps a factory returning a bare graph supported).
+ */
+export type AgentFactoryOption = (request: AgentRequest) => Promise<ServedAgent | BareGraph>;
 
 export interface AgentRequest {
   readonly user: GatewayUser;

@@ -7,7 +7,7 @@ import { availableModelNames } from "../config/index.ts";
 import { systemClock } from "../core/clock.ts";
 import { mapEnv } from "../core/env.ts";
 import { DeerflowError, errorMessage } from "../core/errors.ts";
-import type { Agent } from "../engine/agent.ts";
+import { servedAgentFactory, type BareGraph, type ServedAgent } from "./served-agent.ts";
 import type { AgentMiddleware, AgentTool } from "../engine/types.ts";
 import { EMPTY_EXTENSIONS, type LoadedExtensions } from "../extensions/registry.ts";
 import { textOf } from "../models/text.ts";
@@ -89,8 +89,11 @@ export interface DeerFlowClientOptions {
   readonly streamMode?: readonly RunStreamMode[];
   readonly checkpointer?: BaseCheckpointSaver;
   readonly threads?: ThreadStore;
-  /** Replaces the lead agent per caller (tests, a custom graph); it receives the run's principal. */
-  readonly agentFactory?: RunAgentFactory<EmbeddedPrincipal>;
+  /**
+   * Replaces the lead agent per caller (tests, a custom graph); it receives the run's principal and
+   * may return the engine's Agent or a bare compiled LangGraph graph (run on this client's checkpointer).
+   */
+  readonly agentFactory?: (request: Parameters<RunAgentFactory<EmbeddedPrincipal>>[0]) => Promise<ServedAgent | BareGraph>;
   readonly extraTools?: readonly AgentTool[];
   readonly configuredMiddlewares?: readonly AgentMiddleware[];
   readonly authorizationProvider?: AuthorizationProvider;
@@ -139,7 +142,7 @@ export interface ClientGatewayParts {
     readonly config: LeadConfig;
     readonly checkpointer: BaseCheckpointSaver;
     readonly threads: ThreadStore;
-    readonly agentFactory: (request: never) => Promise<Agent>;
+    readonly agentFactory: (request: never) => Promise<ServedAgent>;
   };
   readonly runs: unknown;
 }
@@ -216,7 +219,7 @@ export async function createDeerFlowClient(options: DeerFlowClientOptions = {}):
         onDiagnostic: report,
         ...leadAgentExtras(options),
       });
-  const agentFactory: RunAgentFactory<EmbeddedPrincipal> = options.agentFactory ?? leadFactory!;
+  const agentFactory: RunAgentFactory<EmbeddedPrincipal> = options.agentFactory ? servedAgentFactory(options.agentFactory, checkpointer) : leadFactory!;
   const runs = new RunManager<EmbeddedPrincipal>({
     storage,
     checkpointer,

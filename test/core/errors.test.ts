@@ -96,6 +96,7 @@ const SAMPLES: Readonly<Record<string, () => Error>> = {
   ExtensionOrderingError: () => new lib.ExtensionOrderingError("a must run before b", ["a"], []),
   ExtensionPermissionError: () => new lib.ExtensionPermissionError("admins only"),
   ExtensionRegistrationError: () => new lib.ExtensionRegistrationError("extension_registration_closed", "registration is closed"),
+  InvalidAgentError: () => new lib.InvalidAgentError("the agent factory returned a plain object"),
   ManagerLockBusyError: () => new lib.ManagerLockBusyError("/srv/extensions/.lock", "pid 42"),
   MemoryStoreError: () => new lib.MemoryStoreError("memory_record_malformed", "the record is not JSON"),
   ModelError: () => new lib.ModelError("the provider is unreachable", { code: "provider_unreachable" }),

@@ -232,7 +232,8 @@ export function registerRunActionRoutes(api: Hono<GatewayEnv>, deps: RunActionRo
     const user = authenticatedUser(c);
     const agent = await deps.agentFactory({ user, ...(body.model_name ? { modelName: body.model_name } : {}) });
     const summarization = agent.middlewares.find((mw) => mw.name === SUMMARIZATION_NAME) as SummarizationMiddleware | undefined;
-    if (!summarization || typeof summarization.compact !== "function") {
+    // A bare graph (no engine services) has no summarization middleware to compact with either.
+    if (!summarization || typeof summarization.compact !== "function" || agent.services === undefined) {
       throw httpError(409, "Context compaction is disabled: set summarization.enabled: true in config.yaml to compact threads.");
     }
     if (await deps.hasActiveRun(threadId)) throw httpError(409, `Thread ${threadId} has a run in flight. Compact after the run finishes.`);

@@ -1,5 +1,5 @@
 import { DeerflowError } from "../../core/errors.ts";
-import type { Agent } from "../../engine/agent.ts";
+import type { ServedAgent } from "../served-agent.ts";
 
 /*
  * The run lifecycle's own vocabulary. The gateway's seam types (GatewayUser, ThreadStore,
@@ -95,7 +95,7 @@ export interface RunAgentRequest<U extends RunPrincipal = RunPrincipal> {
   readonly subagentsEnabled?: boolean;
   readonly planMode?: boolean;
 }
-export type RunAgentFactory<U extends RunPrincipal = RunPrincipal> = (request: RunAgentRequest<U>) => Promise<Agent>;
+export type RunAgentFactory<U extends RunPrincipal = RunPrincipal> = (request: RunAgentRequest<U>) => Promise<ServedAgent>;
 
 /**
  * Something measured across a run (the workspace changes): begun once the run holds its thread,

@@ -4,7 +4,8 @@ import type { BaseMessage } from "@langchain/core/messages";
 import type { BaseCheckpointSaver, CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import { Command, type StreamMode } from "@langchain/langgraph/web";
 import { errorMessage } from "../../core/errors.ts";
-import type { Agent, RunRecord as EngineRunRecord } from "../../engine/agent.ts";
+import type { RunRecord as EngineRunRecord } from "../../engine/agent.ts";
+import type { ServedAgent } from "../served-agent.ts";
 import { EXTENSION_TASK_STORE_KEY, ExtensionData, taskInfo, type TaskInfo } from "../../extension-api/index.ts";
 import { leadTaskOutcome, notifyTaskStart, notifyTaskStop } from "../../extensions/notify.ts";
 import type { LoadedExtensions } from "../../extensions/registry.ts";
@@ -213,7 +214,7 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
 async function streamAgent<U extends RunPrincipal>(
   deps: WorkerDeps<U>,
   run: ActiveRun<U>,
-  agent: Agent,
+  agent: ServedAgent,
   context: Record<string, unknown>,
 ): Promise<EngineRunRecord | undefined> {
   const { request } = run;

@@ -76,6 +76,23 @@ describe("the conservative route matcher", () => {
     ["/a/{p:path}", "/a", false],
     ["/a/{u:uuid}", "/a/{s}", false],
     ["/a/{x}", "/a/{y}", true],
+    // supported compound segments, compared by shape
+    ["/a/{s}", "/a/v{n:int}", true],
+    ["/a/{s}", "/a/{name}.{ext}", true],
+    ["/a/{n:int}", "/a/{x:int}{y:int}", false],
+    ["/a/v{n:int}", "/a/v{m:int}", true],
+    ["/a/v{n}", "/a/v{m:int}", true],
+    ["/a/v{n:int}", "/a/v{m}", false],
+    ["/a/v{n:int}", "/a/v12", true],
+    ["/a/v{n:int}", "/a/vx", false],
+    ["/a/v{n:int}", "/a/{s}", false],
+    ["/a/{name}.{ext}", "/a/{stem:uuid}.{kind:int}", true],
+    ["/a/{name}.{ext}", "/a/{name}-{part}.{ext}", false],
+    ["/a/{name}.{ext}", "/a/{name}.tar.gz", false],
+    ["/a/{name}.{ext}", "/a/notes.txt", true],
+    ["/a/{p:path}", "/a/v{n:int}", true],
+    // a catch-all stops at a newline; a compound with a plain parameter can hold one
+    ["/a/{p:path}", "/a/v{n}", false],
   ])("contributed %s covers %s: %s", (owner, candidate, expected) => {
     expect(shadows(ext("GET", owner), ext("GET", candidate))).toBe(expected);
   });
@@ -91,6 +108,20 @@ describe("the conservative route matcher", () => {
     const parsed = parseTemplate("/api/ext/{name}/{n:int}/{rest:path}");
     if (!parsed.ok) throw new Error(parsed.problem);
     expect(honoPathFor(parsed)).toBe("/api/ext/:name/:n{[0-9]+}/:rest{.+}");
+    const compound = parseTemplate("/api/ext/v{n:int}/{name}.{ext}");
+    if (!compound.ok) throw new Error(compound.problem);
+    expect(honoPathFor(compound)).toBe("/api/ext/:seg-2{v[0-9]+}/:seg-3{[^/]+\\.[^/]+}");
+  });
+
+  it.each([
+    ["GET", "/f/:name{[^/]+}", "/f/{a}.{b}", true],
+    ["GET", "/f/:n{[0-9]+(?:\\.[0-9]+)?}", "/f/{n:int}", true],
+    ["GET", "/f/:n{[0-9]+(?:\\.[0-9]+)?}", "/f/{s}", false],
+    // A host route another mount call contributed, read back from Hono: its own pattern, matched against literals only.
+    ["GET", "/f/:seg-1{v[0-9]+}", "/f/v7", true],
+    ["GET", "/f/:seg-1{v[0-9]+}", "/f/v{n:int}", false],
+  ] as const)("host %s %s (a converter spelled as its pattern) vs contributed %s → shadowed %s", (hostMethod, hostPath, path, expected) => {
+    expect(hostShadows(hostMethod, hostPath, "GET", path)).toBe(expected);
   });
 
   describe("reserved prefixes", () => {

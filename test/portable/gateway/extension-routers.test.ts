@@ -175,7 +175,10 @@ describe("mounting contributed routers", () => {
     const cases: [string, RegExp][] = [
       ["/api/ext/{id:slug}", /unknown parameter type "slug"/],
       ["/api/ext/{rest:path}/tail", /must be the last segment/],
-      ["/api/ext/file-{id}", /mixes text and a parameter/],
+      ["/api/ext/file-{rest:path}", /must be a whole segment/],
+      ["/api/ext/file-{id", /unbalanced/],
+      ["/api/ext/v{n:slug}", /unknown parameter type "slug"/],
+      ["/api/ext/{a}-{a}", /twice/],
       ["/api/ext/:id", /character the router treats specially/],
       ["/api/ext/", /trailing slash/],
       ["/api//ext", /empty segment/],
@@ -250,6 +253,112 @@ describe("mounting contributed routers", () => {
     mount(app, [{ source: "first", value: [route("GET", "/api/ext/once")] }]);
     const { diagnostics } = mount(app, [{ source: "second", value: [route("GET", "/api/ext/once")] }]);
     expect(diagnostics[0]?.message).toBe("router path /api/ext/once is already served by first; this router was not mounted");
+  });
+
+  // Spec (extension-system.md): "The conservative matcher proves common shadows through ...
+  // supported compound segments ... Relationships requiring general regex-language inclusion are
+  // allowed rather than guessed." A compound segment is served, not refused.
+  it("supported compound segments: a compound route is mounted, served with its exact language, and shadowed only where provable", async () => {
+    const app = hostApp();
+    app.get("/api/host/:name", (c) => c.text("host"));
+    const { mounted, diagnostics } = mount(
+      app,
+      loadedRouters(
+        ["versions", [route("GET", "/api/ext/v{n:int}", () => new Response("version")), route("GET", "/api/ext/files/{name}.{ext}", () => new Response("file"))]],
+        // Under the host's /api/host/:name: a plain parameter holds every compound value.
+        ["under-host", [route("GET", "/api/host/report-{id:int}")]],
+        // Same shape, narrower converters: every value splits into pieces the earlier route accepts.
+        ["same-shape", [route("GET", "/api/ext/files/{stem:int}.{kind}")]],
+        // A different shape would need regex inclusion: allowed.
+        ["other-shape", [route("GET", "/api/ext/files/{name}-{part}.{ext}", () => new Response("part"))]],
+        // A literal the earlier compound matches is provably shadowed.
+        ["literal", [route("GET", "/api/ext/v2")]],
+      ),
+    );
+    expect(mounted.map((m) => m.source)).toEqual(["versions", "versions", "other-shape"]);
+    expect(diagnostics.map((d) => d.message)).toEqual([
+      "router path /api/host/report-{id:int} is already served by host; this router was not mounted",
+      "router path /api/ext/files/{stem:int}.{kind} is already served by versions; this router was not mounted",
+      "router path /api/ext/v2 is already served by versions; this router was not mounted",
+    ]);
+    expect((await get(app, "/api/ext/v12")).body).toBe("version");
+    expect((await get(app, "/api/ext/v")).status).toBe(404);
+    expect((await get(app, "/api/ext/vx")).status).toBe(404);
+    expect((await get(app, "/api/ext/files/a.txt")).body).toBe("file");
+    expect((await get(app, "/api/ext/files/readme")).status).toBe(404);
+  });
+
+  it("a compound route that can reach a reserved path is refused (fail closed)", () => {
+    const app = hostApp();
+    const { mounted, diagnostics } = mount(app, loadedRouters(["sneaky", [route("GET", "/heal{rest}")]], ["login", [route("POST", "/api/v1/auth/{x}-{y}")]]));
+    expect(mounted).toEqual([]);
+    expect(diagnostics.map((d) => d.message)).toEqual([
+      expect.stringMatching(/can reach the host-reserved namespace \/health/),
+      expect.stringMatching(/can reach the host-reserved namespace \/api\/v1\/auth\//),
+    ]);
+  });
+
+  // Spec (extension-system.md): "Because include_router() recompiles contributed routes, preflight
+  // projects the converter registry at include time. Nonstandard converters fail closed against
+  // reserved security paths but otherwise prove a shadow only when their normalized matchers are identical."
+  describe("nonstandard converters the host registers", () => {
+    const converters = { sku: "[A-Z]+-[0-9]+" };
+
+    it("prove a shadow only when their normalized matchers are identical (or the owner's regex matches a static path)", async () => {
+      const app = hostApp();
+      app.get("/api/host/:code{[A-Z]+-[0-9]+}", (c) => c.text("host"));
+      const { mounted, diagnostics } = mount(
+        app,
+        loadedRouters(
+          ["skus", [route("GET", "/api/ext/items/{code:sku}", () => new Response("sku"))]],
+          ["same-matcher", [route("GET", "/api/ext/items/{other:sku}")]],
+          ["static", [route("GET", "/api/ext/items/AB-7")]],
+          ["host-same", [route("GET", "/api/host/{c:sku}")]],
+          // A plain parameter is not provably inside or around an unknown language: allowed both ways.
+          ["plain", [route("GET", "/api/ext/items/{name}", () => new Response("plain")), route("GET", "/api/ext/more/{name}")]],
+          ["under-plain", [route("GET", "/api/ext/more/{code:sku}")]],
+        ),
+        { converters },
+      );
+      expect(mounted.map((m) => m.source)).toEqual(["skus", "plain", "plain", "under-plain"]);
+      expect(diagnostics.map((d) => d.message)).toEqual([
+        "router path /api/ext/items/{other:sku} is already served by skus; this router was not mounted",
+        "router path /api/ext/items/AB-7 is already served by skus; this router was not mounted",
+        "router path /api/host/{c:sku} is already served by host; this router was not mounted",
+      ]);
+      expect((await get(app, "/api/ext/items/AB-12")).body).toBe("sku");
+      expect((await get(app, "/api/ext/items/ab")).body).toBe("plain");
+    });
+
+    it("fail closed against reserved security paths, are refused inside a compound segment, and an unregistered one is still unknown", () => {
+      const app = hostApp();
+      const { mounted, diagnostics } = mount(
+        app,
+        loadedRouters(
+          ["root", [route("GET", "/{code:sku}")]],
+          ["auth", [route("POST", "/api/v1/{code:sku}/login/local")]],
+          ["compound", [route("GET", "/api/ext/v{code:sku}")]],
+          ["unknown", [route("GET", "/api/ext/{code:isbn}")]],
+        ),
+        { converters },
+      );
+      expect(mounted).toEqual([]);
+      expect(diagnostics.map((d) => d.message)).toEqual([
+        expect.stringMatching(/router path \/\{code:sku\} can reach the host-reserved namespace \/health/),
+        expect.stringMatching(/can reach the host-reserved namespace \/api\/v1\/auth\//),
+        expect.stringMatching(/nonstandard converter in \{code:sku\} must be a whole segment/),
+        expect.stringMatching(/unknown parameter type "isbn"; use str, int, float, uuid, path or sku/),
+      ]);
+    });
+
+    it("are projected when routers are mounted: a bad registration is an error naming the converter", () => {
+      const app = hostApp();
+      const routers = loadedRouters(["a", [route("GET", "/api/ext/a")]]);
+      expect(() => mount(app, routers, { converters: { int: "[0-9]" } })).toThrow(/converter "int": int is a standard converter/);
+      expect(() => mount(app, routers, { converters: { pair: "([a-z])-\\1" } })).toThrow(/converter "pair": its pattern may not contain a capturing group/);
+      expect(() => mount(app, routers, { converters: { year: "[0-9]{4}" } })).toThrow(/converter "year": its pattern may not contain "\}"/);
+      expect(() => mount(app, routers, { converters: { broken: "[a-" } })).toThrow(/converter "broken": its pattern is not a valid regex/);
+    });
   });
 
   it("serves typed parameters with their converter's language only", async () => {
