@@ -29,10 +29,11 @@
  *
  * Memory per idle thread: each server in a process of its own that serves nothing else
  * (deerflow-edge: bench/gateway-serve.ts under the bench's runtime, with memory storage so that
- * what a thread stores counts, as it does in langgraph-api's in-memory store); 20 warm-up runs, gc, reading;
- * K threads with one finished run each, gc, reading ("just finished"); the load cases run
- * meanwhile on other servers; once BENCH_GATEWAY_IDLE_AFTER_SECONDS have passed since the last
- * run, gc, reading ("idle": deerflow-edge keeps each finished run's frames 60 s for replay).
+ * what a thread stores counts, as it does in langgraph-api's in-memory store); 20 warm-up runs; the
+ * load cases run meanwhile on other servers; once BENCH_GATEWAY_IDLE_AFTER_SECONDS have passed
+ * since the warm-up (its replay windows closed), gc, reading; K threads with one finished run
+ * each, gc, reading ("just finished"); BENCH_GATEWAY_IDLE_AFTER_SECONDS after that, gc, reading
+ * ("idle": deerflow-edge keeps each finished run's frames 60 s for replay).
  *
  * Run: npx tsx --expose-gc bench/gateway.ts | deno run -A --unstable-no-legacy-abort
  * --v8-flags=--expose-gc bench/gateway.ts | bun bench/gateway.ts (or `BENCH_NAMES=gateway npm run
@@ -40,7 +41,8 @@
  * Env knobs: BENCH_GATEWAY_SECONDS (measured seconds per case, default 10),
  * BENCH_GATEWAY_WARMUP_SECONDS (unmeasured seconds before each case, default 2),
  * BENCH_GATEWAY_CLIENTS (concurrent clients, default "1 10 50"), BENCH_GATEWAY_MEMORY_CLIENTS (the
- * memory storage case, default 10), BENCH_GATEWAY_IDLE_THREADS (K, default 200),
+ * memory storage case, default 10; 0 skips it), BENCH_GATEWAY_IDLE_THREADS (K, default 200; 0 skips
+ * the memory per idle thread),
  * BENCH_GATEWAY_IDLE_AFTER_SECONDS (default 65), BENCH_GATEWAY_LGAPI (0 skips the official server).
  *
  * Output: one JSON line per load case (server × storage × clients), one per server for memory per
@@ -63,15 +65,9 @@ import type { LoadResult } from "./gateway-load.ts";
 import { startOurs } from "./gateway-ours.ts";
 import { ensureLgapiInstalled, runLoad, startLgapi, startOursProcess, type ChildServer } from "./gateway-servers.ts";
 import type { Target } from "./gateway-sse.ts";
-import { emit, envNumber, loadAverage, progressLog, round3, runBench, runtimeInfo } from "./harness.ts";
+import { emit, envCount, envNumber, envString, loadAverage, progressLog, round3, runBench, runtimeInfo } from "./harness.ts";
 
 const log = progressLog("gateway");
-const g = globalThis as any;
-
-function envString(name: string): string | undefined {
-  const raw = g.process?.env?.[name] ?? (g.Deno ? g.Deno.env.get(name) : undefined);
-  return raw === undefined || raw === "" ? undefined : String(raw);
-}
 
 function clientCounts(): number[] {
   const raw = envString("BENCH_GATEWAY_CLIENTS") ?? "1 10 50";
@@ -142,10 +138,19 @@ interface MemoryProbe {
   idle?: Usage;
 }
 
-/** Warm-up runs, a reading, K threads with one finished run each, a second reading. */
-async function fillThreads(name: ServerName, server: ChildServer, threads: number): Promise<MemoryProbe> {
+/** Runs before the memory readings, so first-use costs (code compiled, caches filled) are not per-thread. */
+async function warmUp(name: ServerName, server: ChildServer): Promise<void> {
   const warm = await runLoad({ mode: "populate", target: server.target, threads: 20, clients: 10 });
   if (warm.errors > 0) throw new Error(`${name}: warm-up runs failed: ${warm.first_error}`);
+}
+
+/**
+ * A reading, K threads with one finished run each, a second reading. Called once the warm-up
+ * runs' replay windows have closed: a reading taken while they were held would put them in
+ * "before" but not in "idle", so idle − before would come out short by the warm-up's 20 windows
+ * (a tenth of a window per thread at K = 200; below zero at K = 20).
+ */
+async function fillThreads(name: ServerName, server: ChildServer, threads: number): Promise<MemoryProbe> {
   const before = await server.memory();
   const filled = await runLoad({ mode: "populate", target: server.target, threads, clients: 10 });
   if (filled.errors > 0) throw new Error(`${name}: ${filled.errors} of ${threads} runs failed while filling threads: ${filled.first_error}`);
@@ -166,8 +171,8 @@ async function main(): Promise<void> {
   const seconds = envNumber("BENCH_GATEWAY_SECONDS", 10);
   const warmupSeconds = envNumber("BENCH_GATEWAY_WARMUP_SECONDS", 2);
   const counts = clientCounts();
-  const memoryClients = Math.round(envNumber("BENCH_GATEWAY_MEMORY_CLIENTS", 10));
-  const idleThreads = Math.round(envNumber("BENCH_GATEWAY_IDLE_THREADS", 200));
+  const memoryClients = envCount("BENCH_GATEWAY_MEMORY_CLIENTS", 10);
+  const idleThreads = envCount("BENCH_GATEWAY_IDLE_THREADS", 200);
   const idleAfterS = envNumber("BENCH_GATEWAY_IDLE_AFTER_SECONDS", 65);
   const lgapiWanted = envString("BENCH_GATEWAY_LGAPI") !== "0";
   const began = performance.now();
@@ -183,9 +188,10 @@ async function main(): Promise<void> {
   };
   if (lgapiSkipped !== undefined) skipLgapi(lgapiSkipped);
 
-  // 1. Memory: one server process each that serves nothing else; read again at the end, once
-  // every run's replay window has been released, so "idle" means idle.
+  // 1. Memory: one server process each that serves nothing else, warmed up now; the readings come
+  // after the load cases (section 3), once the warm-up runs' replay windows have closed.
   const probes: Partial<Record<ServerName, MemoryProbe>> = {};
+  const warmed: Array<[ServerName, ChildServer]> = [];
   const closing: ChildServer[] = [];
   const lines: CaseLine[] = [];
   try {
@@ -193,18 +199,24 @@ async function main(): Promise<void> {
     closing.push(oursProcess);
     log(`deerflow-edge (${runtime}, memory storage) serving on ${oursProcess.target.apiUrl}`);
     await check("deerflow-edge", oursProcess.target);
-    probes["deerflow-edge"] = await fillThreads("deerflow-edge", oursProcess, idleThreads);
+    if (idleThreads > 0) {
+      await warmUp("deerflow-edge", oursProcess);
+      warmed.push(["deerflow-edge", oursProcess]);
+    }
     if (lgapiSkipped === undefined) {
       try {
         const lgapiProcess = await startLgapi(10);
         closing.push(lgapiProcess);
         await check("langgraph-api", lgapiProcess.target);
-        probes["langgraph-api"] = await fillThreads("langgraph-api", lgapiProcess, idleThreads);
+        if (idleThreads > 0) {
+          await warmUp("langgraph-api", lgapiProcess);
+          warmed.push(["langgraph-api", lgapiProcess]);
+        }
       } catch (error) {
         skipLgapi(`the official server did not start or failed its check: ${error instanceof Error ? error.message : String(error)}`);
       }
     }
-    const filledAt = performance.now();
+    const warmedAt = performance.now();
 
     // 2. Load: a fresh server per case, so no case inherits the threads of another; both servers
     // at one client count back to back, the first one alternating per count.
@@ -239,14 +251,27 @@ async function main(): Promise<void> {
         }
       }
     }
-    await runCase("deerflow-edge", "memory", memoryClients);
+    if (memoryClients > 0) await runCase("deerflow-edge", "memory", memoryClients);
 
-    // 3. Idle memory.
-    const waitMs = filledAt + idleAfterS * 1000 - performance.now();
-    if (waitMs > 0) {
-      log(`waiting ${(waitMs / 1000).toFixed(1)} s more for finished runs' replay windows to be released`);
+    // 3. Memory: once the warm-up's replay windows have closed, before / K threads / just finished;
+    // BENCH_GATEWAY_IDLE_AFTER_SECONDS later, once theirs have closed too, idle.
+    const waitUntil = async (at: number, what: string): Promise<void> => {
+      const waitMs = at - performance.now();
+      if (waitMs <= 0) return;
+      log(`waiting ${(waitMs / 1000).toFixed(1)} s more for ${what}' replay windows to be released`);
       await sleep(waitMs);
+    };
+    if (warmed.length > 0) await waitUntil(warmedAt + idleAfterS * 1000, "the warm-up runs");
+    for (const [name, server] of warmed) {
+      try {
+        probes[name] = await fillThreads(name, server, idleThreads);
+      } catch (error) {
+        if (name === "deerflow-edge") throw error;
+        skipLgapi(`the official server failed while filling threads: ${error instanceof Error ? error.message : String(error)}`);
+      }
     }
+    const filledAt = performance.now();
+    if (warmed.length > 0) await waitUntil(filledAt + idleAfterS * 1000, "the K threads' runs");
     for (const [name, probe] of Object.entries(probes) as Array<[ServerName, MemoryProbe]>) {
       probe.idle = await probe.server.memory();
       const hot = perThread(probe.before, probe.hot, idleThreads);
@@ -343,7 +368,7 @@ async function main(): Promise<void> {
       frames_per_s: "SSE frames (events, heartbeat comments excluded) ÷ case wall time; frames per run differ between the servers (frames_per_run_median)",
       first_frame_ms: "request sent → first SSE frame (metadata); first_data_frame_ms → first frame that is not metadata",
       runs_with_unexpected_frames: "runs whose frames per event differ from the server's check run (same input, so the same frames are due)",
-      idle_thread_memory: `(heap or RSS − before) ÷ K, K threads with one finished run each, after a full gc, in a server process that served nothing else; read ${idleAfterS} s after the last run (idle) and at once (just_finished: deerflow-edge then still holds each run's replay window for 60 s)`,
+      idle_thread_memory: `(heap or RSS − before) ÷ K, K threads with one finished run each, after a full gc, in a server process that served nothing else, 20 warm-up runs before whose replay windows had closed when 'before' was read; read ${idleAfterS} s after the last run (idle) and at once (just_finished: deerflow-edge then still holds each run's replay window for 60 s)`,
       langgraph_api_floor: "its in-memory join waits up to 500 ms for a done message that never comes, so a stream ends about 0.5 s after its run (docs/toolchain.md, The LangGraph API server baseline)",
     },
     total_s: round3((performance.now() - began) / 1000),
