@@ -16,7 +16,8 @@
 #
 # --quick (npm run bench:quick, the regression guard of issue 18's goals; about 1.5 min on Node on
 # an idle machine): bench/chain-overhead.ts (lead chain and bare engine only), bench/storage-writes.ts
-# and bench/gateway.ts (10 and 50 clients, 5 s each; no memory per idle thread, whose two waits
+# and bench/gateway.ts (10 and 50 clients, 4 s each, ours, langgraph-api with its bare graph and with
+# our lead agent, and the in-process floor; no memory per idle thread, whose two waits
 # for replay windows to close take 2 min more: BENCH_GATEWAY_IDLE_THREADS=20 adds it) with short knobs, on
 # BENCH_RUNTIMES (default: node only); their JSON lines go to bench/results/quick-<UTC date>.jsonl
 # only, and stdout gets bench/quick.ts's lines: each goal's figure, the goal, met true/false (null
@@ -35,7 +36,7 @@ if [ "${1:-}" = "--quick" ]; then
   : "${BENCH_RUNTIMES:=node}"
   export BENCH_SAMPLES="${BENCH_SAMPLES:-7}" BENCH_BLOCK_MS="${BENCH_BLOCK_MS:-20}" BENCH_WARMUP_MS="${BENCH_WARMUP_MS:-100}"
   export BENCH_CHAIN_ONLY="${BENCH_CHAIN_ONLY:-lead}"
-  export BENCH_GATEWAY_SECONDS="${BENCH_GATEWAY_SECONDS:-5}" BENCH_GATEWAY_WARMUP_SECONDS="${BENCH_GATEWAY_WARMUP_SECONDS:-1}"
+  export BENCH_GATEWAY_SECONDS="${BENCH_GATEWAY_SECONDS:-4}" BENCH_GATEWAY_WARMUP_SECONDS="${BENCH_GATEWAY_WARMUP_SECONDS:-1}"
   export BENCH_GATEWAY_CLIENTS="${BENCH_GATEWAY_CLIENTS:-10 50}" BENCH_GATEWAY_MEMORY_CLIENTS="${BENCH_GATEWAY_MEMORY_CLIENTS:-0}"
   export BENCH_GATEWAY_IDLE_THREADS="${BENCH_GATEWAY_IDLE_THREADS:-0}" BENCH_GATEWAY_IDLE_AFTER_SECONDS="${BENCH_GATEWAY_IDLE_AFTER_SECONDS:-62}"
   quick_out="bench/results/quick-$date_tag.jsonl"
