@@ -8,7 +8,10 @@
  * Run: npx tsx --expose-gc bench/chain-overhead.ts | npx deno run -A --v8-flags=--expose-gc
  * bench/chain-overhead.ts | npx bun bench/chain-overhead.ts (or `npm run bench` for all three).
  * Env knobs: BENCH_SAMPLES (default 13), BENCH_BLOCK_MS (target ms per timed block, default 30),
- * BENCH_WARMUP_MS (per configuration, default 200).
+ * BENCH_WARMUP_MS (per configuration, default 200), BENCH_CHAIN_ONLY=lead (what `npm run
+ * bench:quick` runs: workload A only, and only the direct loop, the bare engine and the lead chain,
+ * so the summaries hold only the lead_chain_* fields of workload A, marked `"only":"lead"`; the
+ * createAgent and middleware-count comparisons are left out).
  *
  * Output: one JSON line per measurement on stdout, then one summary line per checkpointer setting.
  * Progress goes to stderr.
@@ -41,7 +44,7 @@ import { createVirtualSandboxProvider } from "../src/sandbox/virtual.ts";
 import { createSkillRegistry } from "../src/skills/registry.ts";
 import { createMemoryKeyValue } from "../src/storage/key-value.ts";
 import { ScriptedChatModel, TOOL_DESCRIPTION, noopBody, ourNoop } from "./scripted.ts";
-import { collectGarbage, emit, envNumber, groupBy, loadAverage, median, progressLog, quantile, round4 as round, runBench, runSamples, runtimeInfo, calibrateBlock } from "./harness.ts";
+import { collectGarbage, emit, envNumber, envString, groupBy, loadAverage, median, progressLog, quantile, round4 as round, runBench, runSamples, runtimeInfo, calibrateBlock } from "./harness.ts";
 
 const log = progressLog("chain-overhead");
 
@@ -332,7 +335,7 @@ function expectedHookCalls(middlewares: number, workload: Workload): number {
 async function sanityCheck(configs: readonly Config[]): Promise<void> {
   const expected = new Map<Workload, string>();
   const expectedMessages = new Map<Workload, BaseMessage[]>();
-  for (const workload of ["A", "B"] as const) {
+  for (const workload of new Set(configs.map((c) => c.workload))) {
     const direct = configs.find((c) => c.engine === "direct" && c.workload === workload)!;
     const messages = await direct.run();
     const wanted = ["human", ...Array.from({ length: toolRounds[workload] }, () => ["ai", "tool"]).flat(), "ai"];
@@ -406,13 +409,19 @@ async function main(): Promise<void> {
   const began = performance.now();
   const loadAtStart = loadAverage();
 
+  const only = envString("BENCH_CHAIN_ONLY");
+  if (only !== undefined && only !== "lead") throw new Error(`BENCH_CHAIN_ONLY must be "lead" or unset; got ${JSON.stringify(only)}`);
+  const leadOnly = only === "lead";
   const configs: Config[] = [];
   for (const checkpointer of ["none", "memory"] as const) {
-    for (const workload of ["A", "B"] as const) {
+    for (const workload of leadOnly ? (["A"] as const) : (["A", "B"] as const)) {
       configs.push(directConfig(workload, checkpointer));
-      for (const middlewares of MIDDLEWARE_COUNTS) {
-        configs.push(oursConfig(middlewares, workload, checkpointer));
-        configs.push(langchainConfig(middlewares, workload, checkpointer));
+      if (leadOnly) configs.push(oursConfig(0, workload, checkpointer));
+      else {
+        for (const middlewares of MIDDLEWARE_COUNTS) {
+          configs.push(oursConfig(middlewares, workload, checkpointer));
+          configs.push(langchainConfig(middlewares, workload, checkpointer));
+        }
       }
       configs.push(leadChainConfig(workload, checkpointer));
     }
@@ -461,7 +470,8 @@ async function main(): Promise<void> {
   };
 
   for (const config of configs) {
-    const o = config.engine === "direct" ? undefined : overheads(config.engine, config.middlewares, config.checkpointer);
+    // BENCH_CHAIN_ONLY=lead has no workload B, which the per-tool-call figure needs.
+    const o = config.engine === "direct" || leadOnly ? undefined : overheads(config.engine, config.middlewares, config.checkpointer);
     emit({
       bench: "chain-overhead",
       runtime,
@@ -483,8 +493,8 @@ async function main(): Promise<void> {
     });
   }
 
-  const loadAtEnd = loadAverage();
-  for (const checkpointer of ["none", "memory"] as const) {
+  /** The summary's engine-versus-createAgent and middleware-count fields (the full run only). */
+  const engineComparison = (checkpointer: CheckpointerSetting): Record<string, unknown> => {
     const ours0 = overheads("deerflow-edge", 0, checkpointer);
     const ours35 = overheads("deerflow-edge", 35, checkpointer);
     const theirs0 = overheads("langchain-createAgent", 0, checkpointer);
@@ -504,21 +514,7 @@ async function main(): Promise<void> {
     const a0 = find("deerflow-edge", 0, "A", checkpointer).perRunMs;
     const a35 = find("deerflow-edge", 35, "A", checkpointer).perRunMs;
     const pairedStepRatio = median(a35.map((t, s) => t / a0[s]!));
-    // The full default lead chain over the bare engine (0 middlewares), paired per sample like the
-    // rest. Workload A is one model step per run, so its per-run difference is the per-step cost,
-    // including the chain's once-per-run hooks (beforeAgent/afterAgent), as with the engine's F.
-    const leadA = find("deerflow-edge-lead-chain", leadChainNames.length, "A", checkpointer).perRunMs;
-    const leadB = find("deerflow-edge-lead-chain", leadChainNames.length, "B", checkpointer).perRunMs;
-    const b0 = find("deerflow-edge", 0, "B", checkpointer).perRunMs;
-    const leadExtraA = leadA.map((t, s) => t - a0[s]!);
-    const leadExtraB = leadB.map((t, s) => t - b0[s]!);
-    const leadStepMs = median(leadA);
-    emit({
-      bench: "chain-overhead",
-      summary: true,
-      runtime,
-      runtime_version: version,
-      checkpointer,
+    return {
       ours_vs_createAgent_at_35: round(ours35.perStep / theirs35.perStep),
       // Whole workload-B runs (5 steps, 4 tool calls): unlike the per-tool-call figure (t − F, see
       // the header), this overhead is always positive, so its ratio is meaningful.
@@ -529,21 +525,55 @@ async function main(): Promise<void> {
       ours_step_ms_0: round(oursStep0),
       ours_step_ms_35: round(oursStep35),
       ours_step_time_35_vs_0_paired: round(pairedStepRatio),
+      goal_met: {
+        beats_createAgent_at_35: ours35.perStep < theirs35.perStep,
+        adding_35_under_50pct: oursStep35 <= 1.5 * oursStep0,
+      },
+    };
+  };
+
+  /** The summary's lead-chain fields on workload B (the full run only). */
+  const leadWorkloadB = (checkpointer: CheckpointerSetting): Record<string, unknown> => {
+    const a0 = find("deerflow-edge", 0, "A", checkpointer).perRunMs;
+    const b0 = find("deerflow-edge", 0, "B", checkpointer).perRunMs;
+    const leadA = find("deerflow-edge-lead-chain", leadChainNames.length, "A", checkpointer).perRunMs;
+    const leadB = find("deerflow-edge-lead-chain", leadChainNames.length, "B", checkpointer).perRunMs;
+    const leadExtraA = leadA.map((t, s) => t - a0[s]!);
+    const leadExtraB = leadB.map((t, s) => t - b0[s]!);
+    return {
+      lead_chain_vs_bare_per_run_ms_workload_B: round(median(leadExtraB)),
+      lead_chain_vs_bare_per_tool_call_ms: round(
+        median(leadExtraB.map((o, s) => (o - modelSteps.B * leadExtraA[s]!) / TOOL_ROUNDS_B)),
+      ),
+      lead_chain_run_time_vs_bare_workload_B: round(median(leadB) / median(b0)),
+    };
+  };
+
+  const loadAtEnd = loadAverage();
+  for (const checkpointer of ["none", "memory"] as const) {
+    const a0 = find("deerflow-edge", 0, "A", checkpointer).perRunMs;
+    const oursStep0 = median(a0);
+    // The full default lead chain over the bare engine (0 middlewares), paired per sample like the
+    // rest. Workload A is one model step per run, so its per-run difference is the per-step cost,
+    // including the chain's once-per-run hooks (beforeAgent/afterAgent), as with the engine's F.
+    const leadA = find("deerflow-edge-lead-chain", leadChainNames.length, "A", checkpointer).perRunMs;
+    const leadExtraA = leadA.map((t, s) => t - a0[s]!);
+    const leadStepMs = median(leadA);
+    const lead = {
       lead_chain_middlewares: leadChainNames,
       bare_step_ms: round(oursStep0),
       lead_chain_step_ms: round(leadStepMs),
       lead_chain_vs_bare_per_step_ms: round(median(leadExtraA)),
       lead_chain_step_time_vs_bare: round(leadStepMs / oursStep0),
       lead_chain_step_time_vs_bare_paired: round(median(leadA.map((t, s) => t / a0[s]!))),
-      lead_chain_vs_bare_per_run_ms_workload_B: round(median(leadExtraB)),
-      lead_chain_vs_bare_per_tool_call_ms: round(
-        median(leadExtraB.map((o, s) => (o - modelSteps.B * leadExtraA[s]!) / TOOL_ROUNDS_B)),
-      ),
-      lead_chain_run_time_vs_bare_workload_B: round(median(leadB) / median(b0)),
-      goal_met: {
-        beats_createAgent_at_35: ours35.perStep < theirs35.perStep,
-        adding_35_under_50pct: oursStep35 <= 1.5 * oursStep0,
-      },
+    };
+    emit({
+      bench: "chain-overhead",
+      summary: true,
+      runtime,
+      runtime_version: version,
+      checkpointer,
+      ...(leadOnly ? { only: "lead", ...lead } : { ...engineComparison(checkpointer), ...lead, ...leadWorkloadB(checkpointer) }),
       definitions: {
         overhead_per_model_step: "median over samples of (engine A − direct A per run); A = 1 model step",
         overhead_per_tool_call:

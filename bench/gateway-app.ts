@@ -4,7 +4,7 @@
  * MCP servers or configured middlewares; see src/cli/serve.ts), with the storage the bench chooses
  * instead of `.deer-flow/`. Its log goes to stderr, as the serve command's does.
  */
-import { validateLeadConfig } from "../src/agents/app-config.ts";
+import { validateLeadConfig, type LeadConfig } from "../src/agents/app-config.ts";
 import { createGateway } from "../src/gateway/app.ts";
 import { LEAD_AGENT_ASSISTANT_ID } from "../src/gateway/routes/assistants.ts";
 import type { KeyValue } from "../src/ports/key-value.ts";
@@ -16,8 +16,13 @@ export interface BenchGateway {
   shutdown(): Promise<void>;
 }
 
+/** The embedded defaults `deerflow-edge serve` starts from without a config file. */
+export function benchConfig(): LeadConfig {
+  return validateLeadConfig({}, "(embedded defaults)");
+}
+
 export async function createBenchGateway(storage: KeyValue): Promise<BenchGateway> {
-  const config = validateLeadConfig({}, "(embedded defaults)");
+  const config = benchConfig();
   const gateway = await createGateway({
     config,
     storage,

@@ -19,6 +19,8 @@ const LGAPI_DIR = join(ROOT, "bench", "lgapi");
 const LOAD_SCRIPT = join(ROOT, "bench", "gateway-load.ts");
 const ROOT_TSX = join(ROOT, "node_modules", ".bin", "tsx");
 const LGAPI_TSX = join(LGAPI_DIR, "node_modules", ".bin", "tsx");
+/** Our lead agent as a graph for langgraph-api (bench/lead-agent.ts). */
+const LEAD_GRAPH = join(ROOT, "bench", "lead-agent.ts");
 const LGAPI_MARKER = join(LGAPI_DIR, "node_modules", "@langchain", "langgraph-api", "package.json");
 
 const g = globalThis as any;
@@ -183,15 +185,16 @@ export async function ensureLgapiInstalled(log: (line: string) => void): Promise
 }
 
 /**
- * Starts bench/lgapi/serve.ts under Node with --expose-gc, cwd and `.langgraph_api/` in a fresh
+ * Starts bench/lgapi/serve.ts under Node with --expose-gc, serving its bare graph or (`lead`) our
+ * lead agent (bench/lead-agent.ts), cwd and `.langgraph_api/` in a fresh
  * temp dir (removed on close), analytics off, and the log at warn (its per-request info log would
  * otherwise be part of what is measured, and deerflow-edge's gateway logs no line per request).
  */
-export function startLgapi(workers: number): Promise<ChildServer> {
+export function startLgapi(workers: number, graph: "bare" | "lead" = "bare"): Promise<ChildServer> {
   const cwd = mkdtempSync(join(tmpdir(), "deerflow-bench-lgapi-"));
   return startChildServer({
     command: LGAPI_TSX,
-    args: ["--expose-gc", join(LGAPI_DIR, "serve.ts"), "0", String(workers), cwd],
+    args: ["--expose-gc", join(LGAPI_DIR, "serve.ts"), "0", String(workers), cwd, ...(graph === "lead" ? [`${LEAD_GRAPH}:graph`] : [])],
     cwd,
     env: { ...currentEnv(), LANGGRAPH_CLI_NO_ANALYTICS: "1", LOG_LEVEL: "warn", BROWSER: "none" },
     label: "lgapi",

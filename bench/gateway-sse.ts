@@ -13,6 +13,9 @@ export interface Target {
   readonly headers?: Readonly<Record<string, string>>;
 }
 
+/** The one-line task every load run sends (the demo model writes notes on it, then counts their words). */
+export const BENCH_TASK = "Compare the memory use of edge runtimes for agent harnesses and summarize the trade-offs.";
+
 export interface RunOutcome {
   /** SSE events (comment-only heartbeats not counted). */
   readonly frames: number;

@@ -17,6 +17,13 @@
  *   middleware chain and a real virtual sandbox, so the comparison does not favour us. Installed on
  *   first use (npm ci --prefix bench/lgapi); when that fails, or with BENCH_GATEWAY_LGAPI=0, one
  *   line `{"skipped":"lgapi","reason":...}` and the rest runs.
+ * - langgraph-api serving our lead agent (bench/lead-agent.ts: the agent the gateway assembles for
+ *   the auth-disabled caller, memory storage, run in one graph node, langgraph-api checkpointing):
+ *   the same chain on both servers, so the ratio is what the server costs.
+ * - in-process: the same lead agent in this process over fs storage with the gateway's
+ *   checkpointer, no HTTP, run manager or SSE, by as many concurrent loops as clients (the same
+ *   input, stream modes and check): the floor under the gateway, whose overhead is then a ratio.
+ *   These two ("the fair comparison") run unless BENCH_GATEWAY_FAIR=0.
  * A fresh server per case, so no case inherits the threads of an earlier one.
  *
  * Load: a separate Node process (bench/gateway-load.ts), the same for both servers, so the client's
@@ -29,10 +36,11 @@
  *
  * Memory per idle thread: each server in a process of its own that serves nothing else
  * (deerflow-edge: bench/gateway-serve.ts under the bench's runtime, with memory storage so that
- * what a thread stores counts, as it does in langgraph-api's in-memory store); 20 warm-up runs, gc, reading;
- * K threads with one finished run each, gc, reading ("just finished"); the load cases run
- * meanwhile on other servers; once BENCH_GATEWAY_IDLE_AFTER_SECONDS have passed since the last
- * run, gc, reading ("idle": deerflow-edge keeps each finished run's frames 60 s for replay).
+ * what a thread stores counts, as it does in langgraph-api's in-memory store); 20 warm-up runs; the
+ * load cases run meanwhile on other servers; once BENCH_GATEWAY_IDLE_AFTER_SECONDS have passed
+ * since the warm-up (its replay windows closed), gc, reading; K threads with one finished run
+ * each, gc, reading ("just finished"); BENCH_GATEWAY_IDLE_AFTER_SECONDS after that, gc, reading
+ * ("idle": deerflow-edge keeps each finished run's frames 60 s for replay).
  *
  * Run: npx tsx --expose-gc bench/gateway.ts | deno run -A --unstable-no-legacy-abort
  * --v8-flags=--expose-gc bench/gateway.ts | bun bench/gateway.ts (or `BENCH_NAMES=gateway npm run
@@ -40,8 +48,10 @@
  * Env knobs: BENCH_GATEWAY_SECONDS (measured seconds per case, default 10),
  * BENCH_GATEWAY_WARMUP_SECONDS (unmeasured seconds before each case, default 2),
  * BENCH_GATEWAY_CLIENTS (concurrent clients, default "1 10 50"), BENCH_GATEWAY_MEMORY_CLIENTS (the
- * memory storage case, default 10), BENCH_GATEWAY_IDLE_THREADS (K, default 200),
- * BENCH_GATEWAY_IDLE_AFTER_SECONDS (default 65), BENCH_GATEWAY_LGAPI (0 skips the official server).
+ * memory storage case, default 10; 0 skips it), BENCH_GATEWAY_IDLE_THREADS (K, default 200; 0 skips
+ * the memory per idle thread),
+ * BENCH_GATEWAY_IDLE_AFTER_SECONDS (default 65), BENCH_GATEWAY_LGAPI (0 skips the official server),
+ * BENCH_GATEWAY_FAIR (0 skips langgraph-api serving our lead agent and the in-process floor).
  *
  * Output: one JSON line per load case (server × storage × clients), one per server for memory per
  * idle thread, then the summary line with the ratios ours ÷ langgraph-api. Progress goes to stderr.
@@ -59,19 +69,19 @@
 // Installed first, as in the other benches
 // (docs/toolchain.md, AsyncLocalStorage before any import).
 import "../adapters/shared/als.ts";
-import type { LoadResult } from "./gateway-load.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createFsKeyValue } from "../adapters/shared/fs-key-value.ts";
+import { serializeValues } from "../src/runtime/serialize.ts";
 import { startOurs } from "./gateway-ours.ts";
 import { ensureLgapiInstalled, runLoad, startLgapi, startOursProcess, type ChildServer } from "./gateway-servers.ts";
-import type { Target } from "./gateway-sse.ts";
-import { emit, envNumber, loadAverage, progressLog, round3, runBench, runtimeInfo } from "./harness.ts";
+import { BENCH_TASK, checkFinalValues, LoadError, type RunOutcome, type Target } from "./gateway-sse.ts";
+import { createLeadAgent, type BenchLeadAgent } from "./lead-agent.ts";
+import { measureLoad, type LoadResult } from "./load-loop.ts";
+import { emit, envCount, envNumber, envString, loadAverage, progressLog, round3, runBench, runtimeInfo } from "./harness.ts";
 
 const log = progressLog("gateway");
-const g = globalThis as any;
-
-function envString(name: string): string | undefined {
-  const raw = g.process?.env?.[name] ?? (g.Deno ? g.Deno.env.get(name) : undefined);
-  return raw === undefined || raw === "" ? undefined : String(raw);
-}
 
 function clientCounts(): number[] {
   const raw = envString("BENCH_GATEWAY_CLIENTS") ?? "1 10 50";
@@ -82,7 +92,51 @@ function clientCounts(): number[] {
   return counts;
 }
 
-type ServerName = "deerflow-edge" | "langgraph-api";
+/**
+ * The load cases' subjects: our gateway; langgraph-api serving its bare graph; langgraph-api
+ * serving our lead agent (bench/lead-agent.ts); our lead agent in-process with no server.
+ */
+type ServerName = "deerflow-edge" | "langgraph-api" | "langgraph-api-lead" | "in-process";
+/** The two that serve memory figures. */
+type MemoryServer = "deerflow-edge" | "langgraph-api";
+
+/** One run of the lead agent in this process, no HTTP: the input, stream modes and check of a load run. */
+async function inProcessRun(lead: BenchLeadAgent): Promise<RunOutcome> {
+  const threadId = crypto.randomUUID();
+  const runId = crypto.randomUUID();
+  const started = performance.now();
+  const framesByEvent: Record<string, number> = {};
+  let frames = 0;
+  let firstFrameMs = NaN;
+  let lastValues: unknown;
+  const stream = lead.agent.stream(
+    { messages: [{ role: "user", content: BENCH_TASK }] } as never,
+    { threadId, runId, context: lead.context(threadId, runId), streamMode: ["values", "messages"] },
+  );
+  for await (const item of stream) {
+    const [mode, chunk] = item as [string, unknown];
+    if (frames++ === 0) firstFrameMs = performance.now() - started;
+    framesByEvent[mode] = (framesByEvent[mode] ?? 0) + 1;
+    if (mode === "values") lastValues = chunk;
+  }
+  const values = lastValues === undefined ? undefined : JSON.stringify(serializeValues(lastValues));
+  const problem = checkFinalValues(values);
+  if (problem !== null) throw new LoadError(problem);
+  return { frames, framesByEvent, firstFrameMs, firstDataFrameMs: firstFrameMs, totalMs: performance.now() - started, ended: true, lastValues: values, errorFrame: undefined };
+}
+
+/** The lead agent in this process over fs storage in a temp dir (as our fs case), removed on close. */
+async function startInProcess(): Promise<{ lead: BenchLeadAgent; close(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), "deerflow-bench-inprocess-"));
+  const lead = await createLeadAgent(createFsKeyValue(dir));
+  return {
+    lead,
+    close: async () => {
+      await lead.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
 
 interface CaseLine {
   server: ServerName;
@@ -142,10 +196,19 @@ interface MemoryProbe {
   idle?: Usage;
 }
 
-/** Warm-up runs, a reading, K threads with one finished run each, a second reading. */
-async function fillThreads(name: ServerName, server: ChildServer, threads: number): Promise<MemoryProbe> {
+/** Runs before the memory readings, so first-use costs (code compiled, caches filled) are not per-thread. */
+async function warmUp(name: MemoryServer, server: ChildServer): Promise<void> {
   const warm = await runLoad({ mode: "populate", target: server.target, threads: 20, clients: 10 });
   if (warm.errors > 0) throw new Error(`${name}: warm-up runs failed: ${warm.first_error}`);
+}
+
+/**
+ * A reading, K threads with one finished run each, a second reading. Called once the warm-up
+ * runs' replay windows have closed: a reading taken while they were held would put them in
+ * "before" but not in "idle", so idle − before would come out short by the warm-up's 20 windows
+ * (a tenth of a window per thread at K = 200; below zero at K = 20).
+ */
+async function fillThreads(name: MemoryServer, server: ChildServer, threads: number): Promise<MemoryProbe> {
   const before = await server.memory();
   const filled = await runLoad({ mode: "populate", target: server.target, threads, clients: 10 });
   if (filled.errors > 0) throw new Error(`${name}: ${filled.errors} of ${threads} runs failed while filling threads: ${filled.first_error}`);
@@ -166,10 +229,11 @@ async function main(): Promise<void> {
   const seconds = envNumber("BENCH_GATEWAY_SECONDS", 10);
   const warmupSeconds = envNumber("BENCH_GATEWAY_WARMUP_SECONDS", 2);
   const counts = clientCounts();
-  const memoryClients = Math.round(envNumber("BENCH_GATEWAY_MEMORY_CLIENTS", 10));
-  const idleThreads = Math.round(envNumber("BENCH_GATEWAY_IDLE_THREADS", 200));
+  const memoryClients = envCount("BENCH_GATEWAY_MEMORY_CLIENTS", 10);
+  const idleThreads = envCount("BENCH_GATEWAY_IDLE_THREADS", 200);
   const idleAfterS = envNumber("BENCH_GATEWAY_IDLE_AFTER_SECONDS", 65);
   const lgapiWanted = envString("BENCH_GATEWAY_LGAPI") !== "0";
+  const fair = envString("BENCH_GATEWAY_FAIR") !== "0";
   const began = performance.now();
   const loadAtStart = loadAverage();
 
@@ -182,10 +246,12 @@ async function main(): Promise<void> {
     log(`langgraph-api baseline skipped: ${why}`);
   };
   if (lgapiSkipped !== undefined) skipLgapi(lgapiSkipped);
+  let leadSkipped: string | undefined;
 
-  // 1. Memory: one server process each that serves nothing else; read again at the end, once
-  // every run's replay window has been released, so "idle" means idle.
-  const probes: Partial<Record<ServerName, MemoryProbe>> = {};
+  // 1. Memory: one server process each that serves nothing else, warmed up now; the readings come
+  // after the load cases (section 3), once the warm-up runs' replay windows have closed.
+  const probes: Partial<Record<MemoryServer, MemoryProbe>> = {};
+  const warmed: Array<[MemoryServer, ChildServer]> = [];
   const closing: ChildServer[] = [];
   const lines: CaseLine[] = [];
   try {
@@ -193,45 +259,80 @@ async function main(): Promise<void> {
     closing.push(oursProcess);
     log(`deerflow-edge (${runtime}, memory storage) serving on ${oursProcess.target.apiUrl}`);
     await check("deerflow-edge", oursProcess.target);
-    probes["deerflow-edge"] = await fillThreads("deerflow-edge", oursProcess, idleThreads);
+    if (idleThreads > 0) {
+      await warmUp("deerflow-edge", oursProcess);
+      warmed.push(["deerflow-edge", oursProcess]);
+    }
     if (lgapiSkipped === undefined) {
       try {
         const lgapiProcess = await startLgapi(10);
         closing.push(lgapiProcess);
         await check("langgraph-api", lgapiProcess.target);
-        probes["langgraph-api"] = await fillThreads("langgraph-api", lgapiProcess, idleThreads);
+        if (idleThreads > 0) {
+          await warmUp("langgraph-api", lgapiProcess);
+          warmed.push(["langgraph-api", lgapiProcess]);
+        }
       } catch (error) {
         skipLgapi(`the official server did not start or failed its check: ${error instanceof Error ? error.message : String(error)}`);
       }
     }
-    const filledAt = performance.now();
+    const warmedAt = performance.now();
 
-    // 2. Load: a fresh server per case, so no case inherits the threads of another; both servers
-    // at one client count back to back, the first one alternating per count.
+    // 2. Load: a fresh server per case, so no case inherits the threads of another; every subject
+    // at one client count back to back, in an order that rotates per count.
+    const inOurRuntime = (server: ServerName) => server === "deerflow-edge" || server === "in-process";
     const runCase = async (server: ServerName, storage: "memory" | "fs", clients: number): Promise<void> => {
-      const fresh: { target: Target; close(): Promise<void> } =
-        server === "deerflow-edge" ? await startOurs({ storage, runtime }) : await startLgapi(Math.max(clients, 10));
-      try {
-        log(`${server} (${server === "deerflow-edge" ? `${runtime}, ${storage} storage` : "node"}): ${clients} client(s), ${seconds} s`);
-        const expectFrames = expectedFrames[server];
-        const result = await runLoad({ mode: "load", target: fresh.target, clients, seconds, warmupSeconds, ...(expectFrames ? { expectFrames } : {}) });
-        const line: CaseLine = { server, storage: server === "langgraph-api" ? "langgraph-api in-memory" : storage, clients, result };
+      const storageName = server === "langgraph-api" || server === "langgraph-api-lead" ? "langgraph-api in-memory" : storage;
+      log(`${server} (${inOurRuntime(server) ? `${runtime}, ${storage} storage` : "node"}): ${clients} client(s), ${seconds} s`);
+      let result: LoadResult;
+      if (server === "in-process") {
+        const fresh = await startInProcess();
+        try {
+          // The check run: the frames every run under load should bring too.
+          expectedFrames[server] ??= (await inProcessRun(fresh.lead)).framesByEvent as Record<string, number>;
+          result = await measureLoad(() => inProcessRun(fresh.lead), { clients, seconds, warmupSeconds, expectFrames: expectedFrames[server] });
+        } finally {
+          await fresh.close();
+        }
+      } else {
+        const fresh: { target: Target; close(): Promise<void> } =
+          server === "deerflow-edge" ? await startOurs({ storage, runtime }) : await startLgapi(Math.max(clients, 10), server === "langgraph-api-lead" ? "lead" : "bare");
+        try {
+          if (expectedFrames[server] === undefined) await check(server, fresh.target);
+          result = await runLoad({ mode: "load", target: fresh.target, clients, seconds, warmupSeconds, expectFrames: expectedFrames[server]! });
+        } finally {
+          await fresh.close();
+        }
+      }
+      {
+        const line: CaseLine = { server, storage: storageName, clients, result };
         lines.push(line);
-        emit(caseRecord(runtime, version, line, server === "deerflow-edge" ? runtime : "node", seconds));
+        emit(caseRecord(runtime, version, line, inOurRuntime(server) ? runtime : "node", seconds));
         log(`  ${result.runs_per_s} runs/s, ${result.frames_per_s} frames/s, first frame p50 ${result.first_frame_ms.p50} ms, errors ${result.errors}`);
         if (result.runs_with_unexpected_frames > 0) {
           log(`  WARNING: ${result.runs_with_unexpected_frames} of ${result.runs} runs did not bring the check run's frames, e.g. ${result.first_unexpected_frames}`);
         }
-      } finally {
-        await fresh.close();
       }
     };
     for (const [index, clients] of counts.entries()) {
-      const order: ServerName[] = lgapiSkipped === undefined ? ["deerflow-edge", "langgraph-api"] : ["deerflow-edge"];
-      if (index % 2 === 1) order.reverse();
+      const subjects: ServerName[] = [
+        "deerflow-edge",
+        ...(lgapiSkipped === undefined ? (["langgraph-api"] as const) : []),
+        ...(fair ? (["in-process"] as const) : []),
+        ...(fair && lgapiSkipped === undefined ? (["langgraph-api-lead"] as const) : []),
+      ];
+      const shift = index % subjects.length;
+      const order = [...subjects.slice(shift), ...subjects.slice(0, shift)];
       for (const server of order) {
-        if (server === "deerflow-edge") await runCase(server, "fs", clients);
-        else if (lgapiSkipped === undefined) {
+        if (server === "deerflow-edge" || server === "in-process") await runCase(server, "fs", clients);
+        else if (server === "langgraph-api-lead" && leadSkipped === undefined && lgapiSkipped === undefined) {
+          // Our graph on the official server failing never stops the other cases.
+          await runCase(server, "fs", clients).catch((error: unknown) => {
+            leadSkipped = `the official server serving our lead agent failed at ${clients} client(s): ${error instanceof Error ? error.message : String(error)}`;
+            emit({ skipped: "lgapi-lead", bench: "gateway", runtime, reason: leadSkipped });
+            log(`langgraph-api serving our lead agent skipped: ${leadSkipped}`);
+          });
+        } else if (server === "langgraph-api" && lgapiSkipped === undefined) {
           // The baseline failing mid-way never stops our cases.
           await runCase(server, "fs", clients).catch((error: unknown) =>
             skipLgapi(`the official server failed at ${clients} client(s): ${error instanceof Error ? error.message : String(error)}`),
@@ -239,15 +340,28 @@ async function main(): Promise<void> {
         }
       }
     }
-    await runCase("deerflow-edge", "memory", memoryClients);
+    if (memoryClients > 0) await runCase("deerflow-edge", "memory", memoryClients);
 
-    // 3. Idle memory.
-    const waitMs = filledAt + idleAfterS * 1000 - performance.now();
-    if (waitMs > 0) {
-      log(`waiting ${(waitMs / 1000).toFixed(1)} s more for finished runs' replay windows to be released`);
+    // 3. Memory: once the warm-up's replay windows have closed, before / K threads / just finished;
+    // BENCH_GATEWAY_IDLE_AFTER_SECONDS later, once theirs have closed too, idle.
+    const waitUntil = async (at: number, what: string): Promise<void> => {
+      const waitMs = at - performance.now();
+      if (waitMs <= 0) return;
+      log(`waiting ${(waitMs / 1000).toFixed(1)} s more for ${what}' replay windows to be released`);
       await sleep(waitMs);
+    };
+    if (warmed.length > 0) await waitUntil(warmedAt + idleAfterS * 1000, "the warm-up runs");
+    for (const [name, server] of warmed) {
+      try {
+        probes[name] = await fillThreads(name, server, idleThreads);
+      } catch (error) {
+        if (name === "deerflow-edge") throw error;
+        skipLgapi(`the official server failed while filling threads: ${error instanceof Error ? error.message : String(error)}`);
+      }
     }
-    for (const [name, probe] of Object.entries(probes) as Array<[ServerName, MemoryProbe]>) {
+    const filledAt = performance.now();
+    if (warmed.length > 0) await waitUntil(filledAt + idleAfterS * 1000, "the K threads' runs");
+    for (const [name, probe] of Object.entries(probes) as Array<[MemoryServer, MemoryProbe]>) {
       probe.idle = await probe.server.memory();
       const hot = perThread(probe.before, probe.hot, idleThreads);
       const idle = perThread(probe.before, probe.idle, idleThreads);
@@ -278,6 +392,8 @@ async function main(): Promise<void> {
   for (const clients of counts) {
     const a = find("deerflow-edge", "fs", clients)!;
     const b = find("langgraph-api", "langgraph-api in-memory", clients);
+    const lead = find("langgraph-api-lead", "langgraph-api in-memory", clients);
+    const floor = find("in-process", "fs", clients);
     byClients[String(clients)] = {
       runs_per_s: a.runs_per_s,
       frames_per_s: a.frames_per_s,
@@ -296,10 +412,25 @@ async function main(): Promise<void> {
             ratio_first_frame_ms_p99: ratio(a.first_frame_ms.p99, b.first_frame_ms.p99),
             ratio_first_data_frame_ms_p50: ratio(a.first_data_frame_ms.p50, b.first_data_frame_ms.p50),
           }),
+      ...(lead === undefined
+        ? {}
+        : {
+            lgapi_lead_runs_per_s: lead.runs_per_s,
+            lgapi_lead_first_frame_ms_p99: lead.first_frame_ms.p99,
+            ratio_runs_per_s_vs_lgapi_lead: ratio(a.runs_per_s, lead.runs_per_s),
+            ratio_first_frame_ms_p99_vs_lgapi_lead: ratio(a.first_frame_ms.p99, lead.first_frame_ms.p99),
+          }),
+      ...(floor === undefined
+        ? {}
+        : {
+            in_process_runs_per_s: floor.runs_per_s,
+            in_process_first_frame_ms_p99: floor.first_frame_ms.p99,
+            gateway_overhead_vs_in_process: ratio(floor.runs_per_s, a.runs_per_s),
+          }),
     };
   }
   const memoryResult = find("deerflow-edge", "memory", memoryClients);
-  const memOf = (name: ServerName) => {
+  const memOf = (name: MemoryServer) => {
     const probe = probes[name];
     return probe === undefined ? undefined : { idle: perThread(probe.before, probe.idle, idleThreads), hot: perThread(probe.before, probe.hot, idleThreads) };
   };
@@ -312,6 +443,7 @@ async function main(): Promise<void> {
     runtime,
     runtime_version: version,
     baseline: lgapiSkipped !== undefined ? { skipped: lgapiSkipped } : { server: "@langchain/langgraph-api 1.5.1 (startServer, in-memory)", runtime: "node" },
+    ...(leadSkipped === undefined ? {} : { lgapi_lead_skipped: leadSkipped }),
     by_clients: byClients,
     storage: "fs (memory in memory_storage)",
     memory_storage:
@@ -339,11 +471,14 @@ async function main(): Promise<void> {
       workload:
         "each client loop: POST /threads, POST /threads/{id}/runs/stream with stream_mode [values, messages-tuple] and the same one-line task, read to the end (raw fetch, separate Node load process); every run checked: no error frame, final state holds write_file and bash results and the final answer; a fresh server per case",
       ratios: "ours ÷ langgraph-api at the same client count, run back to back; above 1 is better for runs_per_s and frames_per_s, below 1 is better for the *_ms ratios and memory",
+      lgapi_lead: "langgraph-api serving our lead agent (bench/lead-agent.ts: the agent the gateway assembles, memory storage, in one graph node; langgraph-api checkpoints): the same chain on both servers, so ratio_*_vs_lgapi_lead is what the server costs",
+      in_process:
+        "our lead agent run in the bench's process over fs storage with the gateway's checkpointer, no HTTP, no run manager, no SSE, by as many concurrent loops as clients (same input, stream modes values + messages, same check); gateway_overhead_vs_in_process = in_process_runs_per_s ÷ runs_per_s (time per run through the gateway ÷ in-process; 1 = no overhead)",
       runs_per_s: "completed runs ÷ case wall time (deadline plus the runs in flight)",
       frames_per_s: "SSE frames (events, heartbeat comments excluded) ÷ case wall time; frames per run differ between the servers (frames_per_run_median)",
       first_frame_ms: "request sent → first SSE frame (metadata); first_data_frame_ms → first frame that is not metadata",
       runs_with_unexpected_frames: "runs whose frames per event differ from the server's check run (same input, so the same frames are due)",
-      idle_thread_memory: `(heap or RSS − before) ÷ K, K threads with one finished run each, after a full gc, in a server process that served nothing else; read ${idleAfterS} s after the last run (idle) and at once (just_finished: deerflow-edge then still holds each run's replay window for 60 s)`,
+      idle_thread_memory: `(heap or RSS − before) ÷ K, K threads with one finished run each, after a full gc, in a server process that served nothing else, 20 warm-up runs before whose replay windows had closed when 'before' was read; read ${idleAfterS} s after the last run (idle) and at once (just_finished: deerflow-edge then still holds each run's replay window for 60 s)`,
       langgraph_api_floor: "its in-memory join waits up to 500 ms for a done message that never comes, so a stream ends about 0.5 s after its run (docs/toolchain.md, The LangGraph API server baseline)",
     },
     total_s: round3((performance.now() - began) / 1000),

@@ -19,11 +19,26 @@ export function runtimeInfo(): { runtime: Runtime; version: string } {
   return { runtime: "node", version: String(g.process?.versions?.node ?? "unknown") };
 }
 
+/** A non-empty string from the environment, or undefined. */
+export function envString(name: string): string | undefined {
+  const raw = g.process?.env?.[name] ?? (g.Deno ? g.Deno.env.get(name) : undefined);
+  return raw === undefined || raw === "" ? undefined : String(raw);
+}
+
 /** A positive number from the environment, or `fallback`. */
 export function envNumber(name: string, fallback: number): number {
   const raw = g.process?.env?.[name] ?? (g.Deno ? g.Deno.env.get(name) : undefined);
   const value = raw === undefined ? NaN : Number(raw);
   return Number.isFinite(value) && value > 0 ? value : fallback;
+}
+
+/** A whole number >= 0 from the environment (0 meaning "none of it"), or `fallback`. */
+export function envCount(name: string, fallback: number): number {
+  const raw = envString(name);
+  if (raw === undefined) return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a whole number >= 0, got ${JSON.stringify(raw)}`);
+  return value;
 }
 
 /**

@@ -25,7 +25,7 @@ import type { KeyValue } from "../src/ports/key-value.ts";
 import { createMemoryKeyValue } from "../src/storage/key-value.ts";
 import { createBenchGateway, type BenchGateway } from "./gateway-app.ts";
 import { checkFinalValues, readFrames } from "./gateway-sse.ts";
-import { emit, progressLog, round3, runBench, runtimeInfo } from "./harness.ts";
+import { emit, loadAverage, progressLog, round3, runBench, runtimeInfo } from "./harness.ts";
 
 const log = progressLog("storage-writes");
 const encoder = new TextEncoder();
@@ -188,6 +188,7 @@ const argv: readonly string[] = (globalThis as any).Deno?.args ?? (globalThis as
 
 runBench("storage-writes", async () => {
   const runs = parseRuns(argv);
+  const loadAtStart = loadAverage();
   const counter = new Counter();
   const gateway = await createBenchGateway(counting(createMemoryKeyValue(), counter));
   try {
@@ -210,7 +211,7 @@ runBench("storage-writes", async () => {
     }
     const mean = (t: Tally): Tally => Object.fromEntries(Object.entries(t).map(([k, v]) => [k, round3(v / runs)])) as unknown as Tally;
     const byPrefix = Object.fromEntries([...sums].sort((a, b) => b[1].writes - a[1].writes).map(([prefix, t]) => [prefix, mean(t)]));
-    emit({ bench: "storage-writes", summary: true, runtime: runtimeInfo(), runs, per_run: mean(total), by_prefix: byPrefix });
+    emit({ bench: "storage-writes", summary: true, runtime: runtimeInfo(), runs, per_run: mean(total), by_prefix: byPrefix, load_avg_1m: { start: loadAtStart, end: loadAverage() } });
     log(`per run: ${JSON.stringify(mean(total))}`);
   } finally {
     await gateway.shutdown();

@@ -13,12 +13,38 @@
 # BENCH_NAMES=soak; under each runtime it soaks that runtime's serve CLI.
 # bench/gateway.ts installs its baseline server's separate npm folder on first use
 # (npm ci --prefix bench/lgapi); if that fails it prints {"skipped":"lgapi",...} and measures the rest.
+#
+# --quick (npm run bench:quick, the regression guard of issue 18's goals; about 1.5 min on Node on
+# an idle machine): bench/chain-overhead.ts (lead chain and bare engine only), bench/storage-writes.ts
+# and bench/gateway.ts (10 and 50 clients, 4 s each, ours, langgraph-api with its bare graph and with
+# our lead agent, and the in-process floor; no memory per idle thread, whose two waits
+# for replay windows to close take 2 min more: BENCH_GATEWAY_IDLE_THREADS=20 adds it) with short knobs, on
+# BENCH_RUNTIMES (default: node only); their JSON lines go to bench/results/quick-<UTC date>.jsonl
+# only, and stdout gets bench/quick.ts's lines: each goal's figure, the goal, met true/false (null
+# when not measured), then a summary line. Knobs given in the environment win over the quick ones.
 set -u
 cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$PATH"
 
 mkdir -p bench/results
 date_tag=$(date -u +%Y-%m-%d)
+
+quick=0
+if [ "${1:-}" = "--quick" ]; then
+  quick=1
+  : "${BENCH_NAMES:=chain-overhead storage-writes gateway}"
+  : "${BENCH_RUNTIMES:=node}"
+  export BENCH_SAMPLES="${BENCH_SAMPLES:-7}" BENCH_BLOCK_MS="${BENCH_BLOCK_MS:-20}" BENCH_WARMUP_MS="${BENCH_WARMUP_MS:-100}"
+  export BENCH_CHAIN_ONLY="${BENCH_CHAIN_ONLY:-lead}"
+  export BENCH_GATEWAY_SECONDS="${BENCH_GATEWAY_SECONDS:-4}" BENCH_GATEWAY_WARMUP_SECONDS="${BENCH_GATEWAY_WARMUP_SECONDS:-1}"
+  export BENCH_GATEWAY_CLIENTS="${BENCH_GATEWAY_CLIENTS:-10 50}" BENCH_GATEWAY_MEMORY_CLIENTS="${BENCH_GATEWAY_MEMORY_CLIENTS:-0}"
+  export BENCH_GATEWAY_IDLE_THREADS="${BENCH_GATEWAY_IDLE_THREADS:-0}" BENCH_GATEWAY_IDLE_AFTER_SECONDS="${BENCH_GATEWAY_IDLE_AFTER_SECONDS:-62}"
+  quick_out="bench/results/quick-$date_tag.jsonl"
+  quick_lines=$(mktemp)
+elif [ $# -gt 0 ]; then
+  echo "usage: scripts/bench.sh [--quick]" >&2
+  exit 2
+fi
 
 # --expose-gc (Node, Deno) lets a bench collect garbage between timed blocks; Bun has Bun.gc.
 # Deno resolves bare specifiers from the npm-installed node_modules (deno.json: nodeModulesDir
@@ -36,6 +62,7 @@ outs=()
 for name in ${BENCH_NAMES:-chain-overhead tool-side extensions delegation gateway uploads crash-journal gateway-limits sandbox-runaway cli-start worker-bundle cluster}; do
   bench="bench/$name.ts"
   out="bench/results/$name-$date_tag.jsonl"
+  [ $quick = 1 ] && out=$quick_out
   outs+=("$out")
   if [ ! -f "$bench" ]; then
     echo "=== $bench not found" >&2
@@ -53,7 +80,11 @@ for name in ${BENCH_NAMES:-chain-overhead tool-side extensions delegation gatewa
     tmp=$(mktemp)
     "run_$rt" "$bench" >"$tmp"
     rc=$?
-    grep '^{' "$tmp" | tee -a "$out"
+    if [ $quick = 1 ]; then
+      grep '^{' "$tmp" | tee -a "$quick_lines" >>"$out"
+    else
+      grep '^{' "$tmp" | tee -a "$out"
+    fi
     if [ $rc -ne 0 ] || ! grep -q '"summary":true' "$tmp"; then
       echo "=== $name on $rt FAILED (exit $rc)" >&2
       status=1
@@ -63,6 +94,16 @@ for name in ${BENCH_NAMES:-chain-overhead tool-side extensions delegation gatewa
   done
 done
 
-echo "=== results appended to ${outs[*]}" >&2
+if [ $quick = 1 ]; then
+  # shellcheck disable=SC2086 # the runtimes are words
+  tsx bench/quick.ts "$quick_lines" $BENCH_RUNTIMES | tee -a "$quick_out"
+  if [ "${PIPESTATUS[0]}" -ne 0 ]; then
+    status=1
+    failed+=("goals")
+  fi
+  rm -f "$quick_lines"
+  outs=("$quick_out")
+fi
+echo "=== results appended to $(printf '%s\n' "${outs[@]}" | sort -u | tr '\n' ' ')" >&2
 [ $status -ne 0 ] && echo "=== failed: ${failed[*]}" >&2
 exit $status

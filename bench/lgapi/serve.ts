@@ -2,7 +2,9 @@
  * Serves bench/lgapi/graph.ts with the official LangGraph API server (startServer from
  * @langchain/langgraph-api/server, no CLI), for bench/gateway.ts.
  *
- * Run from anywhere: `tsx --expose-gc bench/lgapi/serve.ts <port> <workers> <cwd>`. The API server
+ * Run from anywhere: `tsx --expose-gc bench/lgapi/serve.ts <port> <workers> <cwd> [<file>:<export>]`,
+ * the last the graph to serve as assistant "agent" (default: graph.ts's bare loop; bench/gateway.ts
+ * also gives it bench/lead-agent.ts's lead agent). The API server
  * persists `.langgraph_api/` in <cwd> (docs/toolchain.md, The LangGraph API server baseline), so
  * the bench passes a temp dir.
  * Set LANGGRAPH_CLI_NO_ANALYTICS=1 and LOG_LEVEL=warn in its environment (the bench does).
@@ -25,7 +27,7 @@ function control(record: Record<string, unknown>): void {
 }
 
 async function main(): Promise<void> {
-  const [portArg = "0", workersArg = "10", cwd = process.cwd()] = process.argv.slice(2);
+  const [portArg = "0", workersArg = "10", cwd = process.cwd(), graphArg] = process.argv.slice(2);
   // A non-literal specifier: the project's tsc checks bench/ too, and must pass when this folder
   // has not been installed.
   const serverModule = "@langchain/langgraph-api/server";
@@ -36,7 +38,7 @@ async function main(): Promise<void> {
     nWorkers: Number(workersArg),
     host: "127.0.0.1",
     cwd,
-    graphs: { agent: `${graphFile}:graph` },
+    graphs: { agent: graphArg ?? `${graphFile}:graph` },
   });
   control({ bench_server: "listening", url: `http://${host}` });
 
