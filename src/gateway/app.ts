@@ -153,6 +153,12 @@ export interface GatewayOptions {
   startServices?(deps: GatewayDeps): Promise<GatewayServices | void>;
   /** Replaces the default runs and files routes under /api (after the thread and assistant routes). */
   registerExtraRoutes?(api: Hono<GatewayEnv>, deps: GatewayDeps): GatewayRunHooks | void | Promise<GatewayRunHooks | void>;
+  /**
+   * Nonstandard path converters contributed routes may use (`{code:isbn}`), name → one-segment
+   * regex, as mountExtensionRouters' `converters`: checked when the routers mount (a bad one fails
+   * createGateway naming the converter), used only by the default mounting.
+   */
+  readonly routeConverters?: Readonly<Record<string, string>>;
   /** Replaces the default mounting of the extensions' routers (after every host route including /health). */
   mountExtensionRouters?(app: Hono<GatewayEnv>, deps: GatewayDeps): void | Promise<void>;
 }
@@ -430,7 +436,10 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
       // Contributed handlers reach their caller through resolvePrincipal(request): the resolver
       // must be in place before the first route can run.
       installGatewayPrincipalResolver();
-      mountExtensionRouters(target, extensions.routers, { onDiagnostic: reportDiagnostic });
+      mountExtensionRouters(target, extensions.routers, {
+        onDiagnostic: reportDiagnostic,
+        ...(options.routeConverters ? { converters: options.routeConverters } : {}),
+      });
     });
   await mountRouters(app, deps);
 

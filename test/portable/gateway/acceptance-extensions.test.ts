@@ -52,6 +52,23 @@ describe("extension routers through createGateway", () => {
     expect(errors[0]!.message).toMatch(/\/api\/threads\/\{n:int\} is already served by host/);
   });
 
+  // Spec (extension-system.md, routers): nonstandard converters the host supports are usable in
+  // contributed routes. createGateway's routeConverters is how a host registers one.
+  it("a converter the host registers through createGateway's routeConverters serves a contributed route; without it the route is refused naming the converter; a bad registration fails createGateway", async () => {
+    const served = await gatewayWith({ plugins: [plugin("installRouter", { variant: "sku" })] }, { routeConverters: { sku: "[A-Z]+-[0-9]+" } });
+    expect(errorsFrom(served)).toEqual([]);
+    expect(await call(served.gateway, "GET", "/api/ext/items/AB-12")).toMatchObject({ status: 200, body: { code: "AB-12" } });
+    expect((await call(served.gateway, "GET", "/api/ext/items/ab-12")).status).toBe(404);
+
+    const refused = await gatewayWith({ plugins: [plugin("installRouter", { variant: "sku" })] });
+    expect((await call(refused.gateway, "GET", "/api/ext/items/AB-12")).status).toBe(404);
+    expect(errorsFrom(refused)).toEqual([expect.objectContaining({ source: pluginUse("installRouter"), message: expect.stringContaining("sku") })]);
+
+    await expect(gatewayWith({ plugins: [plugin("installRouter", { variant: "sku" })] }, { routeConverters: { sku: "([A-Z])-\\1" } })).rejects.toThrow(
+      /converter "sku": its pattern may not contain a capturing group/,
+    );
+  });
+
   it("scenario G35: [WebSocket router, startup-hook router, valid router] → the first two are refused with diagnostics, the third is mounted and reachable", async () => {
     const built = await gatewayWith({
       plugins: [
