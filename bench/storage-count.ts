@@ -56,6 +56,17 @@ export class Counter {
   total = emptyTally();
   byPrefix = new Map<string, Tally>();
 
+  readonly #splitByPrefix: boolean;
+
+  /** `byPrefix: false` counts the totals only (no key parsing per call: bench/profile.ts profiles through it). */
+  constructor(options: { readonly byPrefix?: boolean } = {}) {
+    this.#splitByPrefix = options.byPrefix ?? true;
+  }
+
+  #tallies(key: string): Tally[] {
+    return this.#splitByPrefix ? [this.total, this.#at(key)] : [this.total];
+  }
+
   #at(key: string): Tally {
     const prefix = prefixOf(key);
     let tally = this.byPrefix.get(prefix);
@@ -65,25 +76,25 @@ export class Counter {
 
   write(key: string, value: unknown): void {
     const bytes = sizeOf(value);
-    for (const t of [this.total, this.#at(key)]) {
+    for (const t of this.#tallies(key)) {
       t.writes++;
       t.bytes += bytes;
     }
   }
 
   remove(key: string): void {
-    for (const t of [this.total, this.#at(key)]) {
+    for (const t of this.#tallies(key)) {
       t.writes++;
       t.removes++;
     }
   }
 
   read(key: string): void {
-    for (const t of [this.total, this.#at(key)]) t.reads++;
+    for (const t of this.#tallies(key)) t.reads++;
   }
 
   list(base: string): void {
-    for (const t of [this.total, this.#at(base)]) t.listings++;
+    for (const t of this.#tallies(base)) t.listings++;
   }
 
   reset(): void {
