@@ -46,6 +46,48 @@ export const CATEGORY_RULES: readonly CategoryRule[] = [
   { category: "bench", prefixes: ["bench/"] },
 ];
 
+/** The sandbox's CPU split by what it was doing (issue 18 point 2: "in the sandbox (start, commands, save)"). */
+export const SANDBOX_PHASES = ["start", "commands", "files", "save", "unattributed"] as const;
+export type SandboxPhase = (typeof SANDBOX_PHASES)[number];
+
+export interface PhaseRule {
+  readonly phase: Exclude<SandboxPhase, "unattributed">;
+  /** A script location (one file). */
+  readonly location: string;
+  /** The functions of that file the rule claims; absent: all of them. */
+  readonly functions?: readonly string[];
+}
+
+/**
+ * Which frames tell a sandbox sample's phase: the first frame from the leaf toward the root that
+ * a rule claims. A sample with none (an async continuation inside just-bash, whose caller is not
+ * on the stack) is `unattributed`.
+ */
+export const SANDBOX_PHASE_RULES: readonly PhaseRule[] = [
+  // Acquire: scope checks, the stored snapshot back in memory, just-bash's Bash built over it.
+  { phase: "start", location: "src/sandbox/acquire.ts" },
+  { phase: "start", location: "src/sandbox/scope.ts", functions: ["acquire"] },
+  { phase: "start", location: "src/sandbox/virtual.ts", functions: ["open", "restoreTracked"] },
+  { phase: "start", location: "src/sandbox/memory-fs.ts", functions: ["createShell", "restoreSnapshot"] },
+  // Commands: the bash tool and the shell running a command.
+  { phase: "commands", location: "src/tools/sandbox/bash.ts" },
+  { phase: "commands", location: "src/sandbox/virtual.ts", functions: ["exec"] },
+  { phase: "commands", location: "src/sandbox/memory-fs.ts", functions: ["runShell"] },
+  // The file API (write_file, read_file, ls and the other file tools).
+  { phase: "files", location: "src/sandbox/file-ops.ts" },
+  { phase: "files", location: "src/tools/sandbox/files.ts" },
+  // Release: the snapshot taken, merged if need be, written; changed uploads synced.
+  { phase: "save", location: "src/sandbox/virtual.ts", functions: ["save", "persist", "flush", "writeSnapshot", "syncUploads", "bringUpTo"] },
+  { phase: "save", location: "src/sandbox/memory-fs.ts", functions: ["takeSnapshot"] },
+];
+
+function phaseOf(location: string, functionName: string): SandboxPhase | undefined {
+  for (const rule of SANDBOX_PHASE_RULES) {
+    if (rule.location === location && (rule.functions === undefined || rule.functions.includes(functionName))) return rule.phase;
+  }
+  return undefined;
+}
+
 /** The profile's special nodes: V8 names them so (Bun's JSC sampler reports none of them). */
 const SPECIAL_NODES: ReadonlyMap<string, "garbage_collector" | "program" | "idle"> = new Map([
   ["(garbage collector)", "garbage_collector"],
@@ -116,10 +158,21 @@ export interface Attribution {
   readonly sample_cap_ms: number;
   /** CPU by category (ms, the whole profile): every sample but idle ones. */
   readonly cpu_ms: Readonly<Record<Category, number>>;
+  /** The sandbox's share of cpu_ms by phase (SANDBOX_PHASE_RULES); the phases add up to cpu_ms.sandbox. */
+  readonly sandbox_ms: Readonly<Record<SandboxPhase, number>>;
   /** The special nodes apart: gc in cpu_ms is garbage_collector + program; idle is not CPU. */
   readonly special_ms: Readonly<{ garbage_collector: number; program: number; idle: number }>;
   /** Per category, the functions most of its samples ended in (self time), heaviest first. */
   readonly top: Readonly<Record<Category, readonly TopFunction[]>>;
+}
+
+interface Decision {
+  readonly category: Category | "idle";
+  readonly special?: "garbage_collector" | "program" | "idle";
+  /** The frame a rule claimed. */
+  readonly via?: ProfileNode;
+  /** For a sandbox sample: what the sandbox was doing. */
+  readonly phase?: SandboxPhase;
 }
 
 const frameName = (frame: CallFrame, location: string): string =>
@@ -154,24 +207,33 @@ export function attributeProfile(profile: CpuProfile, options: { readonly root: 
     if (at === undefined) locationOf.set(node.id, (at = scriptLocation(node.callFrame.url, options.root)));
     return at;
   };
-  const decided = new Map<number, { category: Category | "idle"; special?: "garbage_collector" | "program" | "idle"; via?: ProfileNode }>();
-  const decide = (leaf: ProfileNode): { category: Category | "idle"; special?: "garbage_collector" | "program" | "idle"; via?: ProfileNode } => {
+  const parentNode = (node: ProfileNode): ProfileNode | undefined => {
+    const parent = parentOf.get(node.id);
+    return parent === undefined ? undefined : byId.get(parent);
+  };
+  const decided = new Map<number, Decision>();
+  const decide = (leaf: ProfileNode): Decision => {
     const known = decided.get(leaf.id);
     if (known !== undefined) return known;
-    let result: { category: Category | "idle"; special?: "garbage_collector" | "program" | "idle"; via?: ProfileNode } = { category: "other" };
+    let result: Decision = { category: "other" };
     const special = leaf.callFrame.url === "" ? SPECIAL_NODES.get(leaf.callFrame.functionName) : undefined;
     if (special !== undefined) {
       result = { category: special === "idle" ? "idle" : "gc", special };
     } else {
-      for (let node: ProfileNode | undefined = leaf; node !== undefined; ) {
+      for (let node: ProfileNode | undefined = leaf; node !== undefined; node = parentNode(node)) {
         const category = categoryOfLocation(location(node), rules);
         if (category !== undefined) {
           result = { category, via: node };
           break;
         }
-        const parent = parentOf.get(node.id);
-        node = parent === undefined ? undefined : byId.get(parent);
       }
+    }
+    if (result.category === "sandbox") {
+      let phase: SandboxPhase | undefined;
+      for (let node: ProfileNode | undefined = leaf; node !== undefined && phase === undefined; node = parentNode(node)) {
+        phase = phaseOf(location(node), node.callFrame.functionName);
+      }
+      result = { ...result, phase: phase ?? "unattributed" };
     }
     decided.set(leaf.id, result);
     return result;
@@ -180,13 +242,15 @@ export function attributeProfile(profile: CpuProfile, options: { readonly root: 
   const cap = deltas.length === 0 ? 0 : 2 * median(deltas);
   const cpu = Object.fromEntries(CATEGORIES.map((c) => [c, 0])) as Record<Category, number>;
   const special = { garbage_collector: 0, program: 0, idle: 0 };
+  const sandbox = Object.fromEntries(SANDBOX_PHASES.map((p) => [p, 0])) as Record<SandboxPhase, number>;
   const selfTime = new Map<Category, Map<string, { self: string; via?: string; us: number }>>();
   for (let i = 0; i < samples.length; i++) {
     const leaf = byId.get(samples[i]!);
     if (leaf === undefined) throw new Error(`sample ${i} names node ${samples[i]}, which the profile does not have`);
     const weight = Math.min(Math.max(deltas[i]!, 0), cap);
-    const { category, special: kind, via } = decide(leaf);
+    const { category, special: kind, via, phase } = decide(leaf);
     if (kind !== undefined) special[kind] += weight;
+    if (phase !== undefined) sandbox[phase] += weight;
     if (category === "idle") continue;
     cpu[category] += weight;
     const self = frameName(leaf.callFrame, location(leaf));
@@ -213,6 +277,7 @@ export function attributeProfile(profile: CpuProfile, options: { readonly root: 
     samples: samples.length,
     sample_cap_ms: ms(cap),
     cpu_ms: Object.fromEntries(CATEGORIES.map((c) => [c, ms(cpu[c])])) as Record<Category, number>,
+    sandbox_ms: Object.fromEntries(SANDBOX_PHASES.map((p) => [p, ms(sandbox[p])])) as Record<SandboxPhase, number>,
     special_ms: { garbage_collector: ms(special.garbage_collector), program: ms(special.program), idle: ms(special.idle) },
     top,
   };

@@ -19,7 +19,9 @@
  * summary line per runtime: cpu_ms_per_run by category (chain_hooks, engine, checkpoint_serde,
  * storage, sandbox, sse, http, model, runs, bench, gc, other), share (of the sampled CPU),
  * sampled_cpu_ms_per_run, process_cpu_ms_per_run (process.cpuUsage over the same window, every
- * thread of the process: a check on the sampled figure), special_ms_per_run, storage writes,
+ * thread of the process: a check on the sampled figure), sandbox_ms_per_run (the sandbox's CPU
+ * by phase: start, commands, files, save, and unattributed: an async continuation inside just-bash
+ * with no caller of ours on its stack), special_ms_per_run, storage writes,
  * bytes, reads per run (the counter over the profiled runs), and the load average.
  * BENCH_PROFILE_TOP=N (default 0) adds `top`: per category, the N functions most of its samples
  * ended in, with the frame that decided the category; BENCH_PROFILE_OUT=file.cpuprofile keeps
@@ -121,6 +123,7 @@ runBench("profile", async () => {
       sampled_cpu_ms_per_run: perRun(sampled),
       process_cpu_ms_per_run: perRun(cpuMs),
       wall_ms_per_run: perRun(wallMs),
+      sandbox_ms_per_run: Object.fromEntries(Object.entries(attribution.sandbox_ms).map(([k, v]) => [k, perRun(v)])),
       special_ms_per_run: Object.fromEntries(Object.entries(attribution.special_ms).map(([k, v]) => [k, perRun(v)])),
       storage_per_run: { writes: round3(counter.total.writes / runs), bytes: round3(counter.total.bytes / runs), reads: round3(counter.total.reads / runs) },
       ...(topCount > 0 ? { top: attribution.top } : {}),

@@ -98,6 +98,26 @@ describe("profile attribution (issue 18 point 2)", () => {
     expect(result.cpu_ms.sse).toBe(0.3);
   });
 
+  it("the sandbox's CPU by phase (\"in the sandbox (start, commands, save)\"): the first frame from the leaf a phase rule claims", () => {
+    const JB = "file:///repo/node_modules/just-bash/dist/bundle/index.js";
+    const sandboxNodes: ProfileNode[] = [
+      frame(1, "(root)", "", [2, 7, 8, 10]),
+      frame(2, "runSandboxTool", "file:///repo/src/tools/sandbox/run.ts", [3, 5]),
+      frame(3, "createShell", "file:///repo/src/sandbox/memory-fs.ts", [4]),
+      frame(4, "writeFileSync", JB),
+      frame(5, "exec", "file:///repo/src/sandbox/virtual.ts", [6]),
+      frame(6, "writeFileSync", JB), // a command writing a file is still the command
+      frame(7, "o", JB), // an async continuation inside just-bash: no caller of ours
+      frame(8, "save", "file:///repo/src/sandbox/virtual.ts", [9]),
+      frame(9, "takeSnapshot", "file:///repo/src/sandbox/memory-fs.ts"),
+      frame(10, "writeFile", "file:///repo/src/sandbox/file-ops.ts"),
+    ];
+    const profile: CpuProfile = { nodes: sandboxNodes, startTime: 0, endTime: 1, samples: [4, 4, 6, 7, 9, 9, 9, 10], timeDeltas: Array(8).fill(100) };
+    const result = attributeProfile(profile, { root: ROOT });
+    expect(result.cpu_ms.sandbox).toBe(0.8);
+    expect(result.sandbox_ms).toEqual({ start: 0.2, commands: 0.1, files: 0.1, save: 0.3, unattributed: 0.1 });
+  });
+
   it("finds parents through `parent` as well as `children`", () => {
     const flat: CpuProfile = {
       nodes: [
