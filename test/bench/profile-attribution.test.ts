@@ -39,16 +39,13 @@ function profileOf(samples: Array<[node: number, deltaUs: number]>): CpuProfile 
 }
 
 const attribute = (samples: Array<[number, number]>) => attributeProfile(profileOf(samples), { root: ROOT });
+/** Samples of the given nodes, 100 µs apart. */
+const evenly = (...sampled: number[]) => attribute(sampled.map((n): [number, number] => [n, 100]));
 
 describe("profile attribution (issue 18 point 2)", () => {
   it("a sample goes to the first frame from the leaf toward the root that a rule claims", () => {
     // A native leaf under a middleware hook under Hono: the hook's category, not Hono's.
-    const result = attribute([
-      [7, 100],
-      [7, 100],
-      [9, 100],
-      [5, 100],
-    ]);
+    const result = evenly(7, 7, 9, 5);
     expect(result.cpu_ms.chain_hooks).toBe(0.2);
     expect(result.cpu_ms.sse).toBe(0.1); // src/gateway/sse.ts before the rest of src/gateway/
     expect(result.cpu_ms.http).toBe(0.1); // Hono itself, through a symlinked node_modules
@@ -57,26 +54,15 @@ describe("profile attribution (issue 18 point 2)", () => {
   });
 
   it("the special nodes: (garbage collector) and (program) are gc, (idle) is not CPU", () => {
-    const result = attribute([
-      [2, 100],
-      [3, 100],
-      [3, 100],
-      [4, 100],
-      [4, 100],
-      [4, 100],
-    ]);
+    const result = evenly(2, 3, 3, 4, 4, 4);
     expect(result.cpu_ms.gc).toBe(0.3);
     expect(result.special_ms).toEqual({ garbage_collector: 0.1, program: 0.2, idle: 0.3 });
     expect(Object.values(result.cpu_ms).reduce((a, b) => a + b, 0)).toBeCloseTo(0.3, 9);
   });
 
   it("a sample no frame of which a rule claims (runtime internals, unknown urls, native code) is other", () => {
-    const result = attribute([
-      [12, 100],
-      [11, 100],
-      [10, 100],
-      [13, 100], // a native function named like an Object.prototype member is no special node
-    ]);
+    // 13: a native function named like an Object.prototype member is no special node.
+    const result = evenly(12, 11, 10, 13);
     expect(result.cpu_ms.other).toBe(0.4);
     expect(result.cpu_ms.gc).toBe(0);
     expect(result.top.other.map((f) => f.self)).toEqual([
