@@ -11,8 +11,9 @@
  * The profile comes from `node:inspector`'s Session (Profiler.enable, setSamplingInterval, start,
  * stop) on all three runtimes: Node and Deno (V8's sampler) and Bun (1.4: its node:inspector
  * Session drives JSC's sampling profiler and returns the same nodes/samples/timeDeltas shape,
- * without special nodes, so Bun's gc is 0 and its idle is never sampled). Sampling interval:
- * BENCH_PROFILE_INTERVAL_US (default 250).
+ * without special nodes, so Bun's gc is 0 and its idle is never sampled; it also takes fewer
+ * samples than asked, so its sampled CPU is lower against process_cpu_ms_per_run than V8's: read
+ * Bun's shares, not its absolute ms). Sampling interval: BENCH_PROFILE_INTERVAL_US (default 250).
  *
  * bench/profile-attribution.ts puts each sample in a category (its CATEGORY_RULES is the one
  * table: the first frame from the leaf toward the root that a rule claims decides). Output, one
@@ -21,8 +22,8 @@
  * sampled_cpu_ms_per_run, process_cpu_ms_per_run (process.cpuUsage over the same window, every
  * thread of the process: a check on the sampled figure), sandbox_ms_per_run (the sandbox's CPU
  * by phase: start, commands, files, save, and unattributed: an async continuation inside just-bash
- * with no caller of ours on its stack), special_ms_per_run, storage writes,
- * bytes, reads per run (the counter over the profiled runs), and the load average.
+ * with no caller of ours on its stack), special_ms_per_run, storage writes, bytes and reads per
+ * run (the counter over the profiled runs, totals only), and the load average.
  * BENCH_PROFILE_TOP=N (default 0) adds `top`: per category, the N functions most of its samples
  * ended in, with the frame that decided the category; BENCH_PROFILE_OUT=file.cpuprofile keeps
  * the raw profile (open it in Chrome DevTools).
