@@ -41,6 +41,22 @@ export function envCount(name: string, fallback: number): number {
   return value;
 }
 
+/** The command line after the script (Deno.args on Deno, process.argv past the script elsewhere). */
+export function benchArgs(): readonly string[] {
+  return g.Deno?.args ?? g.process?.argv?.slice(2) ?? [];
+}
+
+/** `--runs N` from the command line (a positive integer), or `fallback`. */
+export function runsFlag(fallback: number): number {
+  const argv = benchArgs();
+  const at = argv.indexOf("--runs");
+  if (at < 0) return fallback;
+  const raw = argv[at + 1];
+  const runs = raw === undefined ? NaN : Number(raw);
+  if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a positive integer, got ${JSON.stringify(raw)}`);
+  return runs;
+}
+
 /**
  * A full collection ("major"), or only the young generation ("minor": a scavenge, a millisecond
  * where a full collection of a heap with langchain loaded takes tens). Call it outside the timed

@@ -9,13 +9,11 @@
  * BENCH_QUICK_STRICT=1: then a goal not met, or a figure missing, exits 1.
  */
 import { readFileSync } from "node:fs";
-import { emit, envString, runBench } from "./harness.ts";
+import { benchArgs, emit, envString, runBench } from "./harness.ts";
 import { evaluateGoals, parseLines } from "./quick-goals.ts";
 
-const argv: readonly string[] = (globalThis as any).Deno?.args ?? (globalThis as any).process?.argv?.slice(2) ?? [];
-
 runBench("quick", async () => {
-  const [file, ...runtimes] = argv;
+  const [file, ...runtimes] = benchArgs();
   if (file === undefined) throw new Error("usage: bench/quick.ts <file of bench JSON lines> [runtime ...]");
   const goals = evaluateGoals(parseLines(readFileSync(file, "utf8")), runtimes.length > 0 ? runtimes : undefined);
   for (const goal of goals) emit(goal);

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # npm run bench: runs every bench (bench/chain-overhead.ts, bench/tool-side.ts, bench/delegation.ts,
 # bench/extensions.ts, bench/gateway.ts, bench/uploads.ts, bench/crash-journal.ts, bench/gateway-limits.ts,
-# bench/sandbox-runaway.ts, bench/cli-start.ts, bench/worker-bundle.ts, bench/cluster.ts) under Node (tsx),
+# bench/sandbox-runaway.ts, bench/cli-start.ts, bench/worker-bundle.ts, bench/profile.ts, bench/cluster.ts) under Node (tsx),
 # Deno and Bun, one after the other; bench/cluster.ts (gateway workers over one PostgreSQL, which it
 # starts and drives from Node) only under Node. Every JSON line is echoed and appended to
 # bench/results/<bench>-<UTC date>.jsonl (git-ignored).
 # A run that fails (non-zero exit, or no summary line) makes the script exit non-zero, but the
 # other runs still happen. Progress of each run goes to stderr.
 # Knobs (environment): BENCH_SAMPLES, BENCH_BLOCK_MS, BENCH_WARMUP_MS, BENCH_RUNTIMES="node deno bun",
-# BENCH_NAMES="chain-overhead tool-side extensions delegation gateway uploads crash-journal gateway-limits sandbox-runaway cli-start worker-bundle cluster" (which benches); each bench documents its own extra knobs.
+# BENCH_NAMES="chain-overhead tool-side extensions delegation gateway uploads crash-journal gateway-limits sandbox-runaway cli-start worker-bundle profile cluster" (which benches); each bench documents its own extra knobs.
 # bench/soak.ts (memory over 10 bursts of 200 streamed runs, about 10-20 min per runtime) runs only when named:
 # BENCH_NAMES=soak; under each runtime it soaks that runtime's serve CLI.
 # bench/gateway.ts installs its baseline server's separate npm folder on first use
@@ -59,7 +59,7 @@ run_bun() { bun "$1"; }
 status=0
 failed=()
 outs=()
-for name in ${BENCH_NAMES:-chain-overhead tool-side extensions delegation gateway uploads crash-journal gateway-limits sandbox-runaway cli-start worker-bundle cluster}; do
+for name in ${BENCH_NAMES:-chain-overhead tool-side extensions delegation gateway uploads crash-journal gateway-limits sandbox-runaway cli-start worker-bundle profile cluster}; do
   bench="bench/$name.ts"
   out="bench/results/$name-$date_tag.jsonl"
   [ $quick = 1 ] && out=$quick_out
