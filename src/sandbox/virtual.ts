@@ -322,6 +322,10 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
    * with what another worker saved meanwhile, writes that, and brings this sandbox's files to it.
    */
   async function writeSnapshot(sandbox: VirtualSandbox, key: string, ours: VirtualSnapshot): Promise<void> {
+    // The files are what this sandbox last read or wrote (a command that only read, a release
+    // after the tool's flush): storage holds them already, or another worker's save that started
+    // from them, which a merge would keep whole. Rewriting the same snapshot adds nothing.
+    if (JSON.stringify(ours) === JSON.stringify(sandbox.base.snapshot)) return;
     let next = ours;
     let expected = sandbox.base.version;
     for (let attempt = 0; attempt < CAS_MAX_ATTEMPTS; attempt++) {
