@@ -55,10 +55,26 @@ export interface WriteBatchRecord {
   writes: Array<{ idx: number; channel: string; value: SerializedValue }>;
 }
 
-// Serialized values as JSON-safe records (bytes as base64)
+// Serialized values as JSON-safe records: text as text, other bytes as base64.
 
+const utf8Strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/**
+ * A serializer's output as a record. The "json" type's bytes are UTF-8 JSON text (JsonPlusSerializer
+ * encodes it so) and are kept as that text, a quarter smaller than its base64, read back by the
+ * same `loadsTyped` (the SerializerProtocol takes a string or bytes); bytes that are not UTF-8,
+ * and every other type, stay base64.
+ */
 export function toSerialized([type, data]: [string, Uint8Array | string]): SerializedValue {
-  return typeof data === "string" ? { t: type, s: data } : { t: type, b: bytesToBase64(data) };
+  if (typeof data === "string") return { t: type, s: data };
+  if (type === "json") {
+    try {
+      return { t: type, s: utf8Strict.decode(data) };
+    } catch {
+      // Not UTF-8: stored as the bytes they are.
+    }
+  }
+  return { t: type, b: bytesToBase64(data) };
 }
 
 export function isSerialized(value: unknown): value is SerializedValue {

@@ -162,6 +162,8 @@ async function restoreTracked(value: unknown, key: string): Promise<TrackedFs> {
 interface SnapshotBase {
   version: string | null;
   snapshot: VirtualSnapshot;
+  /** The snapshot as JSON text: what was written, or made from `snapshot` when first compared. */
+  text?: string;
 }
 
 /** Never a real version: a save from it is always checked against what is stored now. */
@@ -322,13 +324,19 @@ export function createVirtualSandboxProvider(options: VirtualSandboxProviderOpti
    * with what another worker saved meanwhile, writes that, and brings this sandbox's files to it.
    */
   async function writeSnapshot(sandbox: VirtualSandbox, key: string, ours: VirtualSnapshot): Promise<void> {
+    // The files are what this sandbox last read or wrote (a command that only read, a release
+    // after the tool's flush): storage holds them already, or another worker's save that started
+    // from them, which a merge would keep whole. Rewriting the same snapshot adds nothing.
+    const ourText = JSON.stringify(ours);
+    sandbox.base.text ??= JSON.stringify(sandbox.base.snapshot);
+    if (ourText === sandbox.base.text) return;
     let next = ours;
     let expected = sandbox.base.version;
     for (let attempt = 0; attempt < CAS_MAX_ATTEMPTS; attempt++) {
-      const text = JSON.stringify(next);
+      const text = next === ours ? ourText : JSON.stringify(next);
       if (await versioned.write(key, text, expected)) {
         const after = await versioned.read(key);
-        sandbox.base = { version: after.value === text ? after.version : UNKNOWN_VERSION, snapshot: next };
+        sandbox.base = { version: after.value === text ? after.version : UNKNOWN_VERSION, snapshot: next, text };
         if (next !== ours) await bringUpTo(sandbox, ours, next);
         return;
       }

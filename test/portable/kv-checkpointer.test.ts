@@ -347,6 +347,45 @@ describe("KeyValueCheckpointSaver stored layout", () => {
     }
   });
 
+  it("keeps JSON-typed values as their text, bytes as base64, and reads JSON stored as base64 (earlier records) the same", async () => {
+    const storage = memoryStorage();
+    const saver = new KeyValueCheckpointSaver({ storage });
+    const { bytesToBase64 } = await import("../../src/core/base64.ts");
+    const id = uuid6(-1);
+    const config = await saver.put(
+      { configurable: { thread_id: "text-values" } },
+      withValues(id, { a: "ünïcødé \u{1F600} \"quoted\"", raw: new Uint8Array([0, 255, 1]) }, { a: "1", raw: "1" }),
+      meta,
+      { a: "1", raw: "1" },
+    );
+    await saver.putWrites(config, [["a", { note: "ok ✓" }]], "task-1");
+    const keys = await storage.getKeys("checkpoints");
+    const record = (await storage.getItem(keys.find((k) => k.includes(":c:"))!)) as Record<string, any>;
+    expect(record.checkpoint.t).toBe("json");
+    expect(JSON.parse(record.checkpoint.s).id).toBe(id);
+    expect(record.metadata).toEqual({ t: "json", s: JSON.stringify(meta) });
+    expect(JSON.parse(record.blobs.a.value.s)).toBe("ünïcødé \u{1F600} \"quoted\"");
+    expect(record.blobs.raw.value).toEqual({ t: "bytes", b: bytesToBase64(new Uint8Array([0, 255, 1])) });
+    const batch = (await storage.getItem(keys.find((k) => k.includes(":w:"))!)) as Record<string, any>;
+    expect(batch.writes[0].value).toEqual({ t: "json", s: JSON.stringify({ note: "ok ✓" }) });
+    const read = async () => {
+      const tuple = (await new KeyValueCheckpointSaver({ storage }).getTuple(config))!;
+      return [tuple.checkpoint.channel_values, tuple.metadata, tuple.pendingWrites];
+    };
+    const expected = [{ a: "ünïcødé \u{1F600} \"quoted\"", raw: new Uint8Array([0, 255, 1]) }, meta, [["task-1", "a", { note: "ok ✓" }]]];
+    expect(await read()).toEqual(expected);
+    // The same record as earlier versions wrote it, every value base64: read the same.
+    const asBase64 = (value: { t: string; s?: string; b?: string }) => (value.s === undefined ? value : { t: value.t, b: bytesToBase64(new TextEncoder().encode(value.s)) });
+    await storage.setItem(keys.find((k) => k.includes(":c:"))!, {
+      ...record,
+      checkpoint: asBase64(record.checkpoint),
+      metadata: asBase64(record.metadata),
+      blobs: { a: { ...record.blobs.a, value: asBase64(record.blobs.a.value) }, raw: record.blobs.raw },
+    });
+    await storage.setItem(keys.find((k) => k.includes(":w:"))!, { ...batch, writes: [{ ...batch.writes[0], value: asBase64(batch.writes[0].value) }] });
+    expect(await read()).toEqual(expected);
+  });
+
   it("reads threads stored before values were inline (one BlobRecord per channel version), and continues them", async () => {
     const storage = memoryStorage();
     const saver = new KeyValueCheckpointSaver({ storage });

@@ -603,6 +603,55 @@ describe(`virtual sandbox with fs storage (${runtime})`, () => {
     await second.close();
   });
 
+  it("a save writes the thread's files only when they differ from what it last read or wrote; a changed release still saves", async () => {
+    const storage = createMemoryKeyValue();
+    const key = "sandbox:virtual:alice:thread-1";
+    let writes = 0;
+    const counted = new Proxy(storage, {
+      get(target, property, receiver) {
+        const original = Reflect.get(target, property, receiver);
+        if (typeof original !== "function") return original;
+        return (...args: unknown[]) => {
+          if (["setItem", "setItemRaw", "removeItem"].includes(String(property)) && args[0] === key) writes++;
+          if (property === "setItems") writes += (args[0] as Array<{ key: string }>).filter((item) => item.key === key).length;
+          return (original as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    }) as KeyValue;
+    const provider = createVirtualSandboxProvider({ storage: counted });
+    const sb = await provider.acquire(ALICE);
+    await sb.writeFile("note.md", "one two three\n");
+    await sb.flush!();
+    expect(writes).toBe(1);
+    // A command that only reads, its flush, and the release after it: the stored files are these already.
+    expect((await sb.exec("wc -w note.md")).stdout).toContain("3");
+    await sb.flush!();
+    await provider.release(sb.id);
+    expect(writes).toBe(1);
+
+    const again = createVirtualSandboxProvider({ storage: counted });
+    const back = await again.acquire(ALICE);
+    expect(await back.readFile("note.md")).toBe("one two three\n");
+    await again.release(back.id);
+    expect(writes).toBe(1);
+    // Another worker saved meanwhile: an unchanged release leaves its files stored, a changed one merges with them.
+    const mine = await again.acquire(ALICE);
+    const other = createVirtualSandboxProvider({ storage: counted });
+    const theirs = await other.acquire(ALICE);
+    await theirs.writeFile("theirs.md", "theirs\n");
+    await other.release(theirs.id);
+    expect(writes).toBe(2);
+    await again.release(mine.id);
+    expect(writes).toBe(2);
+    const changed = await again.acquire(ALICE);
+    await changed.writeFile("note.md", "four\n");
+    await again.release(changed.id);
+    expect(writes).toBe(3);
+    const last = await createVirtualSandboxProvider({ storage }).acquire(ALICE);
+    expect(await last.readFile("note.md")).toBe("four\n");
+    expect(await last.readFile("theirs.md")).toBe("theirs\n");
+  });
+
   it("refuses stored data it cannot read instead of overwriting it", async () => {
     const kv = createFsKeyValue(dir);
     await kv.setItem("sandbox:virtual:alice:thread-1", { something: "else" });

@@ -6,10 +6,12 @@ import { keySegment } from "./run-store.ts";
  * The run journal: what happened during a run, kept after its stream is gone. Every status change
  * of the row and every custom event the graph wrote (guard warnings, tool receipts, sandbox audit
  * decisions, subagent progress...) whether or not a client streamed `custom`, so an operator can
- * read a finished run's events after a restart. One key per entry under
- * `<prefix>:<thread>:<run>:<seq>`. Entries that say how a run went (status changes, errors) are
- * written when they happen, with whatever was queued before them, so a crash cannot lose them;
- * custom events are batched and written in order, at the latest when the run ends.
+ * read a finished run's events after a restart. One key per write under
+ * `<prefix>:<thread>:<run>:<seq>`, `<seq>` that of the last entry it holds: a lone entry as
+ * itself, the entries of one flush together (`{ entries }`, one write, stored whole or not at
+ * all). Entries that say how a run went (status changes, errors) are written when they happen,
+ * with whatever was queued before them, so a crash cannot lose them; custom events are batched
+ * and written in order, at the latest when the run ends.
  */
 
 export type JournalEntryKind = "status" | "custom" | "error";
@@ -35,6 +37,18 @@ interface OpenRun {
 
 const FLUSH_AT = 32;
 const SEQ_WIDTH = 8;
+
+function seqKey(base: string, seq: number): string {
+  return `${base}:${String(seq).padStart(SEQ_WIDTH, "0")}`;
+}
+
+/** The entries one stored value holds: itself, or the entries of a flushed batch. */
+function storedEntries(value: unknown): JournalEntry[] {
+  if (value === null || typeof value !== "object") return [];
+  const batch = (value as { entries?: unknown }).entries;
+  if (!Array.isArray(batch)) return [value as JournalEntry];
+  return batch.filter((entry): entry is JournalEntry => entry !== null && typeof entry === "object");
+}
 
 export class RunJournal {
   readonly #storage: KeyValue;
@@ -82,7 +96,7 @@ export class RunJournal {
       if (Number.isInteger(n) && n >= seq) seq = n + 1;
     }
     const entry: JournalEntry = { seq, at: new Date(this.#clock.now()).toISOString(), kind, data: data ?? null };
-    await this.#storage.setItem(`${base}:${String(seq).padStart(SEQ_WIDTH, "0")}`, entry as never);
+    await this.#storage.setItem(seqKey(base, seq), entry as never);
   }
 
   /** Writes what is queued for the run, after any earlier write of it finished. */
@@ -94,7 +108,7 @@ export class RunJournal {
     run.buffer = [];
     run.writing = run.writing
       .catch(() => undefined)
-      .then(() => this.#storage.setItems(batch.map((entry) => ({ key: `${base}:${String(entry.seq).padStart(SEQ_WIDTH, "0")}`, value: entry as never }))));
+      .then(() => this.#storage.setItem(seqKey(base, batch.at(-1)!.seq), (batch.length === 1 ? batch[0]! : { entries: batch }) as never));
     return run.writing;
   }
 
@@ -126,18 +140,32 @@ export class RunJournal {
       .sort((a, b) => a.seq - b.seq);
     const accept = query.accept ?? (() => true);
     const events: JournalEntry[] = [];
-    let read = 0;
-    while (events.length < limit && read < keys.length) {
+    // The seq of the last entry looked at, and whether any is left after it.
+    let lastSeq = afterSeq;
+    let more = false;
+    pages: for (let read = 0; read < keys.length; ) {
+      if (events.length === limit) {
+        more = true;
+        break;
+      }
       const batch = keys.slice(read, read + (query.accept ? Math.max(limit, FLUSH_AT) : limit - events.length));
+      read += batch.length;
       const values = new Map((await this.#storage.getItems(batch.map((entry) => entry.key))).map((item) => [item.key, item.value]));
-      for (const { key } of batch) {
-        read += 1;
-        const entry = values.get(key) as JournalEntry | null | undefined;
-        if (entry !== null && typeof entry === "object" && accept(entry)) events.push(entry);
-        if (events.length === limit) break;
+      for (const { key, seq } of batch) {
+        const entries = storedEntries(values.get(key)).filter((entry) => entry.seq > afterSeq);
+        for (const entry of entries) {
+          if (events.length === limit) {
+            more = true;
+            break pages;
+          }
+          lastSeq = entry.seq;
+          if (accept(entry)) events.push(entry);
+        }
+        // A key whose value is gone still moves the page on past it.
+        if (entries.length === 0) lastSeq = seq;
       }
     }
-    return { events, next_after_seq: read < keys.length ? keys[read - 1]!.seq : null };
+    return { events, next_after_seq: more ? lastSeq : null };
   }
 
   async deleteRun(threadId: string, runId: string): Promise<void> {

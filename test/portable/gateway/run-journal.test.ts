@@ -43,7 +43,11 @@ describe("RunJournal", () => {
     const journal = new RunJournal(storage, { clock: new ManualClock(0) });
     void journal.record("t", "r", "custom", "before");
     await journal.record("t", "r", "status", { status: "running" });
-    expect(await storage.getKeys()).toHaveLength(2);
+    const meanwhile = new RunJournal(storage, { clock: new ManualClock(0) });
+    expect((await meanwhile.list("t", "r")).events.map((e) => [e.seq, e.kind])).toEqual([
+      [0, "custom"],
+      [1, "status"],
+    ]);
     await journal.record("t", "r", "error", { name: "Error", message: "boom" });
     // Another process (after a crash) reads them, and appends after them.
     const restarted = new RunJournal(storage, { clock: new ManualClock(0) });
@@ -54,6 +58,48 @@ describe("RunJournal", () => {
       [2, "error"],
       [3, "status"],
     ]);
+  });
+
+  it("writes the entries of one flush as one key, and pages through it like separate entries (entries stored one a key read too)", async () => {
+    const storage = createMemoryKeyValue();
+    let writes = 0;
+    const setItem = storage.setItem.bind(storage);
+    storage.setItem = ((key: string, value: never) => {
+      writes++;
+      return setItem(key, value);
+    }) as typeof storage.setItem;
+    const setItems = storage.setItems.bind(storage);
+    storage.setItems = ((items: Array<{ key: string; value: never }>) => {
+      writes += items.length;
+      return setItems(items);
+    }) as typeof storage.setItems;
+    const journal = new RunJournal(storage, { clock: new ManualClock(0) });
+    await journal.record("t", "r", "status", { status: "running" });
+    for (let i = 0; i < 4; i++) void journal.record("t", "r", "custom", { i });
+    await journal.record("t", "r", "status", { status: "success" });
+    expect(writes).toBe(2);
+    // A journal written one key per entry, before flushes were grouped.
+    for (let seq = 0; seq < 4; seq++) {
+      await storage.setItem(`gateway:journal:x74:x6f6c64:0000000${seq}`, { seq, at: "x", kind: "custom", data: seq } as never);
+    }
+
+    const restarted = new RunJournal(storage, { clock: new ManualClock(0) });
+    const seqs = async (runId: string, query: Parameters<RunJournal["list"]>[2]) => {
+      const page = await restarted.list("t", runId, query);
+      return [page.events.map((e) => e.seq), page.next_after_seq];
+    };
+    expect(await seqs("r", {})).toEqual([[0, 1, 2, 3, 4, 5], null]);
+    expect(await seqs("r", { limit: 2 })).toEqual([[0, 1], 1]);
+    expect(await seqs("r", { afterSeq: 1, limit: 2 })).toEqual([[2, 3], 3]);
+    expect(await seqs("r", { afterSeq: 3, limit: 2 })).toEqual([[4, 5], null]);
+    const statuses = (entry: { kind: string }) => entry.kind === "status";
+    expect(await seqs("r", { accept: statuses, limit: 1 })).toEqual([[0], 0]);
+    expect(await seqs("r", { accept: statuses, afterSeq: 0, limit: 1 })).toEqual([[5], null]);
+    expect(await seqs("old", {})).toEqual([[0, 1, 2, 3], null]);
+    expect(await seqs("old", { afterSeq: 0, limit: 2 })).toEqual([[1, 2], 2]);
+    // Appending after a restart goes after the last entry of the last batch.
+    await restarted.append("t", "r", "status", { status: "interrupted" });
+    expect(await seqs("r", { afterSeq: 4 })).toEqual([[5, 6], null]);
   });
 });
 
