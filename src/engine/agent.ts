@@ -74,6 +74,15 @@ const EngineStateAnnotation: AnnotationRoot<EngineStateDefinition> = Annotation.
 type EngineState = ThreadState & { jump_to: "end" | null };
 
 type HookName = "beforeAgent" | "beforeModel" | "afterModel" | "afterAgent";
+
+/**
+ * afterAgent hooks that ran at the end of a step but must show as their own node: when they threw
+ * (or interrupted), the after_agent node rethrows, so the checkpoint (the step's writes kept), the
+ * error and a resume are those of a separate node; when they wrote state, the node writes it, so
+ * the `updates` stream still shows those writes under after_agent and the step's update holds the
+ * step's alone.
+ */
+type HandOver = { readonly error: unknown } | { readonly writes: Array<[string, unknown]> };
 interface BoundHook {
   readonly middleware: string;
   readonly hookName: HookName;
@@ -125,6 +134,8 @@ interface RunTicket {
   readonly runtimeBase: Omit<AgentRuntime, "writer">;
   afterAgentRan: boolean;
   lastState: EngineState | undefined;
+  /** What the model step left for the after_agent node to deliver (see HandOver). */
+  handedOver: HandOver | undefined;
 }
 
 export type AgentInput = ThreadStateUpdate | Command | null;
@@ -133,7 +144,13 @@ export type AgentInput = ThreadStateUpdate | Command | null;
  * An agent: the middleware stack compiled onto a LangGraph StateGraph. One graph step per model
  * call (all beforeModel hooks, the wrapped model call and all afterModel hooks run in one node and
  * their updates are written as ordered tuples, so every hook still sees its predecessors' writes),
- * and one task per tool call.
+ * and one task per tool call. The afterAgent hooks run at the end of the step that ends the run
+ * when they write nothing: a graph step costs a checkpoint and the framework's per-task work. The
+ * after_agent node stays in the graph: hooks that wrote state or threw hand over to it (HandOver),
+ * so what a client streams and what a checkpoint holds are what they were with a separate node; a
+ * checkpoint written before the fold resumes there; and a state update written "as" after_agent
+ * still marks a thread finished. (beforeAgent keeps its node: on a conversation's first turn its
+ * hooks write, and a fold would show their writes under the model's update.)
  */
 export class Agent {
   readonly name: string;
@@ -190,20 +207,20 @@ export class Agent {
   #compile(): AgentGraph {
     const hasBeforeAgent = this.#hooks.beforeAgent.length > 0;
     const hasAfterAgent = this.#hooks.afterAgent.length > 0;
-    const exit = hasAfterAgent ? NODE.afterAgent : END;
+    const handOver = hasAfterAgent ? [NODE.afterAgent] : [];
     // The graph's generic types cannot follow nodes that return Commands with Sends; the node
     // functions below are typed against EngineState themselves.
     const builder: any = new StateGraph(EngineStateAnnotation);
-    builder.addNode(NODE.model, (state: EngineState, config: LangGraphRunnableConfig) => this.#modelNode(state, config, exit), {
-      ends: [NODE.model, NODE.tools, exit],
+    builder.addNode(NODE.model, (state: EngineState, config: LangGraphRunnableConfig) => this.#modelNode(state, config), {
+      ends: [NODE.model, NODE.tools, END, ...handOver],
     });
     builder.addNode(NODE.tools, (input: EngineState & { [TOOL_CALL_KEY]: ToolCall }, config: LangGraphRunnableConfig) =>
       this.#toolNode(input, config),
     );
     builder.addEdge(NODE.tools, NODE.model);
     if (hasBeforeAgent) {
-      builder.addNode(NODE.beforeAgent, (state: EngineState, config: LangGraphRunnableConfig) => this.#beforeAgentNode(state, config, exit), {
-        ends: [NODE.model, NODE.tools, exit],
+      builder.addNode(NODE.beforeAgent, (state: EngineState, config: LangGraphRunnableConfig) => this.#beforeAgentNode(state, config), {
+        ends: [NODE.model, NODE.tools, END, ...handOver],
       });
       builder.addEdge(START, NODE.beforeAgent);
     } else {
@@ -247,6 +264,7 @@ export class Agent {
       },
       afterAgentRan: false,
       lastState: undefined,
+      handedOver: undefined,
     };
     this.#tickets.set(ticketId, ticket);
     const config: LangGraphRunnableConfig & { streamMode: StreamMode | StreamMode[] } = {
@@ -362,22 +380,24 @@ export class Agent {
     return { state: working };
   }
 
-  async #beforeAgentNode(state: EngineState, config: LangGraphRunnableConfig, exit: string) {
+  async #beforeAgentNode(state: EngineState, config: LangGraphRunnableConfig) {
     const { ticket, runtime } = this.#runtime(config);
     ticket.lastState = state;
     const writes: Array<[string, unknown]> = [];
     const { state: working, jump } = await this.#runHooks(this.#hooks.beforeAgent, state, runtime, ticket, writes);
-    return this.#route(jump ?? "model", working, writes, exit);
+    return this.#route(jump ?? "model", working, writes, ticket, runtime);
   }
 
-  async #modelNode(state: EngineState, config: LangGraphRunnableConfig, exit: string) {
+  async #modelNode(state: EngineState, config: LangGraphRunnableConfig) {
     const { ticket, runtime } = this.#runtime(config);
     ticket.lastState = state;
-    if (state.jump_to === "end") return new Command({ update: { jump_to: null }, goto: exit });
     const writes: Array<[string, unknown]> = [];
+    if (state.jump_to === "end") {
+      return this.#finish(applyEngineUpdate(state, { jump_to: null }, writes), writes, ticket, runtime);
+    }
     const before = await this.#runHooks(this.#hooks.beforeModel, state, runtime, ticket, writes);
     // "model" from beforeModel goes straight to the call, skipping the remaining beforeModel hooks.
-    if (before.jump && before.jump !== "model") return this.#route(before.jump, before.state, writes, exit);
+    if (before.jump && before.jump !== "model") return this.#route(before.jump, before.state, writes, ticket, runtime);
     let working = before.state;
 
     const request: ModelRequest = {
@@ -396,19 +416,45 @@ export class Agent {
     ticket.lastState = working;
 
     const after = await this.#runHooks(this.#hooks.afterModel, working, runtime, ticket, writes);
-    if (after.jump) return this.#route(after.jump, after.state, writes, exit);
-    return this.#route(pendingToolCalls(after.state.messages).length > 0 ? "tools" : "end", after.state, writes, exit);
+    if (after.jump) return this.#route(after.jump, after.state, writes, ticket, runtime);
+    return this.#route(pendingToolCalls(after.state.messages).length > 0 ? "tools" : "end", after.state, writes, ticket, runtime);
   }
 
-  #route(target: JumpTarget, working: EngineState, writes: Array<[string, unknown]>, exit: string): Command {
+  async #route(
+    target: JumpTarget,
+    working: EngineState,
+    writes: Array<[string, unknown]>,
+    ticket: RunTicket,
+    runtime: AgentRuntime,
+  ): Promise<Command> {
     if (target === "model") return new Command({ update: writes, goto: NODE.model });
     if (target === "tools") {
       const calls = pendingToolCalls(working.messages);
-      if (calls.length === 0) return new Command({ update: writes, goto: exit });
+      if (calls.length === 0) return this.#finish(working, writes, ticket, runtime);
       const { jump_to: _j, ...base } = working;
       return new Command({ update: writes, goto: calls.map((call) => new Send(NODE.tools, { ...base, [TOOL_CALL_KEY]: call })) });
     }
-    return new Command({ update: writes, goto: exit });
+    return this.#finish(working, writes, ticket, runtime);
+  }
+
+  /** The run's end from inside a step: the afterAgent hooks run on the step's state, their writes join the step's. */
+  async #finish(working: EngineState, writes: Array<[string, unknown]>, ticket: RunTicket, runtime: AgentRuntime): Promise<Command> {
+    if (this.#hooks.afterAgent.length === 0) return new Command({ update: writes, goto: END });
+    ticket.afterAgentRan = true;
+    const stepWrites = writes.length;
+    try {
+      await this.#runHooks(this.#hooks.afterAgent, working, runtime, ticket, writes);
+    } catch (error) {
+      return this.#handOver(ticket, { error }, writes.slice(0, stepWrites));
+    }
+    if (writes.length > stepWrites) return this.#handOver(ticket, { writes: writes.slice(stepWrites) }, writes.slice(0, stepWrites));
+    return new Command({ update: writes, goto: END });
+  }
+
+  /** Ends the step (with its own writes) at the after_agent node, which delivers what the hooks left. */
+  #handOver(ticket: RunTicket, handOver: HandOver, stepWrites: Array<[string, unknown]>): Command {
+    ticket.handedOver = handOver;
+    return new Command({ update: stepWrites, goto: NODE.afterAgent });
   }
 
   #modelChain(config: LangGraphRunnableConfig): ModelHandler {
@@ -434,6 +480,8 @@ export class Agent {
   async #afterAgentNode(state: EngineState, config: LangGraphRunnableConfig) {
     const { ticket, runtime } = this.#runtime(config);
     ticket.afterAgentRan = true;
+    const handed = takeHandOver(ticket);
+    if (handed) return new Command({ update: handed.writes });
     ticket.lastState = state;
     const writes: Array<[string, unknown]> = [];
     await this.#runHooks(this.#hooks.afterAgent, state, runtime, ticket, writes);
@@ -453,6 +501,15 @@ function headOf(config: LangGraphRunnableConfig): LangGraphRunnableConfig {
 
 export function createAgent(options: CreateAgentOptions): Agent {
   return new Agent(options);
+}
+
+/** What a step left for the after_agent node, once: an error is thrown from there, writes returned. */
+function takeHandOver(ticket: RunTicket): { readonly writes: Array<[string, unknown]> } | undefined {
+  const handed = ticket.handedOver;
+  if (handed === undefined) return undefined;
+  ticket.handedOver = undefined;
+  if ("error" in handed) throw handed.error;
+  return handed;
 }
 
 function validateMiddlewares(middlewares: readonly AgentMiddleware[]): void {

@@ -182,6 +182,8 @@ export function reminderAndUserMessages(target: BaseMessage, currentDate: string
 }
 
 const TIMED_OUT: unique symbol = Symbol("timed out");
+/** Why the timer is cancelled: a reason given up front spares abort() building a DOMException per recall. */
+const RACE_SETTLED: unique symbol = Symbol("memory recall settled");
 
 async function withinTimeout<T>(work: Promise<T>, runtime: AgentRuntime): Promise<T | typeof TIMED_OUT> {
   const timer = new AbortController();
@@ -195,7 +197,7 @@ async function withinTimeout<T>(work: Promise<T>, runtime: AgentRuntime): Promis
       ),
     ]);
   } finally {
-    timer.abort();
+    timer.abort(RACE_SETTLED);
   }
 }
 

@@ -460,3 +460,77 @@ describe("engine: assembly checks and persistence", () => {
     expect(model.calls[0]!.messages[0]!.getType()).toBe("system");
   });
 });
+
+describe("engine: afterAgent hooks that write nothing run inside the run's last step", () => {
+  async function checkpointsOf(checkpointer: MemorySaver, threadId: string): Promise<number> {
+    let count = 0;
+    for await (const _ of checkpointer.list({ configurable: { thread_id: threadId } })) count++;
+    return count;
+  }
+
+  it("writes no more checkpoints for a one-step run than an agent without afterAgent hooks", async () => {
+    const bare = new MemorySaver();
+    await createAgent({ model: fakeModel().respond(new AIMessage("ok")), services, checkpointer: bare }).invoke(human("hi"), { threadId: "t" });
+    const hooked = new MemorySaver();
+    const seen: string[] = [];
+    const state = await createAgent({
+      model: fakeModel().respond(new AIMessage("ok")),
+      services,
+      checkpointer: hooked,
+      middlewares: [{ name: "observer", afterAgent: (s) => void seen.push(String(s.messages.at(-1)?.content)) }],
+    }).invoke(human("hi"), { threadId: "t" });
+    expect(seen).toEqual(["ok"]);
+    expect(state.messages.map((m) => m.content)).toEqual(["hi", "ok"]);
+    expect(await checkpointsOf(hooked, "t")).toBe(await checkpointsOf(bare, "t"));
+  });
+
+  it("streams afterAgent's writes under after_agent, the model's update holding only its step", async () => {
+    const agent = createAgent({
+      model: fakeModel().respond(new AIMessage("answer")),
+      services,
+      middlewares: [
+        { name: "ctx", beforeAgent: () => ({ messages: [new HumanMessage({ content: "context", id: "ctx-1" })] }) },
+        { name: "titler", afterAgent: () => ({ title: "done" }) },
+      ],
+    });
+    const updates: Array<Record<string, { messages?: BaseMessage[]; title?: string }>> = [];
+    for await (const chunk of agent.stream(human("hi"), { streamMode: "updates" })) updates.push(chunk as (typeof updates)[number]);
+    const content = (update: { messages?: BaseMessage[] } | undefined) => update?.messages?.map((m) => m.content);
+    expect(updates.map((u) => Object.keys(u)[0])).toEqual(["before_agent", "model", "after_agent"]);
+    expect(content(updates[0]!["before_agent"])).toEqual(["context"]);
+    expect(content(updates[1]!["model"])).toEqual(["answer"]);
+    expect(updates[2]!["after_agent"]).toEqual({ title: "done" });
+  });
+
+  it("keeps the model's answer in the checkpoint when an afterAgent hook throws, as its own node did", async () => {
+    const checkpointer = new MemorySaver();
+    const agent = createAgent({
+      model: fakeModel().respond(new AIMessage("kept")),
+      services,
+      checkpointer,
+      middlewares: [{ name: "broken", afterAgent: () => { throw new Error("after failed"); } }],
+    });
+    await expect(agent.invoke(human("hi"), { threadId: "t-after" })).rejects.toThrow("after failed");
+    const saved = await agent.graph.getState({ configurable: { thread_id: "t-after" } });
+    expect(saved.values.messages.at(-1)?.content).toBe("kept");
+    expect(saved.next).toEqual(["after_agent"]);
+  });
+
+  it("resumes an interrupt raised in an afterAgent hook at that hook, without calling the model again", async () => {
+    const answers: unknown[] = [];
+    const model = fakeModel().respond(new AIMessage("answered once"));
+    const agent = createAgent({
+      model,
+      services,
+      checkpointer: new MemorySaver(),
+      middlewares: [{ name: "asker", afterAgent: () => void answers.push(interrupt({ question: "keep it?" })) }],
+    });
+    let record: RunRecord | undefined;
+    for await (const _ of agent.stream(human("hi"), { threadId: "t-ask" }, (r) => (record = r))) void _;
+    expect(record?.outcome).toBe("interrupted");
+    const state = await agent.invoke(new Command({ resume: "yes" }), { threadId: "t-ask" });
+    expect(answers).toEqual(["yes"]);
+    expect(state.messages.at(-1)?.content).toBe("answered once");
+    expect(model.callCount).toBe(1);
+  });
+});

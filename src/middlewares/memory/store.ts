@@ -88,7 +88,8 @@ const StoredFactSchema = v.object({
 const RecordSchema = v.object({
   version: v.literal(1),
   facts: v.array(v.unknown()),
-  watermarks: v.optional(v.record(v.string(), v.string()), {}),
+  // A fresh object per parse (valibot's record output is one too), so a caller may change it.
+  watermarks: v.optional(v.record(v.string(), v.string()), () => ({})),
   summaries: v.optional(v.record(v.string(), v.record(v.string(), v.object({ summary: v.string(), updatedAt: v.string() })))),
   updatedAt: v.optional(v.string()),
 });
@@ -107,7 +108,7 @@ function parseRecord(raw: unknown): { record: MemoryRecord; malformed: boolean }
     return result.success ? [result.output as StoredMemoryFact] : [];
   });
   const { summaries, ...rest } = parsed.output;
-  return { record: { ...rest, facts, watermarks: { ...rest.watermarks }, ...(summaries === undefined ? {} : { summaries }) }, malformed: false };
+  return { record: { ...rest, facts, ...(summaries === undefined ? {} : { summaries }) }, malformed: false };
 }
 
 function malformedRecordError(userId: string): MemoryStoreError {
