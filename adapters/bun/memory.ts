@@ -11,9 +11,10 @@
  * heap and code): RSS 152-159 MB after the bursts from 118, back within 3 s of the last run's
  * reclaim; the main thread alone 162-167 MB. 10 bursts of 200 (bench/soak.ts defaults): idle RSS
  * 165-187 MB from 118 (was 213-247 from 136), heap 20-28 MB used, 174.9 MB 60 s after the last
- * run, within the 64 MB margin from 36 s on; what stays is still mimalloc's arena. Code dropped is
- * compiled again by the next burst, and the reclaim holds the event loop longer (up to 0.55 s
- * on the loaded 2-core machine, from 0.26).
+ * run, within the 64 MB margin from 36 s on (a second run: 166-186, 175.9, 38 s); what stays is
+ * still mimalloc's arena, growing some 2 MB a burst. Code dropped is compiled again by the next
+ * burst: 4 bursts of 100 back to back with and without, load 2-3: 25.2 s of bursts against 23.7;
+ * the reclaim holds the event loop longer (slowest GET /api/ok while idle 176 ms against 40).
  */
 
 declare const Bun: { gc(force: boolean): void; shrink(): void };
