@@ -33,4 +33,24 @@ describe(`the CLI's reclaim on ${runtime} (${module})`, () => {
     await nextTask();
     expect(ref!.deref()).toBeUndefined();
   });
+
+  // Bun only (registered only there: V8's reclaim keeps compiled code): what stays after a burst on
+  // Bun is mostly native, much of it the code JSC compiled for the burst, which a collection keeps.
+  if (runtime === "bun") {
+    it("drops the code JSC compiled, as Bun.shrink() does, once the current job ends", async () => {
+      const jsc = (await import("bun:jsc" as string)) as { numberOfDFGCompiles(fn: Function): number; optimizeNextInvocation(fn: Function): void };
+      const hot = (n: number): number => {
+        let sum = 0;
+        for (let i = 0; i < n; i++) sum += i * 2;
+        return sum;
+      };
+      for (let i = 0; i < 2_000; i++) hot(100);
+      jsc.optimizeNextInvocation(hot);
+      for (let i = 0; i < 20_000; i++) hot(100);
+      expect(jsc.numberOfDFGCompiles(hot)).toBeGreaterThan(0);
+      reclaim();
+      await nextTask();
+      expect(jsc.numberOfDFGCompiles(hot)).toBe(0);
+    });
+  }
 });
