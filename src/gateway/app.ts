@@ -413,6 +413,7 @@ async function buildGateway(options: GatewayOptions, started: { teardown?: () =>
         guard,
         limits: { maxFiles: limits.max_files, maxFileBytes: limits.max_file_bytes, maxTotalBytes: limits.max_total_bytes },
         hasActiveRun: (threadId) => runsPart.hasActiveRun?.(threadId) ?? false,
+        onBodyReleased: () => runsPart.memoryReleased?.(),
       });
       return runsPart;
     });

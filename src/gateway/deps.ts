@@ -54,4 +54,9 @@ export interface GatewayRunHooks {
   onThreadDeleted?(thread: ThreadRecord): Promise<void>;
   /** Releases what the runs part holds (stream bridge, journal); after services stopped. */
   close?(): Promise<void>;
+  /**
+   * A request let go of a large body (an upload): memory is reclaimed once no run is active and
+   * things went quiet, as after a burst of runs (RunManager.memoryReleased).
+   */
+  memoryReleased?(): void;
 }

@@ -51,6 +51,11 @@ export interface FileRoutesDeps {
   readonly limits?: Partial<UploadLimits>;
   /** True while a run works on the thread; deleting an upload then would pull a file from under it. */
   readonly hasActiveRun?: (threadId: string) => boolean | Promise<boolean>;
+  /**
+   * Called once an upload request's body has been read (stored or refused): the memory its
+   * chunks passed through is garbage now (GatewayRunHooks.memoryReleased).
+   */
+  readonly onBodyReleased?: () => void;
 }
 
 /** JSON body of a file entry, as upstream's UploadedFileInfo names its fields. */
@@ -223,7 +228,9 @@ export function registerFileRoutes(app: Hono<GatewayEnv>, deps: FileRoutesDeps):
     try {
       received = await streamUploadInto(c.req.raw, { ...limits, maxBodyBytes }, batch, nameOf);
       await batch.commit();
+      deps.onBodyReleased?.();
     } catch (error) {
+      deps.onBodyReleased?.();
       await batch.abort().catch(() => undefined);
       if (error instanceof UploadBodyError) return fail(c, error.status, error.message);
       if (error instanceof SandboxError && error.code === "is_directory") {

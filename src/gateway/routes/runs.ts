@@ -309,6 +309,7 @@ export async function registerRunsPart(
     },
     onThreadDeleted: (thread) => runs.deleteThread(thread.thread_id),
     close: () => runs.bridge.close(),
+    memoryReleased: () => runs.memoryReleased(),
   };
 }
 
