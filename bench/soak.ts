@@ -22,7 +22,8 @@
  * (the bench itself runs on Node, Deno or Bun; --runtime defaults to the one it runs on, so
  * `BENCH_NAMES=soak npm run bench` soaks each runtime). Env knobs: BENCH_SOAK_BURSTS,
  * BENCH_SOAK_CONCURRENCY, BENCH_SOAK_IDLE_SECONDS, BENCH_SOAK_FINAL_IDLE_SECONDS,
- * BENCH_SOAK_MARGIN_MB (flags win).
+ * BENCH_SOAK_MARGIN_MB (flags win); BENCH_SOAK_CONFIG: YAML appended to the server's config.yaml
+ * (for example `sandbox:\n  max_workers: 1`), to soak one setting against the default.
  *
  * Output: one JSON line for the start, one per burst, then the summary line. Progress on stderr.
  *
@@ -153,7 +154,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 async function startServer(runtime: Runtime, gc: boolean): Promise<Server> {
   const dir = mkdtempSync(join(tmpdir(), "deerflow-bench-soak-"));
   const config = join(dir, "config.yaml");
-  writeFileSync(config, `storage:\n  driver: fs\n  base: ${JSON.stringify(join(dir, "storage"))}\n`);
+  writeFileSync(config, `storage:\n  driver: fs\n  base: ${JSON.stringify(join(dir, "storage"))}\n${process.env["BENCH_SOAK_CONFIG"] ?? ""}`);
   const probeFile = join(dir, "memory.json");
   const [command, args] = commandFor(runtime, join(ROOT, "bench", "soak-probe.ts"), join(ROOT, "adapters", runtime, "cli.ts"), config, gc);
   const child: ChildProcess = spawn(command, args, { cwd: dir, env: { ...currentEnv(), SOAK_PROBE_FILE: probeFile, ...(gc ? { SOAK_PROBE_GC: "1" } : {}) }, stdio: ["ignore", "pipe", "pipe"] });

@@ -2,7 +2,38 @@ import { mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { createStorage, type Driver } from "unstorage";
 import fsDriver from "unstorage/drivers/fs";
+import { touchRecent } from "../../src/core/recent-map.ts";
 import type { KeyValue } from "../../src/ports/key-value.ts";
+
+/**
+ * Folders a driver remembers as made, most recently written first. Every thread adds a handful
+ * (its thread, run, journal, checkpoint and sandbox folders), so an unbounded set grew with every
+ * thread the server ever saw: about 3 KB of heap per run on Bun's soak (bench/soak.ts), rising
+ * burst after burst. Past the bound a folder is only checked again (one `mkdir -p`) on its next write.
+ */
+export const KNOWN_FOLDERS_MAX = 1024;
+
+/** The folders a driver knows exist: at most `max`, the least recently written forgotten first. */
+export class KnownFolders {
+  readonly #folders = new Map<string, true>();
+  constructor(readonly max: number = KNOWN_FOLDERS_MAX) {}
+  has(folder: string): boolean {
+    return this.#folders.has(folder);
+  }
+  /** Remembers `folder` as made (or as just written, if known): the newest entry. */
+  add(folder: string): void {
+    touchRecent(this.#folders, folder, () => true as const, this.max);
+  }
+  delete(folder: string): void {
+    this.#folders.delete(folder);
+  }
+  clear(): void {
+    this.#folders.clear();
+  }
+  get size(): number {
+    return this.#folders.size;
+  }
+}
 
 /**
  * A KeyValue on disk under `baseDir` (one file per key, `a:b:c` -> `a/b/c`), the embedded default on
@@ -17,14 +48,14 @@ import type { KeyValue } from "../../src/ports/key-value.ts";
  * The stock driver also writes a file in place, so a crash mid-write leaves a truncated
  * checkpoint, and it checks and creates the folder before every write. Here a value is written to
  * a hidden temporary file and renamed over the key's file (a reader sees the old value or the new
- * one, never half of one), and folders known to exist are not checked again.
+ * one, never half of one), and folders known to exist are not checked again (KnownFolders).
  */
 export function createFsKeyValue(baseDir: string): KeyValue {
   return createStorage({ driver: createFsDriver(baseDir) });
 }
 
 /** The scoped fs driver itself, for mounting a folder into another storage (a read-only skills folder). */
-export function createFsDriver(baseDir: string, options: { readOnly?: boolean } = {}): Driver {
+export function createFsDriver(baseDir: string, options: { readOnly?: boolean; knownFolders?: KnownFolders } = {}): Driver {
   const root = resolve(baseDir);
   const stock = fsDriver({ base: root, ...(options.readOnly ? { readOnly: true } : {}) });
   const dirOf = (base: string | undefined): string | undefined => {
@@ -32,7 +63,7 @@ export function createFsDriver(baseDir: string, options: { readOnly?: boolean } 
     if (segments.some((s) => s === ".." || s === ".")) return undefined;
     return join(root, ...segments);
   };
-  const ensured = new Set<string>();
+  const ensured = options.knownFolders ?? new KnownFolders();
   const fileOf = (key: string): string => {
     const segments = key.split(":").filter(Boolean);
     if (segments.some((s) => s === ".." || s === ".")) {
@@ -45,10 +76,8 @@ export function createFsDriver(baseDir: string, options: { readOnly?: boolean } 
     const dir = dirname(file);
     const temporary = join(dir, `.${basename(file)}.${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}${TEMPORARY_SUFFIX}`);
     for (let attempt = 0; ; attempt++) {
-      if (!ensured.has(dir)) {
-        await mkdir(dir, { recursive: true });
-        ensured.add(dir);
-      }
+      if (!ensured.has(dir)) await mkdir(dir, { recursive: true });
+      ensured.add(dir);
       try {
         await writeFile(temporary, value, encoding);
         await rename(temporary, file);

@@ -5,9 +5,10 @@ import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createStorage } from "unstorage";
 import { storageContract } from "../support/storage-contract.ts";
 import { createDenoKvKeyValue } from "../../adapters/deno/kv-key-value.ts";
-import { createFsKeyValue } from "../../adapters/shared/fs-key-value.ts";
+import { createFsDriver, createFsKeyValue, KNOWN_FOLDERS_MAX, KnownFolders } from "../../adapters/shared/fs-key-value.ts";
 import { createKeyValue, StorageConfigError } from "../../adapters/shared/storage.ts";
 import type { KeyValue } from "../../src/ports/key-value.ts";
 import { createMemoryKeyValue } from "../../src/storage/key-value.ts";
@@ -63,6 +64,21 @@ describe(`fs KeyValue on disk (${runtime})`, () => {
     await rm(join(dir, "threads"), { recursive: true, force: true });
     await kv.setItem("threads:t9:meta", 2);
     expect(await kv.getItem("threads:t9:meta")).toBe(2);
+  });
+
+  it("remembers a bounded number of made folders, however many threads it has written (memory does not grow with every thread)", async () => {
+    const known = new KnownFolders(4);
+    const kv = createStorage({ driver: createFsDriver(dir, { knownFolders: known }) });
+    for (let i = 0; i < 12; i++) await kv.setItem(`threads:t${i}:meta`, i);
+    expect(known.size).toBe(4);
+    // The most recently written folders are the ones remembered; a forgotten one is made again when needed.
+    expect(known.has(join(dir, "threads", "t11"))).toBe(true);
+    expect(known.has(join(dir, "threads", "t0"))).toBe(false);
+    await rm(join(dir, "threads", "t0"), { recursive: true, force: true });
+    await kv.setItem("threads:t0:meta", "again");
+    expect(await kv.getItem("threads:t0:meta")).toBe("again");
+    expect(known.size).toBe(4);
+    expect(new KnownFolders().max).toBe(KNOWN_FOLDERS_MAX);
   });
 
   it("lists only the keys under the asked base, reading no other subtree", async () => {
