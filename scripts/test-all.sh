@@ -71,11 +71,20 @@ for rt in node checkpoint cluster checkpoint-deno checkpoint-deno-kv checkpoint-
       const r = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
       const failed = r.numFailedTests + (r.success ? 0 : (r.numFailedTests ? 0 : 1));
       console.log(r.numPassedTests + " " + failed);
+      // Name each failure under the count, so a CI log that keeps only the summary still says which test broke.
+      for (const file of r.testResults ?? []) {
+        if (file.status === "failed" && !(file.assertionResults ?? []).some((a) => a.status === "failed"))
+          console.log("  FAILED " + file.name + ": " + String(file.message ?? "").split("\n")[0]);
+        for (const a of file.assertionResults ?? [])
+          if (a.status === "failed")
+            console.log("  FAILED " + file.name.replace(process.cwd() + "/", "") + " > " + a.fullName + ": " + String((a.failureMessages ?? [""])[0]).split("\n")[0].slice(0, 300));
+      }
     } catch { console.log("0 1"); }
   ' ".reports/vitest-$rt.json")
-  set -- $line
+  set -- $(head -n 1 <<<"$line")
   tp=$((tp + $1)); tf=$((tf + $2))
   echo "$rt: $1 passed, $2 failed"
+  tail -n +2 <<<"$line"
 done
 [ $status -ne 0 ] && [ $tf -eq 0 ] && tf=1
 echo "$tp passed, $tf failed"
