@@ -4,5 +4,9 @@ export declare const DEFAULT_WORKER_OUTDIR: string;
 export declare const WORKER_ENTRY_MODULE: string;
 /** The text every edge-trim stub's error (and console line) starts with. */
 export declare const TRIM_MARKER: string;
-/** Builds the Workers modules into `outdir`; the module names (entry first) and esbuild's metafile. */
-export declare function buildWorker(outdir?: string): Promise<{ modules: string[]; metafile: unknown }>;
+/** just-bash's commands the Workers build leaves out, each with the reason its stub answers. */
+export declare const TRIMMED_COMMANDS: Readonly<Record<string, string>>;
+/** The lc namespaces (load/import_map.js keys) the Workers build's checkpoint serializer revives. */
+export declare const REVIVABLE_NAMESPACES: readonly string[];
+/** Builds the Workers modules (of `entry`, the Worker's by default) into `outdir`; the module names (entry first) and esbuild's metafile. */
+export declare function buildWorker(outdir?: string, entry?: string): Promise<{ modules: string[]; metafile: unknown }>;

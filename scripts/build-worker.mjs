@@ -3,9 +3,9 @@
 // deerflow-edge-worker.mjs, and beside it the chunks it imports when first needed (the virtual
 // sandbox's just-bash, loaded when a sandbox first opens). Upload the folder's .mjs files as the
 // Worker's modules (wrangler: main = the entry, no_bundle, find_additional_modules).
-//   node scripts/build-worker.mjs [--outdir dist/worker] [--metafile meta.json]
+//   node scripts/build-worker.mjs [--outdir dist/worker] [--metafile meta.json] [--entry other.ts]
 // Prints the modules it wrote, the entry first, one a line, relative to the folder.
-import { rm, writeFile } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { builtinModules } from "node:module";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -39,10 +39,37 @@ export const WORKER_ENTRY_MODULE = "deerflow-edge-worker.mjs";
  *   validator, CfWorkerJsonSchemaValidator (@cfworker/json-schema, already in the bundle for
  *   @langchain/core), made for Workers, where ajv's code generation (new Function) is refused
  *   anyway. The Workers build resolves ajv-provider.js to it (same interface: getValidator).
- * - domino (@mixmark-io/domino, ~235 KB): a DOM implementation that turndown falls back to when
- *   the runtime has no DOMParser (Workers has none). Only just-bash's `html-to-markdown` command
- *   uses turndown; no middleware, tool or sandbox path of the chain calls it. DOMINO_STUB makes
- *   that one command fail with a clear message (exit 1, stderr) instead of converting.
+ * - just-bash's `file`, `html-to-markdown` and `curl` commands (TRIMMED_COMMANDS, ~28 KB gzip of
+ *   the sandbox's chunk; trimmedJustBash says how): `file` carries a file-type database (magic
+ *   numbers, a ZIP reader) for a question an edge agent answers with `head`/`od`; `html-to-markdown`
+ *   needs turndown and a DOM (domino, ~235 KB) that Workers lacks; `curl` is registered only when
+ *   just-bash gets network access, which deerflow-edge never gives it (it is "command not found"
+ *   on every runtime). Each answers exit 127 with "<name>: deerflow-edge-trim: ..." on stderr (and
+ *   prints it); the commands agents use (grep, rg, sed, awk, jq, find, ...) are all kept.
+ *   turndown is stubbed likewise (TURNDOWN_STUB), so neither it nor domino is in the bundle.
+ * - @langchain/core's load/import_map.js (nearly every @langchain/core module: prompts, output
+ *   parsers, retrievers, vectorstores, tracers, testing, ...): load(), which the checkpoint
+ *   serializer (JsonPlusSerializer) calls to revive lc-serialized objects, looks classes up there.
+ *   This project's checkpoints hold messages (every class is langchain_core/messages) and
+ *   LangGraph's own values; the map keeps REVIVABLE_NAMESPACES (messages, messages/tool, documents,
+ *   outputs, prompt_values). Reviving a class of any other namespace throws (and prints)
+ *   "deerflow-edge-trim: reviving a serialized langchain_core/<namespace> object ... is not part of
+ *   the Cloudflare Workers build"; a namespace no version knows keeps load()'s "Invalid namespace".
+ *   Fewer classes a crafted checkpoint can instantiate, too.
+ * - zod's z.compile (core/compile.js: schemas compiled to code run by new Function, which workerd
+ *   refuses, so compile() there already returns the schema unchanged; the stub does the same, and
+ *   withParser/compileFn throw the trim's reason) and z.fromJSONSchema (LangChain converts zod to
+ *   JSON Schema, never back): nothing of the chain calls either.
+ * - @langchain/core's sax-js, the XML parser of XMLOutputParser, which output_parsers/index.js
+ *   imports for its side effects: no model output is parsed as XML; parser() throws the reason.
+ * - the MCP SDK's OAuth client (client/auth.js, its OAuth metadata schemas, pkce-challenge): used
+ *   only with an authProvider, which src/mcp/client.ts never passes (config refuses `oauth`;
+ *   tokens go in `headers`); auth() throws the reason, the 401 helpers stay as the SDK wrote them.
+ * Every stub's error starts with TRIM_MARKER and is printed to the console;
+ * test/portable/gateway/worker-trims.test.ts serves a probe built with these trims on workerd
+ * (a checkpoint of every message type round-trips, a left-out namespace and each trimmed command
+ * answer the trim's reason, the commands agents use still run), and the workerd test asserts
+ * that none of its runs printed a deerflow-edge-trim line.
  */
 export const TRIM_MARKER = "deerflow-edge-trim";
 const LANGSMITH_CLIENT_STUB = `
@@ -65,15 +92,161 @@ export const DEFAULT_UNCOMPRESSED_BATCH_SIZE_LIMIT_BYTES = 24 * 1024 * 1024;
 export const DEFAULT_MAX_SIZE_BYTES = 1024 * 1024 * 1024;
 export function mergeRuntimeEnvIntoRun(run) { return run; }
 `;
-const DOMINO_STUB = `
-module.exports = {
-  createDocument() {
-    const error = new Error("${TRIM_MARKER}: html-to-markdown is not part of the Cloudflare Workers build (its HTML parser, domino, is left out)");
+// turndown (HTML to Markdown, with domino, the DOM it falls back to where there is no DOMParser):
+// only just-bash's html-to-markdown command imports it, and that command is trimmed.
+const TURNDOWN_STUB = `
+export default class TurndownService {
+  constructor() {
+    const error = new Error("${TRIM_MARKER}: html-to-markdown is not part of the Cloudflare Workers build (turndown and its HTML parser, domino, are left out)");
+    console.error(error.message);
+    throw error;
+  }
+}
+`;
+// The lc namespaces (@langchain/core's load/import_map.js keys) whose classes a checkpoint of this
+// project holds: the state's messages (every message class is langchain_core/messages, ToolMessage
+// also messages/tool), and what LangGraph's own values may carry (documents, outputs, prompt_values).
+export const REVIVABLE_NAMESPACES = ["messages", "messages__tool", "documents", "outputs", "prompt_values"];
+// @langchain/core/dist/load/import_map.js with only REVIVABLE_NAMESPACES' imports. The keys left out
+// stay known: load() asks `key in map` (longest key first) and then reads it, so a left-out key
+// answers `in` and its read throws the trim's reason, where a key no version knows still gets
+// load()'s own "Invalid namespace". Throws if the file no longer has the shape read here.
+async function trimmedImportMap(path) {
+  const source = await readFile(path, "utf8");
+  const entries = [...source.matchAll(/^\t([A-Za-z0-9_]+): \(\) => ([A-Za-z0-9_$]+),?$/gm)].map((m) => ({ key: m[1], local: m[2] }));
+  const imports = new Map();
+  for (const m of source.matchAll(/^import \{ ([A-Za-z0-9_$]+)(?: as ([A-Za-z0-9_$]+))? \} from ("[^"]+");$/gm)) imports.set(m[2] ?? m[1], { name: m[1], from: m[3] });
+  const kept = entries.filter((entry) => REVIVABLE_NAMESPACES.includes(entry.key));
+  if (!source.includes("var import_map_exports") || entries.length < 20 || kept.length !== REVIVABLE_NAMESPACES.length || kept.some((entry) => !imports.has(entry.local))) {
+    throw new Error(`${TRIM_MARKER}: ${path} no longer has the shape scripts/build-worker.mjs trims (keys ${REVIVABLE_NAMESPACES.join(", ")} and their imports); update trimmedImportMap`);
+  }
+  const leftOut = entries.filter((entry) => !REVIVABLE_NAMESPACES.includes(entry.key)).map((entry) => entry.key);
+  return `${kept.map(({ local }) => `import { ${imports.get(local).name} as ${local} } from ${imports.get(local).from};`).join("\n")}
+const kept = { ${kept.map(({ key, local }) => `${key}: ${local}`).join(", ")} };
+const leftOut = new Set(${JSON.stringify(leftOut)});
+export const import_map_exports = new Proxy(kept, {
+  has: (target, key) => key in target || leftOut.has(key),
+  get(target, key) {
+    if (typeof key === "string" && leftOut.has(key)) {
+      const error = new Error("${TRIM_MARKER}: reviving a serialized langchain_core/" + key.replaceAll("__", "/") + " object (a checkpoint's value) is not part of the Cloudflare Workers build; it revives ${REVIVABLE_NAMESPACES.map((key) => key.replaceAll("__", "/")).join(", ")}");
+      console.error(error.message);
+      throw error;
+    }
+    return target[key];
+  },
+});
+`;
+}
+// just-bash's commands the Workers build leaves out, with the reason each answers when called.
+export const TRIMMED_COMMANDS = {
+  file: "its file-type database is left out",
+  "html-to-markdown": "its HTML parser is left out",
+  curl: "the sandbox has no network (curl is only registered when just-bash is given network access, which deerflow-edge never does)",
+};
+// just-bash's browser bundle (dist/bundle/browser.js) is one minified ESM file: each module of it
+// sits in a lazy init, `var x=H(()=>{...})` with H the bundler's `(e,t)=>()=>(e&&(t=e(e=0)),t)`,
+// and each command is an entry `{name:"echo",load:async()=>(await Promise.resolve().then(()=>(
+// init(),module))).echoCommand}`. esbuild keeps every init, not knowing H is pure: marking each
+// call /* @__PURE__ */ lets it drop the modules nothing reaches, and each trimmed command's entry
+// loads a stub instead. Throws when the file no longer has that shape (a just-bash upgrade), rather
+// than ship it untrimmed or broken.
+function trimmedJustBash(source, path) {
+  const fail = (what) => {
+    throw new Error(`${TRIM_MARKER}: ${path} no longer has the shape scripts/build-worker.mjs trims (${what}); update trimmedJustBash`);
+  };
+  const helpers = [...source.matchAll(/var ([A-Za-z_$][\w$]*)=\(e,t\)=>\(\)=>\(e&&\(t=e\(e=0\)\),t\)/g)];
+  if (helpers.length !== 1) fail(`${helpers.length} lazy-init helpers`);
+  const helper = helpers[0][1].replaceAll("$", "\\$");
+  let inits = 0;
+  let out = source.replace(new RegExp(`([=,])${helper}\\(\\(\\)=>\\{`, "g"), (_, before) => {
+    inits += 1;
+    return `${before}/* @__PURE__ */${helpers[0][1]}(()=>{`;
+  });
+  if (inits < 100) fail(`${inits} lazy inits`);
+  const commandEntry = /\{name:"([a-z0-9._-]+)",load:async\(\)=>\(await Promise\.resolve\(\)\.then\(\(\)=>\([A-Za-z_$][\w$]*\(\),[A-Za-z_$][\w$]*\)\)\)\.[A-Za-z_$][\w$]*\}/g;
+  const found = new Set();
+  out = out.replace(commandEntry, (entry, name) => {
+    found.add(name);
+    if (!Object.hasOwn(TRIMMED_COMMANDS, name)) return entry;
+    return `{name:${JSON.stringify(name)},load:async()=>__deerflowTrimmedCommand(${JSON.stringify(name)},${JSON.stringify(TRIMMED_COMMANDS[name])})}`;
+  });
+  for (const name of ["echo", "grep", "sed", "awk", "jq", ...Object.keys(TRIMMED_COMMANDS)]) if (!found.has(name)) fail(`no command entry for ${name}`);
+  return `${out}
+function __deerflowTrimmedCommand(name, why) {
+  return {
+    name,
+    async execute() {
+      const message = name + ": ${TRIM_MARKER}: the " + name + " command is not part of the Cloudflare Workers build (" + why + ")";
+      console.error(message);
+      return { stdout: "", stderr: message + "\\n", exitCode: 127 };
+    },
+  };
+}
+`;
+}
+// zod's z.compile (core/compile.js): generates each schema's parser as code, run with new Function,
+// which workerd refuses; there compile() already hands the schema back on the runtime parser. The
+// stub does the same, without the code generator; nothing of the chain calls it.
+const ZOD_COMPILE_STUB = `
+const reason = (what) => "${TRIM_MARKER}: zod's " + what + " (a schema compiled to code) is not part of the Cloudflare Workers build, where new Function is refused anyway";
+export const INVALID = Symbol.for("zod.compile.invalid");
+export class ZodCompileAsyncError extends Error {
+  constructor(message = "z.compile does not support async refinements, transforms, or checks") { super(message); this.name = "ZodCompileAsyncError"; }
+}
+export class ZodCompileUnsupportedError extends Error {
+  constructor(feature, islandable = true) { super("z.compile does not support " + feature + "; this schema must use the runtime parser"); this.name = "ZodCompileUnsupportedError"; this.islandable = islandable; }
+}
+export function compile(schema, options) {
+  if (options?.strict) throw new ZodCompileUnsupportedError(reason("compile"));
+  return schema;
+}
+export function withParser() { throw new Error(reason("withParser")); }
+export function compileFn() { throw new Error(reason("compileFn")); }
+`;
+// zod's z.fromJSONSchema (a zod schema built from a JSON Schema): LangChain turns zod schemas into
+// JSON Schema, never back; no tool, MCP client or config path of the chain calls it.
+const ZOD_FROM_JSON_SCHEMA_STUB = `
+export function fromJSONSchema() {
+  const error = new Error("${TRIM_MARKER}: zod's fromJSONSchema is not part of the Cloudflare Workers build");
+  console.error(error.message);
+  throw error;
+}
+`;
+// @langchain/core's sax-js, the XML parser of XMLOutputParser (output_parsers/xml.js), which
+// output_parsers/index.js imports for its side effects; the chain parses no model output as XML.
+const SAX_STUB = `
+export const sax = {
+  parser() {
+    const error = new Error("${TRIM_MARKER}: XMLOutputParser is not part of the Cloudflare Workers build (its XML parser, sax-js, is left out)");
     console.error(error.message);
     throw error;
   },
 };
 `;
+// The MCP SDK's OAuth client (client/auth.js, with the OAuth metadata schemas of shared/auth.js
+// and pkce-challenge): its transports call auth() only when given an authProvider, which
+// src/mcp/client.ts never passes (an MCP server's headers come from config). The stub keeps, as
+// the SDK writes them (read from the file, so an upgrade cannot leave a stale copy),
+// UnauthorizedError and extractWWWAuthenticateParams, which the SSE transport reads on any 401;
+// auth() throws the trim's reason. Throws when the file no longer has those functions.
+async function trimmedMcpAuth(path) {
+  const source = await readFile(path, "utf8");
+  const take = (start) => {
+    const at = source.indexOf(start);
+    const end = source.indexOf("\n}\n", at);
+    if (at === -1 || end === -1) throw new Error(`${TRIM_MARKER}: ${path} no longer has \`${start}\` (scripts/build-worker.mjs trims it); update trimmedMcpAuth`);
+    return source.slice(at, end + 3);
+  };
+  return `${take("export class UnauthorizedError extends Error {")}
+${take("export function extractWWWAuthenticateParams(res) {")}
+${take("function extractFieldFromWwwAuth(response, fieldName) {")}
+export async function auth() {
+  const error = new Error("${TRIM_MARKER}: MCP OAuth (an authProvider) is not part of the Cloudflare Workers build; give the server's token in its headers");
+  console.error(error.message);
+  throw error;
+}
+`;
+}
 const edgeTrim = {
   name: TRIM_MARKER,
   setup(build) {
@@ -82,10 +255,17 @@ const edgeTrim = {
       resolveDir: dirname(args.path),
       loader: "js",
     }));
+    build.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]core[\\/]compile\.js$/ }, () => ({ contents: ZOD_COMPILE_STUB, loader: "js" }));
+    build.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]classic[\\/]from-json-schema\.js$/ }, () => ({ contents: ZOD_FROM_JSON_SCHEMA_STUB, loader: "js" }));
+    build.onLoad({ filter: /[\\/]@langchain[\\/]core[\\/]dist[\\/]utils[\\/]sax-js[\\/]sax\.js$/ }, () => ({ contents: SAX_STUB, loader: "js" }));
     build.onLoad({ filter: /[\\/]langsmith[\\/]lib[\\/]client\.mjs$/ }, () => ({ contents: LANGSMITH_CLIENT_STUB, loader: "js" }));
     build.onLoad({ filter: /[\\/]langsmith[\\/]index\.mjs$/ }, (args) => ({
       contents: 'export * from "./lib/index.mjs";\n',
       resolveDir: dirname(args.path),
+      loader: "js",
+    }));
+    build.onLoad({ filter: /[\\/]@modelcontextprotocol[\\/]sdk[\\/]dist[\\/]esm[\\/]client[\\/]auth\.js$/ }, async (args) => ({
+      contents: await trimmedMcpAuth(args.path),
       loader: "js",
     }));
     build.onLoad({ filter: /[\\/]@modelcontextprotocol[\\/]sdk[\\/]dist[\\/]esm[\\/]validation[\\/]ajv-provider\.js$/ }, (args) => ({
@@ -93,18 +273,28 @@ const edgeTrim = {
       resolveDir: dirname(args.path),
       loader: "js",
     }));
-    build.onResolve({ filter: /^@mixmark-io\/domino$/ }, () => ({ path: "domino-stub", namespace: TRIM_MARKER }));
-    build.onLoad({ filter: /^domino-stub$/, namespace: TRIM_MARKER }, () => ({ contents: DOMINO_STUB, loader: "js" }));
+    build.onLoad({ filter: /[\\/]@langchain[\\/]core[\\/]dist[\\/]load[\\/]import_map\.js$/ }, async (args) => ({
+      contents: await trimmedImportMap(args.path),
+      resolveDir: dirname(args.path),
+      loader: "js",
+    }));
+    build.onLoad({ filter: /[\\/]just-bash[\\/]dist[\\/]bundle[\\/]browser\.js$/ }, async (args) => ({
+      contents: trimmedJustBash(await readFile(args.path, "utf8"), args.path),
+      loader: "js",
+      resolveDir: dirname(args.path),
+    }));
+    build.onResolve({ filter: /^turndown$/ }, (args) => (/[\\/]just-bash[\\/]/.test(args.importer) ? { path: "turndown-stub", namespace: TRIM_MARKER } : undefined));
+    build.onLoad({ filter: /^turndown-stub$/, namespace: TRIM_MARKER }, () => ({ contents: TURNDOWN_STUB, loader: "js" }));
   },
 };
 
 /**
- * Bundles the Worker into `outdir`; resolves to its modules (relative to `outdir`, the entry
+ * Bundles the Worker (or another entry, built the same way: a test's probe) into `outdir`; resolves to its modules (relative to `outdir`, the entry
  * first) and esbuild's metafile (what each input adds to each module).
  */
-export async function buildWorker(outdir = DEFAULT_WORKER_OUTDIR) {
+export async function buildWorker(outdir = DEFAULT_WORKER_OUTDIR, entry = WORKER_ENTRY) {
   const result = await build({
-    entryPoints: [WORKER_ENTRY],
+    entryPoints: [entry],
     outdir: resolve(outdir),
     entryNames: WORKER_ENTRY_MODULE.replace(/\.mjs$/, ""),
     chunkNames: "[name]-[hash]",
@@ -137,7 +327,8 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   };
   const outdir = option("--outdir") ?? DEFAULT_WORKER_OUTDIR;
   await rm(outdir, { recursive: true, force: true });
-  const { modules, metafile } = await buildWorker(outdir);
+  const entry = option("--entry");
+  const { modules, metafile } = await buildWorker(outdir, entry ? resolve(entry) : WORKER_ENTRY);
   const meta = option("--metafile");
   if (meta) await writeFile(meta, JSON.stringify(metafile));
   for (const module of modules) console.log(module);

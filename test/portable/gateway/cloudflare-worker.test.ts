@@ -157,9 +157,11 @@ describe("the Cloudflare Workers entry on workerd", () => {
     expect(body.detail).toContain("driver: memory");
   });
 
-  // scripts/build-worker.mjs leaves langsmith's API client and domino out of the bundle behind
-  // stubs that print "deerflow-edge-trim: ..." when called; the runs above (SDK streams, a
-  // background run, a join, the variables-only entry) must never reach one.
+  // scripts/build-worker.mjs leaves langsmith's API client, most of @langchain/core's import map,
+  // three just-bash commands and more out of the bundle behind stubs that print
+  // "deerflow-edge-trim: ..." when called; the runs above (SDK streams, a background run, a join,
+  // the variables-only entry, each thread's state read back through the checkpoint serializer)
+  // must never reach one.
   it("ran every run above without calling a trimmed module's stub (workerd printed no deerflow-edge-trim line)", () => {
     expect(workerdOutput()).not.toContain(TRIM_MARKER);
   });

@@ -32,9 +32,10 @@ export interface Workerd<N extends string> {
   kill(): Promise<void>;
 }
 
-/** Builds the Worker's modules into `outdir`; resolves to their names, the entry first. */
-export async function buildWorkerModules(outdir: string): Promise<string[]> {
-  const built = await exec("node", [join(repo, "scripts/build-worker.mjs"), "--outdir", outdir], { cwd: repo, timeout: 3 * MINUTE });
+/** Builds the Worker's modules (or another entry's, built the same way) into `outdir`; resolves to their names, the entry first. */
+export async function buildWorkerModules(outdir: string, entry?: string): Promise<string[]> {
+  const args = [join(repo, "scripts/build-worker.mjs"), "--outdir", outdir, ...(entry ? ["--entry", entry] : [])];
+  const built = await exec("node", args, { cwd: repo, timeout: 3 * MINUTE });
   return built.stdout.trim().split("\n");
 }
 

@@ -1,0 +1,102 @@
+// What scripts/build-worker.mjs leaves out of the Cloudflare Workers build, checked on workerd: a
+// probe Worker (test/fixtures/worker-trims/probe-worker.ts) built with the same trims runs the
+// checkpoint serializer over what this project's checkpoints hold (every message type, documents)
+// and revives it intact, while a class of a namespace the trimmed import map leaves out fails
+// naming the trim; and just-bash's trimmed commands answer exit 127 with the trim's reason, the
+// commands agents use running as before.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REVIVABLE_NAMESPACES, TRIM_MARKER, TRIMMED_COMMANDS } from "../../../scripts/build-worker.mjs";
+import { buildWorkerModules, startWorkerd, type Workerd } from "./workerd-harness.ts";
+
+const MINUTE = 60_000;
+const PROBE = fileURLToPath(new URL("../../fixtures/worker-trims/probe-worker.ts", import.meta.url));
+
+let dir = "";
+let workerd: Workerd<"probe"> | undefined;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "deerflow-worker-trims-"));
+  const modules = await buildWorkerModules(join(dir, "probe"), PROBE);
+  workerd = await startWorkerd(dir, "probe", modules, { probe: {} });
+}, 5 * MINUTE);
+
+afterAll(async () => {
+  await workerd?.kill();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+async function probe(path: string, params: Record<string, string> = {}): Promise<Record<string, unknown>> {
+  const response = await fetch(`${workerd!.urls.probe}${path}?${new URLSearchParams(params)}`);
+  const body = (await response.json()) as Record<string, unknown>;
+  expect(response.status, `${JSON.stringify(body)}\n${workerd!.output()}`).toBe(200);
+  return body;
+}
+
+const bash = (command: string, network = false) =>
+  probe("/bash", { command, ...(network ? { network: "1" } : {}) }) as Promise<{ stdout: string; stderr: string; exitCode: number }>;
+
+describe("the Workers build's trimmed checkpoint import map", () => {
+  it("round-trips a checkpoint's messages (system, human, ai with tool_calls, tool, ai chunk) and documents", async () => {
+    expect(await probe("/round-trip")).toEqual({
+      classes: ["SystemMessage", "HumanMessage", "AIMessage", "ToolMessage", "AIMessageChunk"],
+      types: ["system", "human", "ai", "tool", "ai"],
+      contents: ["You are terse.", "Write a note.", "", "42", "Done."],
+      toolCalls: [{ id: "call_1", name: "bash", args: { command: "echo 42" }, type: "tool_call" }],
+      toolCallId: "call_1",
+      ids: ["m0", "m1", "m2", "m3", "m4"],
+      document: { pageContent: "a note", metadata: { path: "notes.md" } },
+      tags: ["a"],
+    });
+  });
+
+  it("revives each namespace it keeps", async () => {
+    expect(REVIVABLE_NAMESPACES).toEqual(expect.arrayContaining(["messages", "documents"]));
+    expect(await probe("/revive", { id: JSON.stringify(["langchain_core", "messages", "HumanMessage"]) })).toEqual({ revived: "HumanMessage" });
+    expect(await probe("/revive", { id: JSON.stringify(["langchain_core", "messages", "tool", "ToolMessage"]) })).toEqual({ revived: "ToolMessage" });
+  });
+
+  it("refuses a class of a namespace it leaves out, naming the trim (and prints it, so the workerd test would see a run reach it)", async () => {
+    const before = workerd!.output();
+    const { error } = await probe("/revive", { id: JSON.stringify(["langchain_core", "prompts", "chat", "ChatPromptTemplate"]) });
+    expect(error).toContain(TRIM_MARKER);
+    expect(error).toContain("langchain_core/prompts");
+    await expect.poll(() => workerd!.output().slice(before.length)).toContain(TRIM_MARKER);
+    // A namespace no version of the map knows keeps load()'s own error.
+    expect((await probe("/revive", { id: JSON.stringify(["langchain_core", "no_such_module", "Thing"]) })).error).toContain("Invalid namespace");
+  });
+});
+
+describe("the Workers build's trimmed just-bash", () => {
+  it("answers each trimmed command with exit 127 and the trim's reason", async () => {
+    expect(Object.keys(TRIMMED_COMMANDS)).toEqual(["file", "html-to-markdown", "curl"]);
+    for (const [command, network] of [["file /etc", false], ["echo '<p>hi</p>' | html-to-markdown", false], ["curl -s https://example.com/", true]] as const) {
+      const result = await bash(command, network);
+      const name = command.includes("|") ? "html-to-markdown" : command.split(" ")[0]!;
+      expect(result.exitCode, JSON.stringify(result)).toBe(127);
+      expect(result.stderr).toContain(`${name}: ${TRIM_MARKER}: the ${name} command is not part of the Cloudflare Workers build`);
+      expect(result.stdout).toBe("");
+    }
+  });
+
+  it("still runs the commands agents use (grep, sed, awk, jq, find, sort, rg, printf, diff)", async () => {
+    const script = [
+      "mkdir -p /w && cd /w",
+      "printf 'b 2\\na 1\\n' > t.txt",
+      `echo '{"n":[1,2,3]}' > j.json`,
+      "grep -c ' ' t.txt",
+      "sed 's/b/B/' t.txt | sort",
+      "awk '{ s += $2 } END { print s }' t.txt",
+      "jq '.n | add' j.json",
+      "find . -name '*.json'",
+      "rg -l '1' .",
+      "diff <(echo x) <(echo y) > /dev/null; echo diff=$?",
+    ].join("\n");
+    const result = await bash(script);
+    expect(result.stderr).toBe("");
+    expect(result.stdout).toBe("2\na 1\nB 2\n3\n6\n./j.json\nj.json\nt.txt\ndiff=1\n");
+  });
+});
