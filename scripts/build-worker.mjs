@@ -65,6 +65,10 @@ export const WORKER_ENTRY_MODULE = "deerflow-edge-worker.mjs";
  * - the MCP SDK's OAuth client (client/auth.js, its OAuth metadata schemas, pkce-challenge): used
  *   only with an authProvider, which src/mcp/client.ts never passes (config refuses `oauth`;
  *   tokens go in `headers`); auth() throws the reason, the 401 helpers stay as the SDK wrote them.
+ * - @langchain/core's tiktoken (js-tiktoken; its ranks come from tiktoken.pages.dev): only
+ *   getNumTokens/calculateMaxTokens use it, both falling back to characters / 4 when it fails (they
+ *   warn why); the chain calls neither. And runnables/graph_mermaid.js (Graph.drawMermaid, and
+ *   drawMermaidPng through mermaid.ink): the gateway's graph route answers JSON; both throw the reason.
  * Every stub's error starts with TRIM_MARKER and is printed to the console;
  * test/portable/gateway/worker-trims.test.ts serves a probe built with these trims on workerd
  * (a checkpoint of every message type round-trips, a left-out namespace and each trimmed command
@@ -247,6 +251,27 @@ export async function auth() {
 }
 `;
 }
+// @langchain/core's tiktoken (utils/tiktoken.js, js-tiktoken's encoder, whose ranks it fetches
+// from tiktoken.pages.dev): only BaseLanguageModel.getNumTokens and calculateMaxTokens use it, and
+// both fall back to an approximate count (characters / 4) when it fails; no path of the chain
+// calls them (the summarization middleware counts tokens itself).
+const TIKTOKEN_STUB = `
+const reason = () => new Error("${TRIM_MARKER}: tiktoken token counting is not part of the Cloudflare Workers build; counts are approximate (characters / 4)");
+export async function getEncoding() { throw reason(); }
+export async function encodingForModel() { throw reason(); }
+export const tiktoken_exports = { encodingForModel, getEncoding };
+`;
+// @langchain/core's runnables/graph_mermaid.js: Graph.drawMermaid and drawMermaidPng (mermaid.ink);
+// the gateway's graph routes answer the graph as JSON, never as a drawing.
+const GRAPH_MERMAID_STUB = `
+const reason = (what) => {
+  const error = new Error("${TRIM_MARKER}: drawing a graph (" + what + ") is not part of the Cloudflare Workers build");
+  console.error(error.message);
+  return error;
+};
+export function drawMermaid() { throw reason("drawMermaid"); }
+export async function drawMermaidImage() { throw reason("drawMermaidPng"); }
+`;
 const edgeTrim = {
   name: TRIM_MARKER,
   setup(build) {
@@ -258,6 +283,8 @@ const edgeTrim = {
     build.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]core[\\/]compile\.js$/ }, () => ({ contents: ZOD_COMPILE_STUB, loader: "js" }));
     build.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]classic[\\/]from-json-schema\.js$/ }, () => ({ contents: ZOD_FROM_JSON_SCHEMA_STUB, loader: "js" }));
     build.onLoad({ filter: /[\\/]@langchain[\\/]core[\\/]dist[\\/]utils[\\/]sax-js[\\/]sax\.js$/ }, () => ({ contents: SAX_STUB, loader: "js" }));
+    build.onLoad({ filter: /[\\/]@langchain[\\/]core[\\/]dist[\\/]utils[\\/]tiktoken\.js$/ }, () => ({ contents: TIKTOKEN_STUB, loader: "js" }));
+    build.onLoad({ filter: /[\\/]@langchain[\\/]core[\\/]dist[\\/]runnables[\\/]graph_mermaid\.js$/ }, () => ({ contents: GRAPH_MERMAID_STUB, loader: "js" }));
     build.onLoad({ filter: /[\\/]langsmith[\\/]lib[\\/]client\.mjs$/ }, () => ({ contents: LANGSMITH_CLIENT_STUB, loader: "js" }));
     build.onLoad({ filter: /[\\/]langsmith[\\/]index\.mjs$/ }, (args) => ({
       contents: 'export * from "./lib/index.mjs";\n',

@@ -70,6 +70,19 @@ describe("the Workers build's trimmed checkpoint import map", () => {
   });
 });
 
+describe("the Workers build's other library stubs", () => {
+  it("answer as the runtime would (zod's compile keeps the runtime parser, token counts are approximate) or fail naming the trim", async () => {
+    const results = (await probe("/stubs")) as Record<string, { value?: unknown; error?: string }>;
+    expect(results.zodCompile).toEqual({ value: true });
+    expect(results.getNumTokens).toEqual({ value: 2 });
+    for (const name of ["zodCompileStrict", "zodFromJSONSchema", "xmlParser", "drawMermaid", "mcpAuth"]) {
+      expect(results[name]!.error, `${name}: ${JSON.stringify(results[name])}`).toContain(TRIM_MARKER);
+    }
+    // getNumTokens warned why it counted approximately.
+    await expect.poll(() => workerd!.output()).toContain("tiktoken token counting is not part of the Cloudflare Workers build");
+  });
+});
+
 describe("the Workers build's trimmed just-bash", () => {
   it("answers each trimmed command with exit 127 and the trim's reason", async () => {
     expect(Object.keys(TRIMMED_COMMANDS)).toEqual(["file", "html-to-markdown", "curl"]);
