@@ -39,7 +39,7 @@ export const WORKER_ENTRY_MODULE = "deerflow-edge-worker.mjs";
  *   validator, CfWorkerJsonSchemaValidator (@cfworker/json-schema, already in the bundle for
  *   @langchain/core), made for Workers, where ajv's code generation (new Function) is refused
  *   anyway. The Workers build resolves ajv-provider.js to it (same interface: getValidator).
- * - just-bash's `file`, `html-to-markdown` and `curl` commands (TRIMMED_COMMANDS, ~28 KB gzip of
+ * - just-bash's `file`, `html-to-markdown` and `curl` commands (TRIMMED_COMMANDS, ~29 KB gzip of
  *   the sandbox's chunk; trimmedJustBash says how): `file` carries a file-type database (magic
  *   numbers, a ZIP reader) for a question an edge agent answers with `head`/`od`; `html-to-markdown`
  *   needs turndown and a DOM (domino, ~235 KB) that Workers lacks; `curl` is registered only when

@@ -51,7 +51,7 @@ deno_run=(env __IS_WSL_TEST__=1 deno run --unstable-kv --unstable-no-legacy-abor
   --allow-net --allow-ffi="$deno_modules/@rolldown" --allow-sys=osRelease,cpus,networkInterfaces,hostname)
 DENO_SPAWNS=(test/portable/process-runner.test.ts test/portable/sandbox-contract.test.ts test/portable/mcp.test.ts
   test/portable/gateway/crash-durability.test.ts test/portable/gateway/deno-kv-cli.test.ts test/portable/gateway/many-runs-process.test.ts
-  test/portable/gateway/deno-deploy.test.ts test/portable/gateway/cloudflare-worker.test.ts)
+  test/portable/gateway/deno-deploy.test.ts test/portable/gateway/cloudflare-worker.test.ts test/portable/gateway/worker-trims.test.ts)
 
 run node vitest run
 run checkpoint vitest run -c vitest.checkpoint.config.ts
