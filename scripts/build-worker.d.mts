@@ -10,3 +10,9 @@ export declare const TRIMMED_COMMANDS: Readonly<Record<string, string>>;
 export declare const REVIVABLE_NAMESPACES: readonly string[];
 /** Builds the Workers modules (of `entry`, the Worker's by default) into `outdir`; the module names (entry first) and esbuild's metafile. */
 export declare function buildWorker(outdir?: string, entry?: string): Promise<{ modules: string[]; metafile: unknown }>;
+/** just-bash's browser bundle with its lazy inits marked pure and TRIMMED_COMMANDS stubbed; throws if `source` no longer has that shape. */
+export declare function trimmedJustBash(source: string, path: string): string;
+/** @langchain/core's load/import_map.js at `path` cut to REVIVABLE_NAMESPACES; throws if the file no longer has that shape. */
+export declare function trimmedImportMap(path: string): Promise<string>;
+/** The MCP SDK's client/auth.js at `path` cut to its 401 helpers and a throwing auth(); throws if the file no longer has them. */
+export declare function trimmedMcpAuth(path: string): Promise<string>;

@@ -115,7 +115,7 @@ export const REVIVABLE_NAMESPACES = ["messages", "messages__tool", "documents", 
 // stay known: load() asks `key in map` (longest key first) and then reads it, so a left-out key
 // answers `in` and its read throws the trim's reason, where a key no version knows still gets
 // load()'s own "Invalid namespace". Throws if the file no longer has the shape read here.
-async function trimmedImportMap(path) {
+export async function trimmedImportMap(path) {
   const source = await readFile(path, "utf8");
   const entries = [...source.matchAll(/^\t([A-Za-z0-9_]+): \(\) => ([A-Za-z0-9_$]+),?$/gm)].map((m) => ({ key: m[1], local: m[2] }));
   const imports = new Map();
@@ -154,7 +154,7 @@ export const TRIMMED_COMMANDS = {
 // call /* @__PURE__ */ lets it drop the modules nothing reaches, and each trimmed command's entry
 // loads a stub instead. Throws when the file no longer has that shape (a just-bash upgrade), rather
 // than ship it untrimmed or broken.
-function trimmedJustBash(source, path) {
+export function trimmedJustBash(source, path) {
   const fail = (what) => {
     throw new Error(`${TRIM_MARKER}: ${path} no longer has the shape scripts/build-worker.mjs trims (${what}); update trimmedJustBash`);
   };
@@ -233,7 +233,7 @@ export const sax = {
 // the SDK writes them (read from the file, so an upgrade cannot leave a stale copy),
 // UnauthorizedError and extractWWWAuthenticateParams, which the SSE transport reads on any 401;
 // auth() throws the trim's reason. Throws when the file no longer has those functions.
-async function trimmedMcpAuth(path) {
+export async function trimmedMcpAuth(path) {
   const source = await readFile(path, "utf8");
   const take = (start) => {
     const at = source.indexOf(start);

@@ -4,12 +4,19 @@
 // and revives it intact, while a class of a namespace the trimmed import map leaves out fails
 // naming the trim; and just-bash's trimmed commands answer exit 127 with the trim's reason, the
 // commands agents use running as before.
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { REVIVABLE_NAMESPACES, TRIM_MARKER, TRIMMED_COMMANDS } from "../../../scripts/build-worker.mjs";
+import {
+  REVIVABLE_NAMESPACES,
+  TRIM_MARKER,
+  TRIMMED_COMMANDS,
+  trimmedImportMap,
+  trimmedJustBash,
+  trimmedMcpAuth,
+} from "../../../scripts/build-worker.mjs";
 import { buildWorkerModules, startWorkerd, type Workerd } from "./workerd-harness.ts";
 
 const MINUTE = 60_000;
@@ -111,5 +118,32 @@ describe("the Workers build's trimmed just-bash", () => {
     const result = await bash(script);
     expect(result.stderr).toBe("");
     expect(result.stdout).toBe("2\na 1\nB 2\n3\n6\n./j.json\nj.json\nt.txt\ndiff=1\n");
+  });
+});
+
+// A dependency upgrade that changes what a trim reads must stop the build, not ship the bundle
+// untrimmed or broken.
+describe("the trims refuse a dependency whose shape changed", () => {
+  const moduleFile = (file: string) => fileURLToPath(new URL(`../../../node_modules/${file}`, import.meta.url));
+
+  it("just-bash: its lazy-init helper or a command entry no longer found", async () => {
+    const path = moduleFile("just-bash/dist/bundle/browser.js");
+    const source = await readFile(path, "utf8");
+    expect(trimmedJustBash(source, path)).toContain("/* @__PURE__ */");
+    const helper = /var ([A-Za-z_$][\w$]*)=\(e,t\)=>\(\)=>\(e&&\(t=e\(e=0\)\),t\)/.exec(source)![1]!;
+    expect(() => trimmedJustBash(source.replace(`var ${helper}=(e,t)=>`, `var ${helper}=(a,t)=>`), path)).toThrow(TRIM_MARKER);
+    expect(() => trimmedJustBash(source.replace('{name:"file",load:async()=>', '{name:"file",load:()=>'), path)).toThrow("no command entry for file");
+  });
+
+  it("@langchain/core's import map and the MCP SDK's client/auth.js: a key or helper no longer found", async () => {
+    const mapPath = moduleFile("@langchain/core/dist/load/import_map.js");
+    const authPath = moduleFile("@modelcontextprotocol/sdk/dist/esm/client/auth.js");
+    expect(await trimmedImportMap(mapPath)).toContain("messages_exports");
+    expect(await trimmedMcpAuth(authPath)).toContain("export function extractWWWAuthenticateParams(res) {");
+    const changed = join(dir, "changed.js");
+    await writeFile(changed, (await readFile(mapPath, "utf8")).replace("\tmessages: () =>", "\tmessages_v2: () =>"));
+    await expect(trimmedImportMap(changed)).rejects.toThrow(TRIM_MARKER);
+    await writeFile(changed, (await readFile(authPath, "utf8")).replace("export function extractWWWAuthenticateParams(res)", "export function extractWWWAuthenticateParams(response)"));
+    await expect(trimmedMcpAuth(changed)).rejects.toThrow(TRIM_MARKER);
   });
 });
