@@ -54,7 +54,7 @@ export const WORKER_ENTRY_MODULE = "deerflow-edge-worker.mjs";
  *   LangGraph's own values; the map keeps REVIVABLE_NAMESPACES (messages, messages/tool, documents,
  *   outputs, prompt_values). Reviving a class of any other namespace throws (and prints)
  *   "deerflow-edge-trim: reviving a serialized langchain_core/<namespace> object ... is not part of
- *   the Cloudflare Workers build"; a namespace no version knows keeps load()'s "Invalid namespace".
+ *   the Cloudflare Workers build"; a namespace the full map does not know keeps load()'s "Invalid namespace".
  *   Fewer classes a crafted checkpoint can instantiate, too.
  * - zod's z.compile (core/compile.js: schemas compiled to code run by new Function, which workerd
  *   refuses, so compile() there already returns the schema unchanged; the stub does the same, and
@@ -69,7 +69,8 @@ export const WORKER_ENTRY_MODULE = "deerflow-edge-worker.mjs";
  *   getNumTokens/calculateMaxTokens use it, both falling back to characters / 4 when it fails (they
  *   warn why); the chain calls neither. And runnables/graph_mermaid.js (Graph.drawMermaid, and
  *   drawMermaidPng through mermaid.ink): the gateway's graph route answers JSON; both throw the reason.
- * Every stub's error starts with TRIM_MARKER and is printed to the console;
+ * Every stub's error starts with TRIM_MARKER, and is printed to the console (tiktoken's through
+ * getNumTokens' own warning; zod's compile helpers, which no run calls, only throw);
  * test/portable/gateway/worker-trims.test.ts serves a probe built with these trims on workerd
  * (a checkpoint of every message type round-trips, a left-out namespace and each trimmed command
  * answer the trim's reason, the commands agents use still run), and the workerd test asserts
