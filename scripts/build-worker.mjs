@@ -69,20 +69,28 @@ export const WORKER_ENTRY_MODULE = "deerflow-edge-worker.mjs";
  *   getNumTokens/calculateMaxTokens use it, both falling back to characters / 4 when it fails (they
  *   warn why); the chain calls neither. And runnables/graph_mermaid.js (Graph.drawMermaid, and
  *   drawMermaidPng through mermaid.ink): the gateway's graph route answers JSON; both throw the reason.
- * Every stub's error starts with TRIM_MARKER, and is printed to the console (tiktoken's through
- * getNumTokens' own warning; zod's compile helpers, which no run calls, only throw);
+ * Every stub's error starts with TRIM_MARKER and is printed to the console, through LEFT_OUT
+ * (tiktoken's through getNumTokens' own warning; zod's compile helpers, which no run calls, only throw);
  * test/portable/gateway/worker-trims.test.ts serves a probe built with these trims on workerd
  * (a checkpoint of every message type round-trips, a left-out namespace and each trimmed command
  * answer the trim's reason, the commands agents use still run), and the workerd test asserts
  * that none of its runs printed a deerflow-edge-trim line.
  */
 export const TRIM_MARKER = "deerflow-edge-trim";
-const LANGSMITH_CLIENT_STUB = `
-const reason = (what) => {
-  const error = new Error("${TRIM_MARKER}: LangSmith tracing (" + what + ") is not part of the Cloudflare Workers build; trace from the Node, Deno or Bun server instead");
+// Every stub below reports through this one module (LEFT_OUT, a module of the build's own): the error it throws or
+// rejects with starts with TRIM_MARKER, and its message is printed, so the workerd test sees any
+// run that reaches a stub. (zod's compile helpers and tiktoken stay quiet on purpose, see there.)
+const LEFT_OUT = `${TRIM_MARKER}:left-out`;
+const LEFT_OUT_MODULE = `
+export function leftOut(what) {
+  const error = new Error("${TRIM_MARKER}: " + what);
   console.error(error.message);
   return error;
-};
+}
+`;
+const importLeftOut = `import { leftOut } from "${LEFT_OUT}";`;
+const LANGSMITH_CLIENT_STUB = `${importLeftOut}
+const reason = (what) => leftOut("LangSmith tracing (" + what + ") is not part of the Cloudflare Workers build; trace from the Node, Deno or Bun server instead");
 export class Client {
   constructor(config = {}) { this.config = config; this.tracingMode = "off"; }
   static getDefaultClientConfig() { return {}; }
@@ -99,12 +107,10 @@ export function mergeRuntimeEnvIntoRun(run) { return run; }
 `;
 // turndown (HTML to Markdown, with domino, the DOM it falls back to where there is no DOMParser):
 // only just-bash's html-to-markdown command imports it, and that command is trimmed.
-const TURNDOWN_STUB = `
+const TURNDOWN_STUB = `${importLeftOut}
 export default class TurndownService {
   constructor() {
-    const error = new Error("${TRIM_MARKER}: html-to-markdown is not part of the Cloudflare Workers build (turndown and its HTML parser, domino, are left out)");
-    console.error(error.message);
-    throw error;
+    throw leftOut("html-to-markdown is not part of the Cloudflare Workers build (turndown and its HTML parser, domino, are left out)");
   }
 }
 `;
@@ -125,17 +131,16 @@ export async function trimmedImportMap(path) {
   if (!source.includes("var import_map_exports") || entries.length < 20 || kept.length !== REVIVABLE_NAMESPACES.length || kept.some((entry) => !imports.has(entry.local))) {
     throw new Error(`${TRIM_MARKER}: ${path} no longer has the shape scripts/build-worker.mjs trims (keys ${REVIVABLE_NAMESPACES.join(", ")} and their imports); update trimmedImportMap`);
   }
-  const leftOut = entries.filter((entry) => !REVIVABLE_NAMESPACES.includes(entry.key)).map((entry) => entry.key);
-  return `${kept.map(({ local }) => `import { ${imports.get(local).name} as ${local} } from ${imports.get(local).from};`).join("\n")}
+  const leftOutKeys = entries.filter((entry) => !REVIVABLE_NAMESPACES.includes(entry.key)).map((entry) => entry.key);
+  return `${importLeftOut}
+${kept.map(({ local }) => `import { ${imports.get(local).name} as ${local} } from ${imports.get(local).from};`).join("\n")}
 const kept = { ${kept.map(({ key, local }) => `${key}: ${local}`).join(", ")} };
-const leftOut = new Set(${JSON.stringify(leftOut)});
+const leftOutKeys = new Set(${JSON.stringify(leftOutKeys)});
 export const import_map_exports = new Proxy(kept, {
-  has: (target, key) => key in target || leftOut.has(key),
+  has: (target, key) => key in target || leftOutKeys.has(key),
   get(target, key) {
-    if (typeof key === "string" && leftOut.has(key)) {
-      const error = new Error("${TRIM_MARKER}: reviving a serialized langchain_core/" + key.replaceAll("__", "/") + " object (a checkpoint's value) is not part of the Cloudflare Workers build; it revives ${REVIVABLE_NAMESPACES.map((key) => key.replaceAll("__", "/")).join(", ")}");
-      console.error(error.message);
-      throw error;
+    if (typeof key === "string" && leftOutKeys.has(key)) {
+      throw leftOut("reviving a serialized langchain_core/" + key.replaceAll("__", "/") + " object (a checkpoint's value) is not part of the Cloudflare Workers build; it revives ${REVIVABLE_NAMESPACES.map((key) => key.replaceAll("__", "/")).join(", ")}");
     }
     return target[key];
   },
@@ -210,21 +215,17 @@ export function compileFn() { throw new Error(reason("compileFn")); }
 `;
 // zod's z.fromJSONSchema (a zod schema built from a JSON Schema): LangChain turns zod schemas into
 // JSON Schema, never back; no tool, MCP client or config path of the chain calls it.
-const ZOD_FROM_JSON_SCHEMA_STUB = `
+const ZOD_FROM_JSON_SCHEMA_STUB = `${importLeftOut}
 export function fromJSONSchema() {
-  const error = new Error("${TRIM_MARKER}: zod's fromJSONSchema is not part of the Cloudflare Workers build");
-  console.error(error.message);
-  throw error;
+  throw leftOut("zod's fromJSONSchema is not part of the Cloudflare Workers build");
 }
 `;
 // @langchain/core's sax-js, the XML parser of XMLOutputParser (output_parsers/xml.js), which
 // output_parsers/index.js imports for its side effects; the chain parses no model output as XML.
-const SAX_STUB = `
+const SAX_STUB = `${importLeftOut}
 export const sax = {
   parser() {
-    const error = new Error("${TRIM_MARKER}: XMLOutputParser is not part of the Cloudflare Workers build (its XML parser, sax-js, is left out)");
-    console.error(error.message);
-    throw error;
+    throw leftOut("XMLOutputParser is not part of the Cloudflare Workers build (its XML parser, sax-js, is left out)");
   },
 };
 `;
@@ -242,13 +243,12 @@ export async function trimmedMcpAuth(path) {
     if (at === -1 || end === -1) throw new Error(`${TRIM_MARKER}: ${path} no longer has \`${start}\` (scripts/build-worker.mjs trims it); update trimmedMcpAuth`);
     return source.slice(at, end + 3);
   };
-  return `${take("export class UnauthorizedError extends Error {")}
+  return `${importLeftOut}
+${take("export class UnauthorizedError extends Error {")}
 ${take("export function extractWWWAuthenticateParams(res) {")}
 ${take("function extractFieldFromWwwAuth(response, fieldName) {")}
 export async function auth() {
-  const error = new Error("${TRIM_MARKER}: MCP OAuth (an authProvider) is not part of the Cloudflare Workers build; give the server's token in its headers");
-  console.error(error.message);
-  throw error;
+  throw leftOut("MCP OAuth (an authProvider) is not part of the Cloudflare Workers build; give the server's token in its headers");
 }
 `;
 }
@@ -264,12 +264,8 @@ export const tiktoken_exports = { encodingForModel, getEncoding };
 `;
 // @langchain/core's runnables/graph_mermaid.js: Graph.drawMermaid and drawMermaidPng (mermaid.ink);
 // the gateway's graph routes answer the graph as JSON, never as a drawing.
-const GRAPH_MERMAID_STUB = `
-const reason = (what) => {
-  const error = new Error("${TRIM_MARKER}: drawing a graph (" + what + ") is not part of the Cloudflare Workers build");
-  console.error(error.message);
-  return error;
-};
+const GRAPH_MERMAID_STUB = `${importLeftOut}
+const reason = (what) => leftOut("drawing a graph (" + what + ") is not part of the Cloudflare Workers build");
 export function drawMermaid() { throw reason("drawMermaid"); }
 export async function drawMermaidImage() { throw reason("drawMermaidPng"); }
 `;
@@ -313,6 +309,8 @@ const edgeTrim = {
     }));
     build.onResolve({ filter: /^turndown$/ }, (args) => (/[\\/]just-bash[\\/]/.test(args.importer) ? { path: "turndown-stub", namespace: TRIM_MARKER } : undefined));
     build.onLoad({ filter: /^turndown-stub$/, namespace: TRIM_MARKER }, () => ({ contents: TURNDOWN_STUB, loader: "js" }));
+    build.onResolve({ filter: new RegExp(`^${LEFT_OUT}$`) }, () => ({ path: "left-out", namespace: TRIM_MARKER }));
+    build.onLoad({ filter: /^left-out$/, namespace: TRIM_MARKER }, () => ({ contents: LEFT_OUT_MODULE, loader: "js" }));
   },
 };
 
