@@ -72,12 +72,12 @@ for rt in node checkpoint cluster checkpoint-deno checkpoint-deno-kv checkpoint-
       const failed = r.numFailedTests + (r.success ? 0 : (r.numFailedTests ? 0 : 1));
       console.log(r.numPassedTests + " " + failed);
       // Name each failure under the count, so a CI log that keeps only the summary still says which test broke.
+      const firstLine = (text) => String(text ?? "").split("\n")[0].slice(0, 300);
       for (const file of r.testResults ?? []) {
-        if (file.status === "failed" && !(file.assertionResults ?? []).some((a) => a.status === "failed"))
-          console.log("  FAILED " + file.name + ": " + String(file.message ?? "").split("\n")[0]);
-        for (const a of file.assertionResults ?? [])
-          if (a.status === "failed")
-            console.log("  FAILED " + file.name.replace(process.cwd() + "/", "") + " > " + a.fullName + ": " + String((a.failureMessages ?? [""])[0]).split("\n")[0].slice(0, 300));
+        const name = file.name.replace(process.cwd() + "/", "");
+        const failed = (file.assertionResults ?? []).filter((a) => a.status === "failed");
+        if (file.status === "failed" && failed.length === 0) console.log("  FAILED " + name + ": " + firstLine(file.message));
+        for (const a of failed) console.log("  FAILED " + name + " > " + a.fullName + ": " + firstLine((a.failureMessages ?? [])[0]));
       }
     } catch { console.log("0 1"); }
   ' ".reports/vitest-$rt.json")
