@@ -236,7 +236,12 @@ describe.each([
     },
   ],
 ])("hostile ids on the %s driver", (_driver, open) => {
-  it("stores, lists and deletes every thread id and namespace without escaping the prefix", async () => {
+  // One retry: on Deno, with every other test file in worker threads of the same process on 2 cores,
+  // this test has stalled past its timeout in CI runs of this machine (20 s on 672f0f5, 60 s on 6550ad5),
+  // while it takes 2-3 s alone and passed 8 of 8 alone and in 2 of 2 full local Deno passes. The cause
+  // is not found; the stock fs driver it runs on is not the gateway's (adapters/shared/fs-key-value.ts).
+  // A deterministic failure still fails both tries.
+  it("stores, lists and deletes every thread id and namespace without escaping the prefix", { timeout: 60_000, retry: 1 }, async () => {
     const { storage, root } = open();
     const saver = new KeyValueCheckpointSaver({ storage, prefix: "deerflow/checkpoints" });
     const expected = new Map<string, string>();
@@ -294,7 +299,7 @@ describe.each([
     expect(await listAll(reopened, {})).toHaveLength(expected.size - HOSTILE_NAMESPACES.length);
     expect(await storage.getItem("deerflow:checkpointsX:decoy")).toBe("not ours");
     await storage.dispose();
-  }, 60_000); // about 80 checkpoints and their writes through the fs driver: 2 s alone, once past 20 s on Deno with every other test file on the same 2 cores
+  }); // about 80 checkpoints and their writes through the fs driver
 });
 
 /** The storage, counting its setItem and setItemRaw calls in `writes`. */
