@@ -10,6 +10,7 @@ import { builtinModules } from "node:module";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
+import { minify } from "rolldown/utils";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 export const WORKER_ENTRY = join(root, "deploy/cloudflare-worker.ts");
@@ -33,7 +34,10 @@ export const WORKER_ENTRY_MODULE = "deerflow-edge-worker.mjs";
  *   a trace also prints its reason to the console, and the workerd test asserts that none of its
  *   runs printed one (no run reached a stub). The package's root index (langsmith/index.mjs) also re-exports the generated
  *   REST client (Langsmith, uploads, pagination), which @langchain/core never imports; it becomes
- *   the hand-written surface alone (lib/index.mjs: Client, RunTree, ...).
+ *   the hand-written surface alone (lib/index.mjs: Client, RunTree, ...), and that without its prompt
+ *   cache (Cache, PromptCache, promptCacheSingleton: a cache of Client.pullPrompt, which the stub
+ *   cannot do; built at load, with a refresh timer and an fs dump). Nothing of the bundle imports
+ *   those names, which esbuild would refuse ("No matching export") at build time.
  * - ajv (with ajv-formats and fast-uri, ~135 KB): the MCP SDK's Client validates tool output
  *   schemas with AjvJsonSchemaValidator unless given another. The SDK ships its own edge
  *   validator, CfWorkerJsonSchemaValidator (@cfworker/json-schema, already in the bundle for
@@ -69,6 +73,14 @@ export const WORKER_ENTRY_MODULE = "deerflow-edge-worker.mjs";
  *   getNumTokens/calculateMaxTokens use it, both falling back to characters / 4 when it fails (they
  *   warn why); the chain calls neither. And runnables/graph_mermaid.js (Graph.drawMermaid, and
  *   drawMermaidPng through mermaid.ink): the gateway's graph route answers JSON; both throw the reason.
+ * - @langchain/core's content-block translators of providers other than OpenAI (anthropic, bedrock,
+ *   google, groq, ...; messages/block_translators): AIMessage.contentBlocks (and .text, read from
+ *   it) picks one by response_metadata.model_provider, which this project's model client never
+ *   sets; a message that names a left-out provider (one a client sent) is read by the generic path
+ *   its provider-less messages take, and the first such read per provider prints the trim's
+ *   reason. OpenAI's translator stays (the wire protocol the model client speaks).
+ * - @langchain/core's js-sha256, which keys a model's response cache (caches/index.js): no model of
+ *   the chain is given `cache`; a model that is fails its call naming the trim.
  * Every stub's error starts with TRIM_MARKER and is printed to the console, through LEFT_OUT
  * (tiktoken's through getNumTokens' own warning; zod's compile helpers, which no run calls, only throw);
  * test/portable/gateway/worker-trims.test.ts serves a probe built with these trims on workerd
@@ -269,6 +281,40 @@ const reason = (what) => leftOut("drawing a graph (" + what + ") is not part of 
 export function drawMermaid() { throw reason("drawMermaid"); }
 export async function drawMermaidImage() { throw reason("drawMermaidPng"); }
 `;
+// @langchain/core's messages/block_translators/index.js with only KEPT_TRANSLATORS' imports; the
+// registry stays on globalThis as the file keeps it (a provider package registers there), and
+// getTranslator reports the first read of each left-out provider (it then answers undefined, as for
+// a provider no translator knows: the generic path). Throws if the file no longer has that shape.
+export const KEPT_TRANSLATORS = ["openai"];
+export async function trimmedBlockTranslators(path) {
+  const source = await readFile(path, "utf8");
+  const imports = new Map([...source.matchAll(/^import \{ ([A-Za-z0-9_$]+) \} from ("\.\/[a-z0-9_]+\.js");$/gm)].map((m) => [m[1], m[2]]));
+  const entries = [...source.matchAll(/^\t\["([a-z0-9-]+)", ([A-Za-z0-9_$]+)\],?$/gm)].map((m) => ({ provider: m[1], local: m[2] }));
+  const kept = entries.filter((entry) => KEPT_TRANSLATORS.includes(entry.provider));
+  if (!source.includes("globalThis.lc_block_translators_registry ??=") || !/function getTranslator\(modelProvider\) \{\n\treturn globalThis\.lc_block_translators_registry\.get\(modelProvider\);\n\}/.test(source) || entries.length < 5 || kept.length !== KEPT_TRANSLATORS.length || entries.some((entry) => !imports.has(entry.local))) {
+    throw new Error(`${TRIM_MARKER}: ${path} no longer has the shape scripts/build-worker.mjs trims (a registry of ${KEPT_TRANSLATORS.join(", ")} and others, read by getTranslator); update trimmedBlockTranslators`);
+  }
+  const leftOutProviders = entries.filter((entry) => !KEPT_TRANSLATORS.includes(entry.provider)).map((entry) => entry.provider);
+  return `${importLeftOut}
+${kept.map(({ local }) => `import { ${local} } from ${imports.get(local)};`).join("\n")}
+globalThis.lc_block_translators_registry ??= new Map([${kept.map(({ provider, local }) => `[${JSON.stringify(provider)}, ${local}]`).join(", ")}]);
+const leftOutProviders = new Set(${JSON.stringify(leftOutProviders)});
+function getTranslator(modelProvider) {
+  const translator = globalThis.lc_block_translators_registry.get(modelProvider);
+  if (translator === undefined && leftOutProviders.delete(modelProvider)) {
+    leftOut("the " + modelProvider + " content-block translator is not part of the Cloudflare Workers build; " + modelProvider + " messages' content blocks are read as a provider-less message's");
+  }
+  return translator;
+}
+export { getTranslator };
+`;
+}
+// @langchain/core's js-sha256: only the model response cache's default key encoder hashes with it.
+const SHA256_STUB = `${importLeftOut}
+export const sha256 = () => {
+  throw leftOut("a model response cache (its sha256 keys) is not part of the Cloudflare Workers build; do not give the model \`cache\`");
+};
+`;
 const edgeTrim = {
   name: TRIM_MARKER,
   setup(build) {
@@ -282,7 +328,19 @@ const edgeTrim = {
     build.onLoad({ filter: /[\\/]@langchain[\\/]core[\\/]dist[\\/]utils[\\/]sax-js[\\/]sax\.js$/ }, () => ({ contents: SAX_STUB, loader: "js" }));
     build.onLoad({ filter: /[\\/]@langchain[\\/]core[\\/]dist[\\/]utils[\\/]tiktoken\.js$/ }, () => ({ contents: TIKTOKEN_STUB, loader: "js" }));
     build.onLoad({ filter: /[\\/]@langchain[\\/]core[\\/]dist[\\/]runnables[\\/]graph_mermaid\.js$/ }, () => ({ contents: GRAPH_MERMAID_STUB, loader: "js" }));
+    build.onLoad({ filter: /[\\/]@langchain[\\/]core[\\/]dist[\\/]messages[\\/]block_translators[\\/]index\.js$/ }, async (args) => ({
+      contents: await trimmedBlockTranslators(args.path),
+      resolveDir: dirname(args.path),
+      loader: "js",
+    }));
+    build.onLoad({ filter: /[\\/]@langchain[\\/]core[\\/]dist[\\/]utils[\\/]js-sha256[\\/]hash\.js$/ }, () => ({ contents: SHA256_STUB, loader: "js" }));
     build.onLoad({ filter: /[\\/]langsmith[\\/]lib[\\/]client\.mjs$/ }, () => ({ contents: LANGSMITH_CLIENT_STUB, loader: "js" }));
+    build.onLoad({ filter: /[\\/]langsmith[\\/]lib[\\/]index\.mjs$/ }, async (args) => {
+      const source = await readFile(args.path, "utf8");
+      const line = /^export \{ Cache, PromptCache, configureGlobalPromptCache, promptCacheSingleton, \} from "\.\/utils\/prompt_cache\/index\.mjs";$/m;
+      if (!line.test(source)) throw new Error(`${TRIM_MARKER}: ${args.path} no longer re-exports the prompt cache as scripts/build-worker.mjs trims it; update the langsmith trim`);
+      return { contents: source.replace(line, ""), resolveDir: dirname(args.path), loader: "js" };
+    });
     build.onLoad({ filter: /[\\/]langsmith[\\/]index\.mjs$/ }, (args) => ({
       contents: 'export * from "./lib/index.mjs";\n',
       resolveDir: dirname(args.path),
@@ -314,6 +372,23 @@ const edgeTrim = {
   },
 };
 
+/*
+ * A second minification of each module esbuild wrote, with oxc's minifier (rolldown's, a
+ * devDependency the build already has through vite): measured on this bundle, esbuild's own
+ * minify leaves 2.8 MB raw at 839.6 KB gzip and oxc's, over the same output, 2.8 MB at 804.7 KB
+ * (4% less gzip for 1-2% less raw: oxc names variables by how often they are used and compresses
+ * a little further); esbuild unminified then oxc, or terser (807 KB, 35 s), do no better. It
+ * takes about 1.5 s. esbuild still bundles (the issue's tool, and what the trims above hook into);
+ * oxc only rewrites each finished module, keeping its imports and exports. A module oxc reports an
+ * error for stops the build.
+ */
+async function reminify(path) {
+  const code = await readFile(path, "utf8");
+  const result = await minify(path, code, { module: true, compress: { target: "es2022" }, mangle: { toplevel: true } });
+  if (result.errors?.length) throw new Error(`build-worker: oxc could not minify ${path}: ${result.errors.map((error) => error.message).join("; ")}`);
+  await writeFile(path, result.code);
+}
+
 /**
  * Bundles the Worker (or another entry, built the same way: a test's probe) into `outdir`; resolves to its modules (relative to `outdir`, the entry
  * first) and esbuild's metafile (what each input adds to each module).
@@ -342,6 +417,7 @@ export async function buildWorker(outdir = DEFAULT_WORKER_OUTDIR, entry = WORKER
   });
   const modules = Object.keys(result.metafile.outputs).map((path) => relative(resolve(outdir), resolve(path)));
   modules.sort((a, b) => Number(b === WORKER_ENTRY_MODULE) - Number(a === WORKER_ENTRY_MODULE) || a.localeCompare(b));
+  for (const module of modules) await reminify(join(resolve(outdir), module));
   return { modules, metafile: result.metafile };
 }
 

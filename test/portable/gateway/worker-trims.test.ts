@@ -10,9 +10,11 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  KEPT_TRANSLATORS,
   REVIVABLE_NAMESPACES,
   TRIM_MARKER,
   TRIMMED_COMMANDS,
+  trimmedBlockTranslators,
   trimmedImportMap,
   trimmedJustBash,
   trimmedMcpAuth,
@@ -82,11 +84,27 @@ describe("the Workers build's other library stubs", () => {
     const results = (await probe("/stubs")) as Record<string, { value?: unknown; error?: string }>;
     expect(results.zodCompile).toEqual({ value: true });
     expect(results.getNumTokens).toEqual({ value: 2 });
-    for (const name of ["zodCompileStrict", "zodFromJSONSchema", "xmlParser", "drawMermaid", "mcpAuth"]) {
+    for (const name of ["zodCompileStrict", "zodFromJSONSchema", "xmlParser", "drawMermaid", "mcpAuth", "responseCache"]) {
       expect(results[name]!.error, `${name}: ${JSON.stringify(results[name])}`).toContain(TRIM_MARKER);
     }
     // getNumTokens warned why it counted approximately.
     await expect.poll(() => workerd!.output()).toContain("tiktoken token counting is not part of the Cloudflare Workers build");
+  });
+});
+
+describe("the Workers build's content-block translators", () => {
+  it("keeps OpenAI's, and reads a left-out provider's message by the generic path, printing the trim once", async () => {
+    expect(KEPT_TRANSLATORS).toEqual(["openai"]);
+    const expected = { blocks: [{ type: "text", text: "hi" }], text: "hi", again: "hi" };
+    const before = workerd!.output();
+    expect(await probe("/content-blocks", { provider: "openai" })).toEqual(expected);
+    expect(await probe("/content-blocks", { provider: "" })).toEqual(expected);
+    expect(workerd!.output().slice(before.length)).not.toContain(TRIM_MARKER);
+    expect(await probe("/content-blocks", { provider: "anthropic" })).toEqual(expected);
+    const reason = "the anthropic content-block translator is not part of the Cloudflare Workers build";
+    await expect.poll(() => workerd!.output().slice(before.length)).toContain(reason);
+    // Three reads of it (.contentBlocks, .text twice), one report.
+    expect(workerd!.output().slice(before.length).split(reason).length - 1).toBe(1);
   });
 });
 
@@ -135,7 +153,12 @@ describe("the trims refuse a dependency whose shape changed", () => {
     expect(() => trimmedJustBash(source.replace('{name:"file",load:async()=>', '{name:"file",load:()=>'), path)).toThrow("no command entry for file");
   });
 
-  it("@langchain/core's import map and the MCP SDK's client/auth.js: a key or helper no longer found", async () => {
+  it("@langchain/core's import map and block translators, the MCP SDK's client/auth.js: a key or helper no longer found", async () => {
+    const translatorsPath = moduleFile("@langchain/core/dist/messages/block_translators/index.js");
+    expect(await trimmedBlockTranslators(translatorsPath)).toContain('["openai", ChatOpenAITranslator]');
+    const translators = join(dir, "translators.js");
+    await writeFile(translators, (await readFile(translatorsPath, "utf8")).replace('["openai", ChatOpenAITranslator]', '["openai-responses", ChatOpenAITranslator]'));
+    await expect(trimmedBlockTranslators(translators)).rejects.toThrow(TRIM_MARKER);
     const mapPath = moduleFile("@langchain/core/dist/load/import_map.js");
     const authPath = moduleFile("@modelcontextprotocol/sdk/dist/esm/client/auth.js");
     expect(await trimmedImportMap(mapPath)).toContain("messages_exports");
