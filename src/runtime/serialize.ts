@@ -32,25 +32,30 @@ export type SerializedMessage = Record<string, unknown> & { type: string };
  * Python server sends them in `messages` frames; the SDK folds both spellings.
  */
 export function serializeMessage(message: BaseMessage): SerializedMessage {
+  return serializeMessageWith(message, new WeakSet());
+}
+
+// One `seen` set for the whole value being serialized (a message's fields included), not one per field.
+function serializeMessageWith(message: BaseMessage, seen: WeakSet<object>): SerializedMessage {
   const kind = message.getType();
   const m = message as unknown as Record<string, unknown>;
   const out: SerializedMessage = {
     type: BaseMessageChunk.isInstance(message) ? (CHUNK_TYPE_NAMES[kind] ?? kind) : kind,
-    content: serializeValue(message.content),
-    additional_kwargs: serializeValue(message.additional_kwargs ?? {}),
-    response_metadata: serializeValue(message.response_metadata ?? {}),
+    content: serializeInner(message.content, seen),
+    additional_kwargs: serializeInner(message.additional_kwargs ?? {}, seen),
+    response_metadata: serializeInner(message.response_metadata ?? {}, seen),
     name: message.name ?? null,
     id: message.id ?? null,
   };
   if (kind === "ai") {
-    out.tool_calls = serializeValue(m.tool_calls ?? []);
-    out.invalid_tool_calls = serializeValue(m.invalid_tool_calls ?? []);
-    out.usage_metadata = serializeValue(m.usage_metadata ?? null);
-    if (Array.isArray(m.tool_call_chunks)) out.tool_call_chunks = serializeValue(m.tool_call_chunks);
+    out.tool_calls = serializeInner(m.tool_calls ?? [], seen);
+    out.invalid_tool_calls = serializeInner(m.invalid_tool_calls ?? [], seen);
+    out.usage_metadata = serializeInner(m.usage_metadata ?? null, seen);
+    if (Array.isArray(m.tool_call_chunks)) out.tool_call_chunks = serializeInner(m.tool_call_chunks, seen);
   } else if (kind === "tool") {
     out.tool_call_id = m.tool_call_id ?? null;
     out.status = m.status ?? "success";
-    if (m.artifact !== undefined) out.artifact = serializeValue(m.artifact);
+    if (m.artifact !== undefined) out.artifact = serializeInner(m.artifact, seen);
   } else if (kind === "generic" && typeof m.role === "string") {
     out.role = m.role;
   } else if (kind === "remove") {
@@ -82,7 +87,16 @@ function serializeInner(value: unknown, seen: WeakSet<object>): unknown {
       return undefined;
   }
   const object = value as object;
-  if (isBaseMessage(object)) return serializeMessage(object);
+  if (isBaseMessage(object)) {
+    // A message that holds itself (or its holder) is a cycle like any other.
+    if (seen.has(object)) return null;
+    seen.add(object);
+    try {
+      return serializeMessageWith(object, seen);
+    } finally {
+      seen.delete(object);
+    }
+  }
   if (object instanceof Date) return Number.isNaN(object.getTime()) ? null : object.toISOString();
   // A value that refers to itself cannot be JSON; cut the cycle instead of overflowing the stack.
   if (seen.has(object)) return null;
@@ -107,10 +121,16 @@ function serializeEntries(entries: Iterable<[unknown, unknown]>, seen: WeakSet<o
   for (const [key, item] of entries) {
     const serialized = serializeInner(item, seen);
     if (serialized === undefined) continue;
-    // defineProperty keeps a "__proto__" key as data instead of replacing the prototype.
-    Object.defineProperty(out, String(key), { value: serialized, enumerable: true, writable: true, configurable: true });
+    setOwn(out, String(key), serialized);
   }
   return out;
+}
+
+/** out[key] = value, except that a "__proto__" key stays data instead of replacing the prototype. */
+function setOwn(out: Record<string, unknown>, key: string, value: unknown): void {
+  // Plain assignment is several times cheaper than defineProperty; only "__proto__" needs the latter.
+  if (key === "__proto__") Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+  else out[key] = value;
 }
 
 /** An inline image (a `data:` URL or base64 payload) rather than a link to one. */
@@ -158,7 +178,7 @@ export function serializeValues(values: unknown): Record<string, unknown> {
         isRecord(item) && typeof item.type === "string" ? withoutHiddenInlineImages(item as SerializedMessage) : item,
       );
     }
-    Object.defineProperty(out, key, { value: serialized, enumerable: true, writable: true, configurable: true });
+    setOwn(out, key, serialized);
   }
   return out;
 }

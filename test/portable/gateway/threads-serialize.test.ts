@@ -79,6 +79,15 @@ describe("serializeValues: state as the LangGraph wire format", () => {
     });
   });
 
+  it("cuts a cycle that runs through a message, and serializes a message held twice both times", () => {
+    const message = new AIMessage({ content: "hi", id: "m1" });
+    message.additional_kwargs = { holder: { message } };
+    const out = serializeValue({ messages: [message, message] }) as { messages: { id: string; additional_kwargs: unknown }[] };
+    expect(out.messages.map((m) => m.id)).toEqual(["m1", "m1"]);
+    expect(out.messages[1]!.additional_kwargs).toEqual({ holder: { message: null } });
+    expect(JSON.parse(JSON.stringify(out))).toEqual(out);
+  });
+
   it("keeps a caller's __proto__ key as data", () => {
     const out = serializeValue(JSON.parse('{"__proto__": {"polluted": true}}')) as Record<string, unknown>;
     expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
