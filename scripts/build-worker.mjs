@@ -291,7 +291,10 @@ export async function trimmedBlockTranslators(path) {
   const imports = new Map([...source.matchAll(/^import \{ ([A-Za-z0-9_$]+) \} from ("\.\/[a-z0-9_]+\.js");$/gm)].map((m) => [m[1], m[2]]));
   const entries = [...source.matchAll(/^\t\["([a-z0-9-]+)", ([A-Za-z0-9_$]+)\],?$/gm)].map((m) => ({ provider: m[1], local: m[2] }));
   const kept = entries.filter((entry) => KEPT_TRANSLATORS.includes(entry.provider));
-  if (!source.includes("globalThis.lc_block_translators_registry ??=") || !/function getTranslator\(modelProvider\) \{\n\treturn globalThis\.lc_block_translators_registry\.get\(modelProvider\);\n\}/.test(source) || entries.length < 5 || kept.length !== KEPT_TRANSLATORS.length || entries.some((entry) => !imports.has(entry.local))) {
+  const registry = source.includes("globalThis.lc_block_translators_registry ??=");
+  const reader = /function getTranslator\(modelProvider\) \{\n\treturn globalThis\.lc_block_translators_registry\.get\(modelProvider\);\n\}/.test(source);
+  const entriesFound = entries.length >= 5 && kept.length === KEPT_TRANSLATORS.length && entries.every((entry) => imports.has(entry.local));
+  if (!registry || !reader || !entriesFound) {
     throw new Error(`${TRIM_MARKER}: ${path} no longer has the shape scripts/build-worker.mjs trims (a registry of ${KEPT_TRANSLATORS.join(", ")} and others, read by getTranslator); update trimmedBlockTranslators`);
   }
   const leftOutProviders = entries.filter((entry) => !KEPT_TRANSLATORS.includes(entry.provider)).map((entry) => entry.provider);
