@@ -311,6 +311,8 @@ export class PostgresStreamBus implements StreamBus {
     try {
       while (box.frames.length > 0) {
         const after = box.frames[0]!.after;
+        // The batch: frames of one ticket interval, at most FLUSH_BATCH, ending at an `end` (what
+        // follows it gets a statement of its own, which the database refuses).
         let size = 0;
         while (size < FLUSH_BATCH && size < box.frames.length && box.frames[size]!.after === after && !box.frames[size - 1]?.ending) size += 1;
         const starts = this.#starts.get(runId);
