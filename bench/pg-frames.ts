@@ -17,8 +17,10 @@
  * statements (the writer pool's queries, the trims among them) } for each, and their median.
  */
 import pg from "pg";
+import { StoragePool } from "../adapters/shared/postgres/pool.ts";
 import { PostgresStreamBus } from "../adapters/shared/postgres/stream-bus.ts";
 import { RUNS_MIGRATION_SQL } from "../adapters/shared/postgres/runs-schema.ts";
+import { countPool, type PoolCounts } from "../test/support/counted-pool.ts";
 import { startTestPostgres } from "../test/support/embedded-postgres.ts";
 
 const frames = Number(process.env.BENCH_FRAMES ?? 1000);
@@ -39,13 +41,11 @@ try {
   await setup.connect();
   for (const statement of RUNS_MIGRATION_SQL) await setup.query(statement);
   await setup.end();
-  let statements = 0;
+  let counts: PoolCounts | undefined;
   const bus = (counted = false) => {
-    const pool = new pg.Pool({ connectionString: server.url, max: 4 });
-    if (counted) {
-      const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
-      (pool as { query: unknown }).query = (...args: unknown[]) => (statements++, query(...args));
-    }
+    // The pool the gateway opens (its named statements included).
+    const pool = new StoragePool({ url: server.url, max: 4 });
+    if (counted) counts = countPool(pool);
     pools.push(pool);
     const made = new PostgresStreamBus({ pool, clientConfig: { connectionString: server.url } });
     buses.push(made);
@@ -105,12 +105,12 @@ try {
     })();
     await sleep(50);
     const filler = "x".repeat(100);
-    statements = 0;
+    const statementsBefore = counts!.statements;
     const start = performance.now();
     for (let n = 0; n < burstFrames; n++) await writer.publish(runId, "messages", { n, filler });
     await writer.end(runId);
     const ended = performance.now() - start;
-    const used = statements;
+    const used = counts!.statements - statementsBefore;
     await reading;
     const burst = { publish_to_end_ms: round(ended), to_reader_ms: round(performance.now() - start), frames_per_s: Math.round(burstFrames / (ended / 1000)), statements: used };
     bursts.push(burst);
