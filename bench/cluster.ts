@@ -40,11 +40,16 @@
  * BENCH_CLUSTER_WORKERS (largest worker count, default 3), BENCH_CLUSTER_MODEL_DELAY_MS (default
  * 50), BENCH_CLUSTER_FRAME_RUNS (default 10), BENCH_CLUSTER_ROUTE (proxy | direct).
  *
+ * Each point also carries cpu_ms_per_run: the CPU (user + system, from /proc) the workers' process
+ * trees, PostgreSQL's processes and this process (clients, proxy, scripted model) spent in the
+ * window, ÷ its runs; null where /proc is not there.
+ *
  * Output: one JSON line per point (model × storage × workers), one for the remote reader, then
  * the summary line: scaling efficiency (runs/s at k ÷ (k × runs/s at 1)), PostgreSQL's cost at
  * one worker (memory runs/s ÷ postgres runs/s, and postgres run p50 ÷ memory run p50: 1.25 = 25%
  * slower) and the remote ÷ local reader delay, next to the goals of the issue.
  */
+import { readdirSync, readFileSync } from "node:fs";
 import { scriptedInput } from "../test/cluster/scripted-model.ts";
 import { startCluster, stopCluster, type Cluster } from "../test/cluster/harness.ts";
 import { checkFinalValues, createThread, LoadError, readFrames, streamRun, type Target } from "./gateway-sse.ts";
@@ -115,6 +120,60 @@ interface Point {
   runs_per_s: number;
   run_ms: { p50: number; p99: number };
   loop_ms: { p50: number; p99: number };
+  /** CPU over the window ÷ its runs: the gateway workers, PostgreSQL's processes, this process (clients, proxy, model). */
+  cpu_ms_per_run: { workers: number; postgres: number; bench: number } | null;
+}
+
+/**
+ * CPU time (user + system, ms) of the processes this machine's /proc lists: the trees under the
+ * workers' pids, and every `postgres` process (the embedded server's postmaster and backends; a
+ * backend that exited takes its CPU with it, and the pools keep theirs open). null without /proc.
+ */
+function processCpu(workerPids: readonly number[]): { workers: number; postgres: number } | null {
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc").filter((name) => /^\d+$/.test(name));
+  } catch {
+    return null;
+  }
+  const ticksMs = 10; // USER_HZ is 100 on Linux
+  const parent = new Map<number, number>();
+  const cpu = new Map<number, number>();
+  const postgres = new Set<number>();
+  for (const name of entries) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, "utf8");
+    } catch {
+      continue; // gone meanwhile
+    }
+    // pid (comm) state ppid ... utime(14) stime(15): comm may hold spaces, so split after its ')'.
+    const close = stat.lastIndexOf(")");
+    const comm = stat.slice(stat.indexOf("(") + 1, close);
+    const fields = stat.slice(close + 2).split(" ");
+    const pid = Number(name);
+    parent.set(pid, Number(fields[1]));
+    cpu.set(pid, (Number(fields[11]) + Number(fields[12])) * ticksMs);
+    if (comm === "postgres") postgres.add(pid);
+  }
+  const roots = new Set(workerPids);
+  const underWorker = (pid: number): boolean => {
+    for (let at: number | undefined = pid, hops = 0; at !== undefined && at > 1 && hops < 64; at = parent.get(at), hops++) if (roots.has(at)) return true;
+    return false;
+  };
+  let workers = 0;
+  let pg = 0;
+  for (const [pid, ms] of cpu) {
+    if (postgres.has(pid)) pg += ms;
+    else if (underWorker(pid)) workers += ms;
+  }
+  return { workers, postgres: pg };
+}
+
+function cpuSnapshot(cluster: Cluster, workers: number): { processes: ReturnType<typeof processCpu>; bench: number } {
+  const pids = cluster.workers.slice(0, workers).flatMap((worker) => (worker.server?.child.pid === undefined ? [] : [worker.server.child.pid]));
+  const own = process.cpuUsage();
+  return { processes: processCpu(pids), bench: (own.user + own.system) / 1000 };
 }
 
 /** Runs whose count_run tool reached the counter twice for one step: executed twice. */
@@ -179,12 +238,14 @@ async function closedLoop(cluster: Cluster, workers: number, model: ModelCase, s
   const warmupCap = started + Math.max(60_000, warmupSeconds * 4000);
   await until(() => performance.now() >= warmupCap || (performance.now() - started >= warmupSeconds * 1000 && finishedOne.size === clients));
   const from = performance.now();
+  const cpuFrom = cpuSnapshot(cluster, workers);
   const counted = () => done.filter((r) => r.at >= from).length;
   await until(() => {
     const elapsed = performance.now() - from;
     return elapsed >= seconds * 4000 || (elapsed >= seconds * 1000 && counted() >= 2 * clients);
   });
   const to = performance.now();
+  const cpuTo = cpuSnapshot(cluster, workers);
   stop = true;
   await Promise.all(loops);
   const measured = done.filter((r) => r.at >= from && r.at <= to);
@@ -203,6 +264,14 @@ async function closedLoop(cluster: Cluster, workers: number, model: ModelCase, s
     runs_per_s: round3(measured.length / elapsedS),
     run_ms: pct(measured.map((r) => r.runMs)),
     loop_ms: pct(measured.map((r) => r.loopMs)),
+    cpu_ms_per_run:
+      cpuFrom.processes === null || cpuTo.processes === null || measured.length === 0
+        ? null
+        : {
+            workers: round3((cpuTo.processes.workers - cpuFrom.processes.workers) / measured.length),
+            postgres: round3((cpuTo.processes.postgres - cpuFrom.processes.postgres) / measured.length),
+            bench: round3((cpuTo.bench - cpuFrom.bench) / measured.length),
+          },
   };
 }
 
