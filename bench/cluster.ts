@@ -42,7 +42,8 @@
  *
  * Each point also carries cpu_ms_per_run: the CPU (user + system, from /proc) the workers' process
  * trees, PostgreSQL's processes and this process (clients, proxy, scripted model) spent in the
- * window, ÷ its runs; null where /proc is not there.
+ * window, ÷ its runs; null where /proc is not there. cores_busy is all of that CPU ÷ the window's
+ * length: on this 2-core machine a point near 2 was CPU-bound, whatever its model waits.
  *
  * Output: one JSON line per point (model × storage × workers), one for the remote reader, then
  * the summary line: scaling efficiency (runs/s at k ÷ (k × runs/s at 1)), PostgreSQL's cost at
@@ -50,6 +51,7 @@
  * slower) and the remote ÷ local reader delay, next to the goals of the issue.
  */
 import { readdirSync, readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { scriptedInput } from "../test/cluster/scripted-model.ts";
 import { startCluster, stopCluster, type Cluster } from "../test/cluster/harness.ts";
 import { checkFinalValues, createThread, LoadError, readFrames, streamRun, type Target } from "./gateway-sse.ts";
@@ -122,6 +124,8 @@ interface Point {
   loop_ms: { p50: number; p99: number };
   /** CPU over the window ÷ its runs: the gateway workers, PostgreSQL's processes, this process (clients, proxy, model). */
   cpu_ms_per_run: { workers: number; postgres: number; bench: number } | null;
+  /** Cores those processes kept busy on average over the window (all their CPU ÷ its length): how near the machine's limit the point ran. */
+  cores_busy: number | null;
 }
 
 /**
@@ -168,6 +172,22 @@ function processCpu(workerPids: readonly number[]): { workers: number; postgres:
     else if (underWorker(pid)) workers += ms;
   }
   return { workers, postgres: pg };
+}
+
+function cpuFigures(
+  from: ReturnType<typeof cpuSnapshot>,
+  to: ReturnType<typeof cpuSnapshot>,
+  runs: number,
+  windowMs: number,
+): Pick<Point, "cpu_ms_per_run" | "cores_busy"> {
+  if (from.processes === null || to.processes === null || runs === 0) return { cpu_ms_per_run: null, cores_busy: null };
+  const workers = to.processes.workers - from.processes.workers;
+  const postgres = to.processes.postgres - from.processes.postgres;
+  const bench = to.bench - from.bench;
+  return {
+    cpu_ms_per_run: { workers: round3(workers / runs), postgres: round3(postgres / runs), bench: round3(bench / runs) },
+    cores_busy: round3((workers + postgres + bench) / windowMs),
+  };
 }
 
 function cpuSnapshot(cluster: Cluster, workers: number): { processes: ReturnType<typeof processCpu>; bench: number } {
@@ -264,14 +284,7 @@ async function closedLoop(cluster: Cluster, workers: number, model: ModelCase, s
     runs_per_s: round3(measured.length / elapsedS),
     run_ms: pct(measured.map((r) => r.runMs)),
     loop_ms: pct(measured.map((r) => r.loopMs)),
-    cpu_ms_per_run:
-      cpuFrom.processes === null || cpuTo.processes === null || measured.length === 0
-        ? null
-        : {
-            workers: round3((cpuTo.processes.workers - cpuFrom.processes.workers) / measured.length),
-            postgres: round3((cpuTo.processes.postgres - cpuFrom.processes.postgres) / measured.length),
-            bench: round3((cpuTo.bench - cpuFrom.bench) / measured.length),
-          },
+    ...cpuFigures(cpuFrom, cpuTo, measured.length, to - from),
   };
 }
 
@@ -410,6 +423,7 @@ async function main(): Promise<void> {
     seconds,
     model_delay_ms: modelDelayMs,
     loadavg: loadAverage(),
+    cores: availableParallelism(),
     elapsed_s: round3((performance.now() - benchStart) / 1000),
     errors,
     runs_executed_twice: twice,

@@ -127,6 +127,12 @@ export interface RunRecord {
    * through its scope (RunScope.fail): the run is to be reported as an error with this name and message.
    */
   failure: RunFailure | undefined;
+  /**
+   * The thread's state as the graph left it (read for the outcome, after the stream ended with the
+   * graph completed or interrupted); undefined otherwise. A caller that wants the head's values right
+   * after the run (the run worker's title) reads them here instead of the checkpointer again.
+   */
+  finalValues?: Readonly<Record<string, unknown>>;
 }
 
 interface RunTicket {
@@ -284,7 +290,7 @@ export class Agent {
       // A run's config is what its caller gave, never a context left current by another run.
       const stream = await withoutAmbientRun(() => this.graph.stream(input as never, config as never));
       for await (const chunk of stream) yield chunk;
-      record.outcome = (await this.#isPaused(config)) ? "interrupted" : "completed";
+      record.outcome = (await this.#isPaused(config, record)) ? "interrupted" : "completed";
       record.failure = record.scope.failure;
     } catch (error) {
       failure = error;
@@ -301,9 +307,10 @@ export class Agent {
     }
   }
 
-  async #isPaused(config: LangGraphRunnableConfig): Promise<boolean> {
+  async #isPaused(config: LangGraphRunnableConfig, record: RunRecord): Promise<boolean> {
     if (!this.checkpointer || config.configurable?.thread_id === undefined) return false;
     const snapshot = await withoutAmbientRun(() => this.graph.getState(headOf(config) as never));
+    record.finalValues = snapshot.values as Record<string, unknown>;
     return snapshot.next.length > 0;
   }
 

@@ -98,15 +98,16 @@ class GraphAgent implements ServedAgent {
     try {
       const stream = await withoutAmbientRun(() => this.graph.stream(input as never, config as never));
       for await (const chunk of stream) yield chunk;
-      record.outcome = threadId !== undefined && (await this.#paused(threadId)) ? "interrupted" : "completed";
+      record.outcome = threadId !== undefined && (await this.#paused(threadId, record)) ? "interrupted" : "completed";
     } catch (error) {
       record.outcome = options.signal?.aborted ? "aborted" : "failed";
       throw error;
     }
   }
 
-  async #paused(threadId: string): Promise<boolean> {
+  async #paused(threadId: string, record: RunRecord): Promise<boolean> {
     const snapshot = await withoutAmbientRun(() => this.graph.getState({ configurable: { thread_id: threadId } } as never));
+    record.finalValues = snapshot.values as Record<string, unknown>;
     return snapshot.next.length > 0;
   }
 }

@@ -129,7 +129,12 @@ function stateChannels(channelValues: Record<string, unknown>): Record<string, u
 
 /** The title stored at the thread's head, if any. */
 export function titleOf(head: CheckpointTuple | undefined): string | null {
-  const title = checkpointValues(head).title;
+  return titleIn(checkpointValues(head));
+}
+
+/** The title in a thread's values (a checkpoint's channels, or the state the engine read), if any. */
+export function titleIn(values: Readonly<Record<string, unknown>>): string | null {
+  const title = values.title;
   return typeof title === "string" && title !== "" ? title : null;
 }
 

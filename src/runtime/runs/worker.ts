@@ -11,7 +11,7 @@ import { leadTaskOutcome, notifyTaskStart, notifyTaskStop } from "../../extensio
 import type { LoadedExtensions } from "../../extensions/registry.ts";
 import { bindExtensionSnapshot } from "../../extensions/run-context.ts";
 import type { Clock } from "../../ports/runtime-ports.ts";
-import { readHead, restorePreRunCheckpoint, titleOf, writeFallbackTitle } from "./checkpoints.ts";
+import { readHead, restorePreRunCheckpoint, titleIn, titleOf, writeFallbackTitle } from "./checkpoints.ts";
 import { checkpointWritesSettled } from "./settle.ts";
 import { serializeMessage, serializeValue, serializeValues } from "../serialize.ts";
 import type { ClaimResult } from "./coordinator.ts";
@@ -106,6 +106,8 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
   let error: RunErrorInfo | null = null;
   let preRun: CheckpointTuple | undefined;
   let probing: Promise<RunProbeFinish | undefined> | undefined;
+  // The head's values as the engine read them when the graph finished, for the title.
+  let finalValues: Readonly<Record<string, unknown>> | undefined;
   try {
     if ((await deps.acquire(run)) !== "claimed" || signal.aborted) return;
     run.started = true;
@@ -147,6 +149,7 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
       ...bindExtensionSnapshot(extensions),
     });
     if (signal.aborted) throw signal.reason;
+    finalValues = engine?.finalValues;
     // A middleware decided the run failed although its graph finished (LLMErrorHandling after a
     // provider failure): the engine's record of the run carries it.
     if (engine?.failure) {
@@ -193,7 +196,8 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
         await safely(deps, "fallback title", () => writeFallbackTitle(deps.checkpointer, threadId, run.request.input));
       }
       await safely(deps, "thread status", async () => {
-        const title = titleOf(await readHead(deps.checkpointer, threadId));
+        // After a cancel the head is read: the fallback title may just have been written.
+        const title = !cancelled && finalValues !== undefined ? titleIn(finalValues) : titleOf(await readHead(deps.checkpointer, threadId));
         await deps.threads.update(threadId, { status: threadStatusAfter(status), ...(title ? { display_name: title } : {}) });
       });
     }

@@ -11,7 +11,8 @@ import { statusOfRunOperation } from "../../../src/gateway/errors.ts";
 import { RunOperationError, runRequest, type RunAgentFactory, type RunRecord, type RunRequest } from "../../../src/runtime/runs/types.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import type { KeyValue } from "../../../src/ports/key-value.ts";
-import { ALICE, MemoryThreads, collect, deferred, eventually, scriptedAgentFactory, type Deferred } from "./runs-fixtures.ts";
+import { createAgent } from "../../../src/engine/index.ts";
+import { ALICE, MemoryThreads, ScriptedModel, collect, deferred, eventually, scriptedAgentFactory, type Deferred } from "./runs-fixtures.ts";
 
 function say(text: string, fields: Partial<RunRequest> = {}): RunRequest {
   return runRequest({ input: { messages: [{ type: "human", content: text }] }, ...fields });
@@ -38,9 +39,11 @@ function lifecycle(log: string[], hooks: { startGate?: Promise<void>; stopGate?:
   return registry.build();
 }
 
-function setup(options: { extensions?: LoadedExtensions; clock?: Clock; storage?: KeyValue; agentFactory?: RunAgentFactory; gate?: Deferred<string> } = {}) {
+function setup(
+  options: { extensions?: LoadedExtensions; clock?: Clock; storage?: KeyValue; checkpointer?: KeyValueCheckpointSaver; agentFactory?: RunAgentFactory; gate?: Deferred<string> } = {},
+) {
   const storage = options.storage ?? createMemoryKeyValue();
-  const checkpointer = new KeyValueCheckpointSaver({ storage });
+  const checkpointer = options.checkpointer ?? new KeyValueCheckpointSaver({ storage });
   const threads = new MemoryThreads();
   threads.add("t1");
   threads.add("t2");
@@ -101,6 +104,32 @@ describe("RunManager: one run", () => {
       ["t1", "idle"],
     ]);
     expect(await manager.list("t1")).toEqual([final]);
+  });
+
+  it("names the thread from the state the engine read when its graph finished, without reading the head once more", async () => {
+    const storage = createMemoryKeyValue();
+    const checkpointer = new KeyValueCheckpointSaver({ storage });
+    const reads: string[] = [];
+    const getTuple = checkpointer.getTuple.bind(checkpointer);
+    checkpointer.getTuple = async (config) => {
+      reads.push(String(config.configurable?.checkpoint_id ?? "head"));
+      return getTuple(config);
+    };
+    const agentFactory: RunAgentFactory = async () =>
+      createAgent({
+        name: "lead-agent",
+        model: new ScriptedModel({}),
+        services: { clock: systemClock },
+        checkpointer,
+        middlewares: [{ name: "Titler", afterAgent: async () => ({ title: "Named by the run" }) }],
+      });
+    const { manager, threads } = setup({ storage, checkpointer, agentFactory });
+    const row = await manager.create("t1", say("hello"), ALICE);
+    await manager.join("t1", row.run_id);
+    expect(threads.rows.get("t1")!.display_name).toBe("Named by the run");
+    // The pre-run head (kept for a rollback), the graph's own start, the engine's outcome read
+    // (whose values carry the title). A fourth read of the head for the title was dropped.
+    expect(reads).toEqual(["head", "head", "head"]);
   });
 
   it("settled() resolves at once with no run in flight, else once every run active when asked has finished", async () => {
