@@ -79,6 +79,27 @@ describe("PostgresStreamBus", () => {
     expect(frames[0]!.id).toMatch(/^\d+-0$/);
   });
 
+  it("carries any text a frame holds: quotes, backslashes, NUL, a lone surrogate, emoji, in a notification and from the table", async () => {
+    const awkward = { q: 'say "hi" \\ back\\slash', nul: "a\u0000b", lone: "x\ud800y", emoji: "✓ 🦌", nl: "1\n2\t3", event: "odd" };
+    const id = runId();
+    await busA.open(id);
+    const live = collect(busB.subscribe(id));
+    await busA.publish(id, "custom", awkward);
+    // Over the notification's inline limit: the reader fetches it from the table.
+    await busA.publish(id, "custom", { ...awkward, pad: "é".repeat(9000) });
+    await busA.publish(id, 'ev"ent\\', { n: 1 });
+    await busA.end(id);
+    const expected = ["custom", "custom", 'ev"ent\\', "end"];
+    // The JSON a frame's data round-trips through turns a lone surrogate into U+FFFD or keeps it;
+    // compare with what JSON.parse(JSON.stringify(...)) gives, as the memory bridge's readers get.
+    const same = (value: unknown) => JSON.parse(JSON.stringify(value)) as unknown;
+    for (const frames of [await live, await collect(busB.subscribe(id))]) {
+      expect(frames.map((f) => f.event)).toEqual(expected);
+      expect(frames[0]!.data).toEqual(same(awkward));
+      expect(frames[1]!.data).toEqual(same({ ...awkward, pad: "é".repeat(9000) }));
+    }
+  });
+
   it("replays exactly the frames after Last-Event-ID, then end; a future cursor replays nothing", async () => {
     const id = runId();
     await busA.open(id);

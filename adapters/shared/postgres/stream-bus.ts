@@ -337,11 +337,11 @@ export class PostgresStreamBus implements StreamBus {
     const ending = batch.at(-1)?.ending === true;
     const { rows } = await this.#pool.query<{ last: number | null }>(
       `WITH s AS (
-         INSERT INTO deerflow_run_streams AS st (run_id, next_seq, ended) VALUES ($1, $4::int, $5)
-         ON CONFLICT (run_id) DO UPDATE SET next_seq = st.next_seq + $4::int, ended = $5 WHERE NOT st.ended
-         RETURNING st.next_seq - $4::int AS first
+         INSERT INTO deerflow_run_streams AS st (run_id, next_seq, ended) VALUES ($1, $3::int, $4)
+         ON CONFLICT (run_id) DO UPDATE SET next_seq = st.next_seq + $3::int, ended = $4 WHERE NOT st.ended
+         RETURNING st.next_seq - $3::int AS first
        ), b AS (
-         SELECT s.first + b.ord - 1 AS seq, b.event, b.data FROM s, unnest($2::text[], $3::text[]) WITH ORDINALITY AS b(event, data, ord)
+         SELECT s.first + b.ord - 1 AS seq, b.e ->> 0 AS event, b.e ->> 1 AS data FROM s, json_array_elements($2::json) WITH ORDINALITY AS b(e, ord)
        ), f AS (
          INSERT INTO deerflow_run_frames (run_id, seq, id, event, data)
          SELECT $1, b.seq, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint || '-' || b.seq, b.event, b.data FROM b
@@ -351,7 +351,10 @@ export class PostgresStreamBus implements StreamBus {
        )
        SELECT max(seq) AS last, count(pg_notify('${FRAMES_CHANNEL}', CASE WHEN octet_length(header) + 1 + octet_length(data) < ${INLINE_LIMIT}
          THEN header || E'\\n' || data ELSE header END)) FROM n`,
-      [runId, batch.map((frame) => frame.event), batch.map((frame) => frame.json), batch.length, ending],
+      // The batch as one JSON text of [event, data] pairs: V8's JSON.stringify escapes it natively,
+      // where a text[] parameter went through pg's array quoting in JS (0.9 ms of a worker's CPU per
+      // scripted run, profiled).
+      [runId, JSON.stringify(batch.map((frame) => [frame.event, frame.json])), batch.length, ending],
     );
     const last = rows[0]?.last;
     if (last === null || last === undefined) return;
