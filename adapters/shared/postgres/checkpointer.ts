@@ -10,7 +10,7 @@ import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
  *
  * Why a subclass: the official put() checks a client out of the pool and sends BEGIN, one INSERT
  * per new channel blob, the checkpoint's INSERT and COMMIT; putWrites() sends BEGIN, one INSERT per
- * write and COMMIT. A demo run's checkpoints were about 66 round trips that way (6 puts with 18
+ * write and COMMIT. A demo run's checkpoints were about 65 round trips that way (6 puts with 18
  * blobs, 7 write batches with 15 writes). Here each put is one statement (a data-modifying CTE
  * inserting the blobs, then the checkpoint) and each putWrites one multi-row INSERT: a statement
  * is its own transaction, so a crash still leaves a checkpoint either whole or absent. The rows,
