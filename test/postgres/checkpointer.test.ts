@@ -6,10 +6,10 @@ import { emptyCheckpoint, type Checkpoint, type CheckpointMetadata, type Pending
 import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { countPool, } from "../support/counted-pool.ts";
 import { BatchedPostgresSaver } from "../../adapters/shared/postgres/checkpointer.ts";
 import { StoragePool } from "../../adapters/shared/postgres/pool.ts";
 import { migrate } from "../../adapters/shared/postgres/schema.ts";
+import { countPool } from "../support/counted-pool.ts";
 import { startTestPostgres, type TestPostgres } from "../support/embedded-postgres.ts";
 
 let server: TestPostgres;
@@ -31,7 +31,6 @@ async function freshPool(): Promise<StoragePool> {
   await migrate(pool);
   return pool;
 }
-
 
 const config = (thread: string, checkpointId?: string) => ({ configurable: { thread_id: thread, checkpoint_ns: "", ...(checkpointId ? { checkpoint_id: checkpointId } : {}) } });
 const metadata = (step: number): CheckpointMetadata => ({ source: "loop", step, parents: {} });
@@ -100,8 +99,8 @@ describe("BatchedPostgresSaver", () => {
   });
 
   it("sends each put and each putWrites as one statement, where the official saver sends a transaction", async () => {
-    const official = countPool(await freshPool());
-    const officialPool = pools[pools.length - 1]!;
+    const officialPool = await freshPool();
+    const official = countPool(officialPool);
     await script(new PostgresSaver(officialPool));
     const batchedPool = await freshPool();
     const batched = countPool(batchedPool);
