@@ -1,7 +1,8 @@
 // Databases with the run coordination tables, on a PostgreSQL the test file started. The migration
-// is applied here by hand until schema.ts's migrate() runs it for the gateway.
+// and the admission function are applied here by hand (schema.ts's migrate() applies them for the gateway,
+// with the kv and checkpoint tables these tests do not need).
 import pg from "pg";
-import { RUNS_MIGRATION_SQL } from "../../adapters/shared/postgres/runs-schema.ts";
+import { ADMIT_FUNCTION_SQL, RUNS_MIGRATION_SQL } from "../../adapters/shared/postgres/runs-schema.ts";
 import { startTestPostgres, type TestPostgres } from "../support/embedded-postgres.ts";
 
 export interface RunsDatabase {
@@ -41,7 +42,7 @@ export async function startRunsServer(): Promise<RunsServer> {
       made += 1;
       await withClient(url, async (client) => {
         await client.query("BEGIN");
-        for (const statement of RUNS_MIGRATION_SQL) await client.query(statement);
+        for (const statement of [...RUNS_MIGRATION_SQL, ADMIT_FUNCTION_SQL]) await client.query(statement);
         await client.query("COMMIT");
       });
       const pools: pg.Pool[] = [];

@@ -67,6 +67,26 @@ describe("migrate", () => {
     }
   });
 
+  it("upgrades a database at version 3 (before the admission function): migration 4 alone applies, and admission works on it", async () => {
+    const url = await server.createDatabase("upgrade_from_3");
+    await withPool(url, async (pool) => {
+      await migrate(pool);
+      // What a version-3 build left: every table, no deerflow_admit.
+      await pool.query("DROP FUNCTION deerflow_admit");
+      await pool.query("UPDATE deerflow_schema SET version = 3");
+      await migrate(pool);
+      expect((await pool.query("SELECT version FROM deerflow_schema")).rows).toEqual([{ version: SCHEMA_VERSION }]);
+      const { rows } = await pool.query<{ o_outcome: string }>(
+        `SELECT o_outcome FROM deerflow_admit('r1', 't1', '{"run_id":"r1"}'::jsonb, 'w1', 30000, '2026-01-01T00:00:00.000Z', 'reject')`,
+      );
+      expect(rows).toEqual([{ o_outcome: "admitted" }]);
+      const again = await pool.query<{ o_outcome: string; o_run_id: string }>(
+        `SELECT o_outcome, o_run_id FROM deerflow_admit('r2', 't1', '{"run_id":"r2"}'::jsonb, 'w1', 30000, '2026-01-01T00:00:00.001Z', 'reject')`,
+      );
+      expect(again.rows).toEqual([{ o_outcome: "busy", o_run_id: "r1" }]);
+    });
+  });
+
   it("refuses a database whose schema is newer than this build, naming both versions", async () => {
     const url = await server.createDatabase("newer");
     await withPool(url, async (pool) => {

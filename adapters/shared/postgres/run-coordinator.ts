@@ -13,7 +13,7 @@ import { type CancelAction, type MultitaskStrategy, type RunErrorInfo, type RunR
 /*
  * The run coordinator over PostgreSQL (tables in runs-schema.ts). Every lease is computed from the
  * database's clock, never a worker's: workers on machines whose clocks disagree still agree on
- * who owns a run. Admission takes a transaction-scoped advisory lock keyed by the thread, so two
+ * who owns a run. Admission (deerflow_admit, one statement) takes a transaction-scoped advisory lock keyed by the thread, so two
  * admissions on one thread (on any worker) see each other; claiming needs no lock at all, the
  * partial unique index refuses a second running run on a thread.
  */
@@ -68,37 +68,25 @@ export class PostgresRunCoordinator implements RunCoordinator {
 
   async admit(row: RunRecord, strategy: MultitaskStrategy, workerId: string): Promise<Admission> {
     const threadId = row.thread_id;
-    return this.#transaction(async (client) => {
-      await client.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [threadId]);
-      const held = await client.query(`SELECT 1 FROM deerflow_thread_holds WHERE thread_id = $1`, [threadId]);
-      if (held.rowCount) throw new RunOperationError("thread_busy", `Thread ${threadId} is being deleted; create a new thread for this run.`);
-      const holding = await client.query<{ run_id: string }>(`SELECT run_id FROM deerflow_runs WHERE thread_id = $1 AND holding ORDER BY seq LIMIT 1`, [threadId]);
-      if (holding.rowCount && strategy === "reject") {
-        throw new RunOperationError(
-          "run_conflict",
-          `Thread ${threadId} already has a run in progress (${holding.rows[0]!.run_id}); wait for it, cancel it, or send multitask_strategy "interrupt", "rollback" or "enqueue".`,
-        );
-      }
-      let cancelled: CancelledRun[] = [];
-      if (holding.rowCount && (strategy === "interrupt" || strategy === "rollback")) {
-        // The first request wins, as an in-process abort does: a run already stopping keeps its action.
-        const result = await client.query<{ run_id: string; owner_worker: string | null; cancel_action: CancelAction }>(
-          `UPDATE deerflow_runs SET cancel_action = COALESCE(cancel_action, $2), cancel_requested_at = COALESCE(cancel_requested_at, now())
-           WHERE thread_id = $1 AND holding RETURNING run_id, owner_worker, cancel_action, seq`,
-          [threadId, strategy],
-        );
-        cancelled = result.rows.map((r) => ({ runId: r.run_id, ownerWorker: r.owner_worker, action: r.cancel_action }));
-      }
-      const stored: RunRecord = { ...row, status: "pending" };
-      await client.query(
-        this.#leased(
-          `INSERT INTO deerflow_runs (run_id, thread_id, status, "row", owner_worker, lease_expires_at, created_at)
-           VALUES ($1, $2, 'pending', $3, $4, ${LEASE}, $5)`,
-          [stored.run_id, threadId, JSON.stringify(stored), workerId, stored.created_at],
-        ),
+    const stored: RunRecord = { ...row, status: "pending" };
+    // One statement (deerflow_admit, runs-schema.ts): the lock, the checks, the cancels and the insert.
+    const { rows } = await this.#pool.query<{ o_outcome: string; o_run_id: string | null; o_owner: string | null; o_action: CancelAction | null }>(
+      `SELECT o_outcome, o_run_id, o_owner, o_action FROM deerflow_admit($1, $2, $3::jsonb, $4, $5::double precision, $6, $7)`,
+      [stored.run_id, threadId, JSON.stringify(stored), workerId, this.leaseMs, stored.created_at, strategy],
+    );
+    const outcome = rows.at(-1)?.o_outcome;
+    if (outcome === "held") throw new RunOperationError("thread_busy", `Thread ${threadId} is being deleted; create a new thread for this run.`);
+    if (outcome === "busy") {
+      throw new RunOperationError(
+        "run_conflict",
+        `Thread ${threadId} already has a run in progress (${rows.at(-1)!.o_run_id}); wait for it, cancel it, or send multitask_strategy "interrupt", "rollback" or "enqueue".`,
       );
-      return { row: stored, cancelled };
-    });
+    }
+    if (outcome !== "admitted") throw new Error(`deerflow_admit answered ${JSON.stringify(outcome)} for run ${stored.run_id}; expected "admitted", "held" or "busy".`);
+    const cancelled: CancelledRun[] = rows
+      .filter((r) => r.o_outcome === "cancelled")
+      .map((r) => ({ runId: r.o_run_id!, ownerWorker: r.o_owner, action: r.o_action! }));
+    return { row: stored, cancelled };
   }
 
   async claim(threadId: string, runId: string, workerId: string): Promise<ClaimResult> {

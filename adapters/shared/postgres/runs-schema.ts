@@ -50,3 +50,42 @@ export const RUNS_MIGRATION_SQL: readonly string[] = [
   )`,
   `CREATE INDEX deerflow_run_streams_release ON deerflow_run_streams (release_at) WHERE release_at IS NOT NULL`,
 ];
+
+/**
+ * Admission in one round trip (migration 4): the advisory lock, the delete-hold and holding checks,
+ * the cancel of holding runs under interrupt or rollback, and the insert, where a transaction took
+ * six statements and a checked-out connection. It is VOLATILE PL/pgSQL, so each statement after
+ * the lock takes a fresh snapshot under READ COMMITTED and sees every admission committed before
+ * the lock was granted (one statement of CTEs would read a snapshot taken before waiting for it).
+ * Outcomes: 'held' (the thread is being deleted), 'busy' with the holding run (reject),
+ * 'cancelled' once per run asked to stop, then 'admitted'.
+ */
+export const ADMIT_FUNCTION_SQL = `CREATE FUNCTION deerflow_admit(
+    p_run_id text, p_thread_id text, p_row jsonb, p_worker text, p_lease_ms double precision, p_created_at text, p_strategy text)
+  RETURNS TABLE (o_outcome text, o_run_id text, o_owner text, o_action text)
+  LANGUAGE plpgsql VOLATILE AS $fn$
+  DECLARE
+    v_holding text;
+  BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_thread_id, 0));
+    IF EXISTS (SELECT 1 FROM deerflow_thread_holds h WHERE h.thread_id = p_thread_id) THEN
+      RETURN QUERY SELECT 'held'::text, NULL::text, NULL::text, NULL::text;
+      RETURN;
+    END IF;
+    SELECT r.run_id INTO v_holding FROM deerflow_runs r WHERE r.thread_id = p_thread_id AND r.holding ORDER BY r.seq LIMIT 1;
+    IF v_holding IS NOT NULL AND p_strategy = 'reject' THEN
+      RETURN QUERY SELECT 'busy'::text, v_holding, NULL::text, NULL::text;
+      RETURN;
+    END IF;
+    IF v_holding IS NOT NULL AND p_strategy IN ('interrupt', 'rollback') THEN
+      -- The first request wins, as an in-process abort does: a run already stopping keeps its action.
+      RETURN QUERY UPDATE deerflow_runs r SET cancel_action = COALESCE(r.cancel_action, p_strategy),
+          cancel_requested_at = COALESCE(r.cancel_requested_at, now())
+        WHERE r.thread_id = p_thread_id AND r.holding
+        RETURNING 'cancelled'::text, r.run_id, r.owner_worker, r.cancel_action;
+    END IF;
+    INSERT INTO deerflow_runs (run_id, thread_id, status, "row", owner_worker, lease_expires_at, created_at)
+      VALUES (p_run_id, p_thread_id, 'pending', p_row, p_worker, now() + p_lease_ms * interval '1 ms', p_created_at);
+    RETURN QUERY SELECT 'admitted'::text, p_run_id, NULL::text, NULL::text;
+  END
+  $fn$`;

@@ -1,7 +1,7 @@
 import type pg from "pg";
 import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
 import { PostgresStorageError } from "./errors.ts";
-import { RUNS_MIGRATION_SQL } from "./runs-schema.ts";
+import { ADMIT_FUNCTION_SQL, RUNS_MIGRATION_SQL } from "./runs-schema.ts";
 
 /** The key-value table: KeyValue and VersionedKeyValue read and write the same rows. */
 export const KV_TABLE = "deerflow_kv";
@@ -41,6 +41,7 @@ const MIGRATIONS: readonly Migration[] = [
   // runs again on every start below, so a newer saver's migrations apply too. It reads its table
   // and recovers from "no such table", which would abort a surrounding transaction.
   { transaction: false, run: (client) => checkpointSetup(client) },
+  statements([ADMIT_FUNCTION_SQL]),
 ];
 
 /** The schema version this build creates and reads. */
