@@ -62,6 +62,18 @@ async function until(check: () => boolean | Promise<boolean>, what: string): Pro
   throw new Error(`timed out waiting for ${what}`);
 }
 
+/** A started bus on a pool of its own that records the text of every statement it sends. */
+async function recordingBus(): Promise<{ bus: PostgresStreamBus; sent: string[] }> {
+  const pool = db.pool();
+  const sent: string[] = [];
+  const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
+  (pool as { query: unknown }).query = (...args: unknown[]) => (sent.push(String((args[0] as { text?: string }).text ?? args[0])), query(...args));
+  const bus = new PostgresStreamBus({ pool, clientConfig: { connectionString: db.url } });
+  extraBuses.push(bus);
+  await bus.start();
+  return { bus, sent };
+}
+
 describe("PostgresStreamBus", () => {
   it("delivers frames published on one bus to a subscriber on another, live and in order, ending after end", async () => {
     const id = runId();
@@ -265,6 +277,50 @@ describe("PostgresStreamBus", () => {
     expect(await busA.has(now)).toBe(false);
     // A reader of a log that went without its end stops instead of waiting forever.
     expect((await waiting).map((f) => f.event)).toEqual(["values"]);
+  });
+
+  it("the bus that opened a log answers has() and a reader's start from memory, and skips the reader's first table read; every frame still arrives", async () => {
+    const { bus, sent } = await recordingBus();
+    const reads = () => sent.filter((text) => /^\s*SELECT[\s\S]*FROM deerflow_run_streams/.test(text)).length;
+    const id = runId();
+    await bus.open(id);
+    await bus.publish(id, "metadata", { n: 0 });
+    expect(await bus.has(id)).toBe(true);
+    // A reader from the start: frame 0 is committed, so it reads the table once.
+    const fromStart = collect(bus.subscribe(id));
+    // A reader told "after the newest": nothing committed past it, so no read.
+    await until(() => reads() === 1, "the first reader's table read");
+    const live = collect(bus.subscribe(id, { lastEventId: `${Date.now()}-0` }));
+    for (let n = 1; n <= 5; n++) await bus.publish(id, "values", { n });
+    await bus.end(id);
+    expect((await fromStart).map((f) => seqOf(f.id))).toEqual(["0", "1", "2", "3", "4", "5", "6"]);
+    expect((await live).map((f) => seqOf(f.id))).toEqual(["1", "2", "3", "4", "5", "6"]);
+    expect(reads()).toBe(1);
+    // Another bus knows nothing of the log: it asks the table, and reads the same frames.
+    expect((await collect(busB.subscribe(id))).map((f) => seqOf(f.id))).toEqual(["0", "1", "2", "3", "4", "5", "6"]);
+    // Released: from here on this bus asks the table too.
+    bus.release(id);
+    expect(await bus.has(id)).toBe(true);
+    expect(reads()).toBe(2);
+  });
+
+  it("forgets a log another bus ended (a sweep after a lost lease): the late publish is refused, and has() asks the table again", async () => {
+    const { bus: owner, sent } = await recordingBus();
+    const id = runId();
+    await owner.open(id);
+    await owner.publish(id, "values", { n: 0 });
+    await owner.has(id);
+    const before = sent.length;
+    // The sweeping worker ends the stream of a run it thinks dead.
+    await busB.end(id);
+    await owner.publish(id, "values", { late: true });
+    await owner.has(id);
+    expect(sent.slice(before).filter((text) => /SELECT next_seq, ended FROM deerflow_run_streams/.test(text))).toHaveLength(1);
+    // Its reader gets what the table holds: the frame before, the sweep's end, not the late one.
+    expect((await collect(owner.subscribe(id))).map((f) => [seqOf(f.id), f.event])).toEqual([
+      ["0", "values"],
+      ["1", "end"],
+    ]);
   });
 
   it("ends its readers when it closes", async () => {

@@ -17,6 +17,14 @@ import type { BusSignal, StreamBus } from "../../../src/runtime/runs/stream-bus.
  * makes the run's next publish or end reject with its error (the frames it held are lost: the
  * run's stream has a hole, so the run must fail, as it did when each publish awaited its write).
  * A subscription that starts waits for the frames already queued, as for a write under way.
+ *
+ * The process that opened a run's log (the run's owner) writes every frame of it, so it knows the
+ * log's state without asking: has() and a subscription's start read it from memory, and a reader
+ * that starts with nothing committed past its position skips its first table read (a frame that
+ * commits meanwhile arrives as a notification; a notification that raced its registration shows
+ * as a hole, which reads the table). That is three statements fewer for every stream of a run
+ * read on its own worker, the common case. The knowledge ends when the log is released, and when a
+ * write finds the log ended by someone else (a sweep after this process lost its lease).
  */
 
 export interface PostgresStreamBusOptions {
@@ -124,6 +132,8 @@ export class PostgresStreamBus implements StreamBus {
   /** Writes started by sync methods (release, trims), awaited by close and by readers of the same run. */
   readonly #pending = new Map<string, Promise<unknown>>();
   readonly #outboxes = new Map<string, Outbox>();
+  /** The state of the logs this process opened and writes: committed frames, and whether `end` is among them. */
+  readonly #owned = new Map<string, { nextSeq: number; ended: boolean }>();
   /** Subscriptions of this process still taking their starting position, per run, by ticket. */
   readonly #starts = new Map<string, Map<number, Promise<unknown>>>();
   #tickets = 0;
@@ -247,13 +257,18 @@ export class PostgresStreamBus implements StreamBus {
   }
 
   async open(runId: string): Promise<void> {
-    await this.#pool.query(`INSERT INTO deerflow_run_streams (run_id) VALUES ($1) ON CONFLICT (run_id) DO UPDATE SET release_at = NULL`, [runId]);
+    const { rows } = await this.#pool.query<{ next_seq: number; ended: boolean }>(
+      `INSERT INTO deerflow_run_streams (run_id) VALUES ($1) ON CONFLICT (run_id) DO UPDATE SET release_at = NULL RETURNING next_seq, ended`,
+      [runId],
+    );
+    const row = rows[0];
+    if (row) this.#owned.set(runId, { nextSeq: Number(row.next_seq), ended: row.ended });
   }
 
   async has(runId: string): Promise<boolean> {
     await this.#pending.get(runId);
     await this.#written(runId);
-    return (await this.#state(runId)) !== undefined;
+    return this.#owned.has(runId) || (await this.#state(runId)) !== undefined;
   }
 
   publish(runId: string, event: string, data: unknown): Promise<void> {
@@ -357,7 +372,16 @@ export class PostgresStreamBus implements StreamBus {
       [runId, JSON.stringify(batch.map((frame) => [frame.event, frame.json])), batch.length, ending],
     );
     const last = rows[0]?.last;
-    if (last === null || last === undefined) return;
+    const owned = this.#owned.get(runId);
+    if (last === null || last === undefined) {
+      // Refused: the log had ended (a sweep ended it for this process), or is gone.
+      this.#owned.delete(runId);
+      return;
+    }
+    if (owned) {
+      owned.nextSeq = Number(last) + 1;
+      owned.ended = ending;
+    }
     const first = Number(last) - batch.length + 1;
     // Trim when the batch crossed a multiple of TRIM_EVERY (every TRIM_EVERY frames, as one at a time did).
     const crossed = Math.floor((Number(last) + 1) / TRIM_EVERY) > Math.floor(first / TRIM_EVERY);
@@ -367,6 +391,7 @@ export class PostgresStreamBus implements StreamBus {
   }
 
   release(runId: string, delayMs: number = this.#releaseAfterMs): void {
+    this.#owned.delete(runId);
     const box = this.#outboxes.get(runId);
     if (box && !box.flushing) this.#outboxes.delete(runId);
     const write =
@@ -488,7 +513,8 @@ export class PostgresStreamBus implements StreamBus {
     if (!subs) this.#subscribers.set(runId, (subs = new Set()));
     subs.add(sub);
     try {
-      const state = await this.#state(runId);
+      const owned = this.#owned.get(runId);
+      const state = owned ? { ...owned } : await this.#state(runId);
       if (!state) {
         this.#unsubscribe(sub);
         return undefined;
@@ -498,6 +524,8 @@ export class PostgresStreamBus implements StreamBus {
       else if (cursorSeq >= state.nextSeq) sub.next = state.nextSeq;
       else if (cursorSeq + 1 < start) sub.next = -1;
       else sub.next = Math.max(start, cursorSeq + 1);
+      // Nothing committed past the position, and more to come: the table has nothing to give yet.
+      if (owned && !state.ended && sub.next >= state.nextSeq) sub.dirty = false;
       return state;
     } catch (error) {
       this.#unsubscribe(sub);
