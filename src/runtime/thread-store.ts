@@ -198,9 +198,10 @@ export class KeyValueThreadStore implements ThreadStore {
   }): Promise<{ thread: ThreadRecord; created: boolean }> {
     const threadId = input.threadId === undefined ? crypto.randomUUID() : assertThreadId(input.threadId);
     const key = this.#key(threadId);
+    // Create-if-absent first, then read what stood there: a new thread (the usual case, and every
+    // generated id) costs one round trip instead of a read and a write. A thread deleted between the
+    // refused write and the read is tried again.
     for (let attempt = 0; attempt < CAS_MAX_ATTEMPTS; attempt++) {
-      const existing = await this.#versionedRead(threadId);
-      if (existing) return { thread: toRecord(existing), created: false };
       const now = this.#now();
       const stored: StoredThread = {
         v: 1,
@@ -212,8 +213,9 @@ export class KeyValueThreadStore implements ThreadStore {
         owner_id: input.ownerId,
         display_name: null,
       };
-      // Create-if-absent: a thread another writer created meanwhile is read and returned above.
       if (await this.#versioned.write(key, JSON.stringify(stored), null)) return { thread: toRecord(stored), created: true };
+      const existing = await this.#versionedRead(threadId);
+      if (existing) return { thread: toRecord(existing), created: false };
     }
     throw new VersionedConflictError(key);
   }

@@ -60,7 +60,13 @@ describe("two workers over one versioned store", () => {
 
   it("thread rows: a create racing on two workers creates once, and both answer the same row", async () => {
     const storage = createMemoryKeyValue();
-    const shared = overlapping(versionedOver(storage), 2);
+    // A create writes if-absent first: both workers reach that write before either makes it.
+    const real = versionedOver(storage);
+    const bothWriting = barrier(2);
+    const shared: VersionedKeyValue = {
+      read: (key) => real.read(key),
+      write: async (key, value, expected) => (await bothWriting(), real.write(key, value, expected)),
+    };
     const a = new KeyValueThreadStore({ storage, versioned: shared });
     const b = new KeyValueThreadStore({ storage, versioned: shared });
     const [x, y] = await Promise.all([a.create({ threadId: "t2", ownerId: "alice", metadata: { by: "a" } }), b.create({ threadId: "t2", ownerId: "bob", metadata: { by: "b" } })]);

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../../src/core/clock.ts";
 import { KeyValueThreadStore, ThreadStoreError, PINNED_METADATA_KEY } from "../../../src/runtime/thread-store.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
+import { versionedOver } from "../../../src/storage/versioned.ts";
 
 function store(clock = new ManualClock(Date.UTC(2026, 0, 1))) {
   const storage = createMemoryKeyValue();
@@ -34,6 +35,23 @@ describe("KeyValueThreadStore", () => {
     const again = await threads.create({ threadId: "t-1", ownerId: "bob", metadata: { a: 2 } });
     expect(again.created).toBe(false);
     expect(again.thread).toMatchObject({ owner_id: "alice", metadata: { a: 1 }, created_at: "2026-01-01T00:00:00.000Z" });
+  });
+
+  it("creates a new thread with one compare-and-set write and no read; an existing one is read after the refused write", async () => {
+    const storage = createMemoryKeyValue();
+    const calls: string[] = [];
+    const real = versionedOver(storage);
+    const versioned = {
+      read: (key: string) => (calls.push("read"), real.read(key)),
+      write: (key: string, value: string | null, expected: string | null) => (calls.push(`write ${expected === null ? "absent" : "version"}`), real.write(key, value, expected)),
+    };
+    const threads = new KeyValueThreadStore({ storage, versioned });
+    expect((await threads.create({ threadId: "t-1", ownerId: "alice" })).created).toBe(true);
+    expect(calls).toEqual(["write absent"]);
+    calls.length = 0;
+    const again = await threads.create({ threadId: "t-1", ownerId: "bob" });
+    expect(again).toMatchObject({ created: false, thread: { owner_id: "alice" } });
+    expect(calls).toEqual(["write absent", "read"]);
   });
 
   it("refuses ids outside [A-Za-z0-9_-]{1,64} with a message that says what is allowed", async () => {
