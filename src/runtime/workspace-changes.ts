@@ -398,8 +398,11 @@ export function verifyRunDelivery(changes: Pick<WorkspaceChanges, "files">, pres
 export interface WorkspaceChangesProbeOptions {
   /** ToolOutputBudget's storage_subdir, when configured: left out like the default folder. */
   readonly toolResultsDirname?: string;
-  /** The thread's presented files (its `artifacts`) after the run; with it the record carries a `delivery` check. */
-  readonly presented?: (scope: SandboxScope) => Promise<readonly string[]>;
+  /**
+   * The thread's presented files (its `artifacts`) after the run; with it the record carries a
+   * `delivery` check. `values`: the thread's values after the run when the run already has them.
+   */
+  readonly presented?: (scope: SandboxScope, values: Readonly<Record<string, unknown>> | undefined) => Promise<readonly string[]>;
 }
 
 /**
@@ -411,11 +414,11 @@ export interface WorkspaceChangesProbeOptions {
 export function workspaceChangesProbe(
   provider: SandboxProvider,
   options: WorkspaceChangesProbeOptions = {},
-): (scope: SandboxScope) => Promise<() => Promise<Record<string, unknown>>> {
+): (scope: SandboxScope) => Promise<(ended?: { readonly values?: Readonly<Record<string, unknown>> }) => Promise<Record<string, unknown>>> {
   const scan = options.toolResultsDirname === undefined ? {} : { toolResultsDirname: options.toolResultsDirname };
   return async (scope) => {
     const before = await captureWorkspace(await provider.acquire(scope), scan);
-    return async () => {
+    return async (ended = {}) => {
       const sandbox = await provider.acquire(scope);
       let changes: WorkspaceChanges;
       try {
@@ -423,7 +426,7 @@ export function workspaceChangesProbe(
       } finally {
         if (provider.get(sandbox.id) === sandbox) await provider.release(sandbox.id);
       }
-      const delivery = options.presented ? verifyRunDelivery(changes, await options.presented(scope), scan) : undefined;
+      const delivery = options.presented ? verifyRunDelivery(changes, await options.presented(scope, ended.values), scan) : undefined;
       return { type: WORKSPACE_CHANGES_EVENT_TYPE, ...changes, ...(delivery ? { delivery } : {}) };
     };
   };

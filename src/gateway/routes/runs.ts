@@ -283,7 +283,8 @@ export async function registerRunsPart(
           probe: (() => {
             const snapshot = workspaceChangesProbe(deps.sandbox, {
               ...(deps.config.tool_output?.storage_subdir ? { toolResultsDirname: deps.config.tool_output.storage_subdir } : {}),
-              presented: async ({ threadId }) => presentedArtifacts(await readThreadValues(deps.checkpointer, threadId)),
+              // The run's final values when it has them (no read of the head); after a cancel, the head.
+              presented: async ({ threadId }, values) => presentedArtifacts(values ?? (await readThreadValues(deps.checkpointer, threadId))),
             });
             return ({ threadId, user }: { threadId: string; user: GatewayUser }) => snapshot({ userId: user.id, threadId });
           })(),

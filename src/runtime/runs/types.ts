@@ -107,7 +107,12 @@ export type RunProbe<U extends RunPrincipal = RunPrincipal> = (run: {
   readonly runId: string;
   readonly user: U;
 }) => Promise<RunProbeFinish | undefined>;
-export type RunProbeFinish = () => Promise<Record<string, unknown> | undefined>;
+/**
+ * `ended.values`: the thread's values as the graph left them, when it finished uncancelled (the
+ * engine read them for the outcome); absent after a cancel or a failure, when the probe reads the
+ * thread itself if it needs them.
+ */
+export type RunProbeFinish = (ended: { readonly values?: Readonly<Record<string, unknown>> }) => Promise<Record<string, unknown> | undefined>;
 
 export interface RunDiagnostic {
   readonly level: "error" | "warning" | "info";

@@ -185,7 +185,7 @@ export async function runWorker<U extends RunPrincipal>(deps: WorkerDeps<U>, run
     }
     const probeFinish = await probing;
     if (probeFinish && run.started && !run.lost) {
-      const measured = await probeStep(deps, runId, "finish", probeFinish);
+      const measured = await probeStep(deps, runId, "finish", () => probeFinish(!cancelled && finalValues !== undefined ? { values: finalValues } : {}));
       if (measured) await deps.journal?.record(threadId, runId, "custom", measured);
     }
     run.settled = true;

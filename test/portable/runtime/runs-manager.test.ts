@@ -8,7 +8,7 @@ import { RunManager } from "../../../src/runtime/runs/manager.ts";
 import { RunStore } from "../../../src/runtime/runs/run-store.ts";
 import type { StreamFrame } from "../../../src/runtime/runs/stream-bridge.ts";
 import { statusOfRunOperation } from "../../../src/gateway/errors.ts";
-import { RunOperationError, runRequest, type RunAgentFactory, type RunRecord, type RunRequest } from "../../../src/runtime/runs/types.ts";
+import { RunOperationError, runRequest, type RunAgentFactory, type RunProbe, type RunRecord, type RunRequest } from "../../../src/runtime/runs/types.ts";
 import { createMemoryKeyValue } from "../../../src/storage/key-value.ts";
 import type { KeyValue } from "../../../src/ports/key-value.ts";
 import { createAgent } from "../../../src/engine/index.ts";
@@ -40,7 +40,15 @@ function lifecycle(log: string[], hooks: { startGate?: Promise<void>; stopGate?:
 }
 
 function setup(
-  options: { extensions?: LoadedExtensions; clock?: Clock; storage?: KeyValue; checkpointer?: KeyValueCheckpointSaver; agentFactory?: RunAgentFactory; gate?: Deferred<string> } = {},
+  options: {
+    extensions?: LoadedExtensions;
+    clock?: Clock;
+    storage?: KeyValue;
+    checkpointer?: KeyValueCheckpointSaver;
+    agentFactory?: RunAgentFactory;
+    gate?: Deferred<string>;
+    probe?: RunProbe;
+  } = {},
 ) {
   const storage = options.storage ?? createMemoryKeyValue();
   const checkpointer = options.checkpointer ?? new KeyValueCheckpointSaver({ storage });
@@ -55,6 +63,7 @@ function setup(
     threads,
     agentFactory: options.agentFactory ?? scriptedAgentFactory(checkpointer, { gates }),
     ...(options.extensions ? { extensions: options.extensions } : {}),
+    ...(options.probe ? { probe: options.probe } : {}),
     clock: options.clock ?? systemClock,
     notifyBudgetMs: Infinity,
     onDiagnostic: (d) => diagnostics.push(`${d.level}: ${d.message}`),
@@ -130,6 +139,27 @@ describe("RunManager: one run", () => {
     // The pre-run head (kept for a rollback), the graph's own start, the engine's outcome read
     // (whose values carry the title). A fourth read of the head for the title was dropped.
     expect(reads).toEqual(["head", "head", "head"]);
+  });
+
+  it("hands a run probe's finish the values the engine read at the end, so it reads no head of its own; after a cancel it gets none", async () => {
+    const storage = createMemoryKeyValue();
+    const checkpointer = new KeyValueCheckpointSaver({ storage });
+    let reads = 0;
+    const getTuple = checkpointer.getTuple.bind(checkpointer);
+    checkpointer.getTuple = async (config) => (reads++, getTuple(config));
+    const ended: Array<{ readonly values?: Readonly<Record<string, unknown>> }> = [];
+    const probe: RunProbe = async () => async (end) => (ended.push(end), { type: "probe" });
+    const { manager } = setup({ storage, checkpointer, probe });
+    const row = await manager.create("t1", say("hello"), ALICE);
+    await manager.join("t1", row.run_id);
+    expect(ended).toHaveLength(1);
+    expect((ended[0]!.values?.["messages"] as unknown[] | undefined)?.length).toBeGreaterThan(0);
+    expect(reads).toBe(3);
+    const blocked = await manager.create("t2", say("tool:block"), ALICE);
+    await running(manager, blocked);
+    await manager.cancel("t2", blocked.run_id, { action: "interrupt", wait: true });
+    await manager.join("t2", blocked.run_id);
+    expect(ended[1]).toEqual({});
   });
 
   it("settled() resolves at once with no run in flight, else once every run active when asked has finished", async () => {
