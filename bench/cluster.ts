@@ -8,7 +8,10 @@
  * The bench starts one worker, measures, adds a second, measures, adds a third, measures: a worker
  * that idles still takes every NOTIFY of the bus, so each point runs exactly its k workers. Next to
  * the first point, a second one-worker cluster on `storage: { driver: memory }` (same CLI, same
- * proxy and model code) measures the same loop: what PostgreSQL costs at one worker.
+ * proxy and model code) measures the same loop: what PostgreSQL costs at one worker. That pair is
+ * measured BENCH_CLUSTER_PAIRS times per model, memory and PostgreSQL alternating (a machine that
+ * slows down for a while weighs on both sides of a pair), and the cost is the median of the pairs'
+ * ratios; one 6 s pair on this 2-core machine varied by ±15% between runs of the bench.
  *
  * Models: `demo` (the built-in demo model, 0 ms per token: write_file, bash, read, answer; CPU-bound)
  * and `scripted` (the harness's OpenAI-compatible server answering after BENCH_CLUSTER_MODEL_DELAY_MS
@@ -34,11 +37,12 @@
  * The stamp has 1 ms resolution and is floored, so a delay reads up to 1 ms high.
  *
  * Run: npx tsx bench/cluster.ts (or `BENCH_NAMES=cluster BENCH_RUNTIMES=node npm run bench`; the
- * bench drives processes of its own, so scripts/bench.sh runs it under Node only). About 2 min.
+ * bench drives processes of its own, so scripts/bench.sh runs it under Node only). About 3 min.
  * Env knobs: BENCH_CLUSTER_SECONDS (measured seconds per point, default 6),
  * BENCH_CLUSTER_WARMUP_SECONDS (default 1.5), BENCH_CLUSTER_CLIENTS (per worker, default 8),
  * BENCH_CLUSTER_WORKERS (largest worker count, default 3), BENCH_CLUSTER_MODEL_DELAY_MS (default
- * 50), BENCH_CLUSTER_FRAME_RUNS (default 10), BENCH_CLUSTER_ROUTE (proxy | direct).
+ * 50), BENCH_CLUSTER_FRAME_RUNS (default 10), BENCH_CLUSTER_ROUTE (proxy | direct),
+ * BENCH_CLUSTER_PAIRS (memory/PostgreSQL pairs per model at one worker, default 3).
  *
  * Each point also carries cpu_ms_per_run: the CPU (user + system, from /proc) the workers' process
  * trees, PostgreSQL's processes and this process (clients, proxy, scripted model) spent in the
@@ -69,6 +73,7 @@ const clientsPerWorker = Math.round(envNumber("BENCH_CLUSTER_CLIENTS", 8));
 const maxWorkers = Math.round(envNumber("BENCH_CLUSTER_WORKERS", 3));
 const modelDelayMs = envNumber("BENCH_CLUSTER_MODEL_DELAY_MS", 50);
 const frameRuns = Math.round(envNumber("BENCH_CLUSTER_FRAME_RUNS", 10));
+const pairs = Math.max(1, Math.round(envNumber("BENCH_CLUSTER_PAIRS", 3)));
 const route = process.env.BENCH_CLUSTER_ROUTE === "direct" ? "direct" : "proxy";
 if (process.env.BENCH_CLUSTER_ROUTE !== undefined && !["proxy", "direct"].includes(process.env.BENCH_CLUSTER_ROUTE)) {
   throw new Error(`BENCH_CLUSTER_ROUTE must be "proxy" or "direct"; got ${JSON.stringify(process.env.BENCH_CLUSTER_ROUTE)}`);
@@ -112,6 +117,8 @@ interface Point {
   model: ModelName;
   storage: Storage;
   workers: number;
+  /** Which memory/PostgreSQL pair at one worker (0 elsewhere). */
+  pair: number;
   clients: number;
   runs: number;
   errors: number;
@@ -130,10 +137,10 @@ interface Point {
 
 /**
  * CPU time (user + system, ms) of the processes this machine's /proc lists: the trees under the
- * workers' pids, and every `postgres` process (the embedded server's postmaster and backends; a
- * backend that exited takes its CPU with it, and the pools keep theirs open). null without /proc.
+ * workers' pids, and every `postgres` process (the embedded server's postmaster and backends), per
+ * pid. null without /proc.
  */
-function processCpu(workerPids: readonly number[]): { workers: number; postgres: number } | null {
+function processCpu(workerPids: readonly number[]): { workers: Map<number, number>; postgres: Map<number, number> } | null {
   let entries: string[];
   try {
     entries = readdirSync("/proc").filter((name) => /^\d+$/.test(name));
@@ -165,13 +172,24 @@ function processCpu(workerPids: readonly number[]): { workers: number; postgres:
     for (let at: number | undefined = pid, hops = 0; at !== undefined && at > 1 && hops < 64; at = parent.get(at), hops++) if (roots.has(at)) return true;
     return false;
   };
-  let workers = 0;
-  let pg = 0;
+  const workers = new Map<number, number>();
+  const pg = new Map<number, number>();
   for (const [pid, ms] of cpu) {
-    if (postgres.has(pid)) pg += ms;
-    else if (underWorker(pid)) workers += ms;
+    if (postgres.has(pid)) pg.set(pid, ms);
+    else if (underWorker(pid)) workers.set(pid, ms);
   }
   return { workers, postgres: pg };
+}
+
+/**
+ * CPU spent between two snapshots by the processes alive at the second: a process started since
+ * counts from zero; one that exited meanwhile took its CPU with it (uncounted, never subtracted: a
+ * backend a pool closed once made a point's PostgreSQL figure negative).
+ */
+function cpuSince(from: ReadonlyMap<number, number>, to: ReadonlyMap<number, number>): number {
+  let total = 0;
+  for (const [pid, ms] of to) total += Math.max(0, ms - (from.get(pid) ?? 0));
+  return total;
 }
 
 function cpuFigures(
@@ -181,8 +199,8 @@ function cpuFigures(
   windowMs: number,
 ): Pick<Point, "cpu_ms_per_run" | "cores_busy"> {
   if (from.processes === null || to.processes === null || runs === 0) return { cpu_ms_per_run: null, cores_busy: null };
-  const workers = to.processes.workers - from.processes.workers;
-  const postgres = to.processes.postgres - from.processes.postgres;
+  const workers = cpuSince(from.processes.workers, to.processes.workers);
+  const postgres = cpuSince(from.processes.postgres, to.processes.postgres);
   const bench = to.bench - from.bench;
   return {
     cpu_ms_per_run: { workers: round3(workers / runs), postgres: round3(postgres / runs), bench: round3(bench / runs) },
@@ -275,6 +293,7 @@ async function closedLoop(cluster: Cluster, workers: number, model: ModelCase, s
     model: model.name,
     storage,
     workers,
+    pair: 0,
     clients,
     runs: measured.length,
     errors: errors.length,
@@ -366,13 +385,15 @@ async function main(): Promise<void> {
     cluster = await startCluster({ runtimes: ["node"], leaseMs: 30_000, leaseGraceMs: 10_000 });
     log("starting one memory worker");
     memory = await startCluster({ runtimes: ["node"], databaseUrl: cluster.databaseUrl, config: { storage: { driver: "memory" } } });
-    // Memory and PostgreSQL back to back per model, the order swapped between models.
-    for (const [i, model] of MODELS.entries()) {
-      const pair: Array<[Cluster, Storage]> = [
-        [memory, "memory"],
-        [cluster, "postgres"],
-      ];
-      for (const [target, storage] of i % 2 === 0 ? pair : pair.reverse()) record(await closedLoop(target, 1, model, storage));
+    // Memory and PostgreSQL back to back per model, the order swapped from one pair to the next.
+    for (const model of MODELS) {
+      for (let pair = 0; pair < pairs; pair++) {
+        const both: Array<[Cluster, Storage]> = [
+          [memory, "memory"],
+          [cluster, "postgres"],
+        ];
+        for (const [target, storage] of pair % 2 === 0 ? both : both.reverse()) record({ ...(await closedLoop(target, 1, model, storage)), pair });
+      }
     }
     twice += executedTwice(memory);
     await stopCluster(memory);
@@ -401,15 +422,23 @@ async function main(): Promise<void> {
     await stopCluster(cluster);
   }
 
-  const at = (model: ModelName, storage: Storage, workers: number) => points.find((p) => p.model === model && p.storage === storage && p.workers === workers);
+  const at = (model: ModelName, storage: Storage, workers: number, pair = 0) =>
+    points.find((p) => p.model === model && p.storage === storage && p.workers === workers && p.pair === pair);
+  const median = (values: number[]) => quantile(values, 0.5);
   const efficiency: Record<string, Record<string, number>> = {};
-  const pgCost: Record<string, { runs_per_s: number; run_p50: number }> = {};
+  const pgCost: Record<string, { runs_per_s: number; run_p50: number; pairs_runs_per_s: number[] }> = {};
   for (const { name } of MODELS) {
-    const one = at(name, "postgres", 1)!;
+    const rounds = Array.from({ length: pairs }, (_, pair) => ({ pg: at(name, "postgres", 1, pair)!, mem: at(name, "memory", 1, pair)! }));
+    // The one-worker base of the scaling: the median of its pairs' PostgreSQL points.
+    const one = median(rounds.map((r) => r.pg.runs_per_s));
     efficiency[name] = {};
-    for (let k = 2; k <= maxWorkers; k++) efficiency[name]![String(k)] = round3(at(name, "postgres", k)!.runs_per_s / (k * one.runs_per_s));
-    const mem = at(name, "memory", 1)!;
-    pgCost[name] = { runs_per_s: round3(mem.runs_per_s / one.runs_per_s), run_p50: round3(one.run_ms.p50 / mem.run_ms.p50) };
+    for (let k = 2; k <= maxWorkers; k++) efficiency[name]![String(k)] = round3(at(name, "postgres", k)!.runs_per_s / (k * one));
+    const ratios = rounds.map((r) => r.mem.runs_per_s / r.pg.runs_per_s);
+    pgCost[name] = {
+      runs_per_s: round3(median(ratios)),
+      run_p50: round3(median(rounds.map((r) => r.pg.run_ms.p50 / r.mem.run_ms.p50))),
+      pairs_runs_per_s: ratios.map(round3),
+    };
   }
   const errors = points.reduce((sum, p) => sum + p.errors + (p.errors_outside_window ?? 0), 0);
   const remoteP99 = (remote?.["remote_delay_ms"] as { p99: number } | undefined)?.p99;
@@ -437,7 +466,8 @@ async function main(): Promise<void> {
     },
     definitions: {
       scaling_efficiency: "runs/s at k workers ÷ (k × runs/s at 1 worker), postgres storage, same model",
-      postgres_cost_at_1_worker: "runs_per_s: memory runs/s ÷ postgres runs/s; run_p50: postgres run p50 ÷ memory run p50 (1.25 = 25% slower)",
+      postgres_cost_at_1_worker:
+        "runs_per_s: memory runs/s ÷ postgres runs/s; run_p50: postgres run p50 ÷ memory run p50 (1.25 = 25% slower); each the median over the pairs, pairs_runs_per_s each pair's",
       remote_delay_ms: "receive time on a reader joined through another worker − the frame id's <epoch_ms> publish stamp",
     },
   });
