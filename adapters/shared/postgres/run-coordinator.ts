@@ -13,9 +13,9 @@ import { type CancelAction, type MultitaskStrategy, type RunErrorInfo, type RunR
 /*
  * The run coordinator over PostgreSQL (tables in runs-schema.ts). Every lease is computed from the
  * database's clock, never a worker's: workers on machines whose clocks disagree still agree on
- * who owns a run. Admission (deerflow_admit, one statement) takes a transaction-scoped advisory lock keyed by the thread, so two
- * admissions on one thread (on any worker) see each other; claiming needs no lock at all, the
- * partial unique index refuses a second running run on a thread.
+ * who owns a run. Admission (deerflow_admit, one statement) takes a transaction-scoped advisory
+ * lock keyed by the thread, so two admissions on one thread (on any worker) see each other;
+ * claiming needs no lock at all, the partial unique index refuses a second running run on a thread.
  */
 
 export interface PostgresRunCoordinatorOptions {
