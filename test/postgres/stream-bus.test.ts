@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PostgresStreamBus } from "../../adapters/shared/postgres/stream-bus.ts";
 import { MemoryStreamBridge, type StreamFrame } from "../../src/runtime/runs/stream-bridge.ts";
 import type { BusSignal } from "../../src/runtime/runs/stream-bus.ts";
+import { countPool } from "../support/counted-pool.ts";
 import { startRunsDatabase, type RunsDatabase } from "./runs-database.ts";
 
 let db: RunsDatabase;
@@ -62,12 +63,10 @@ async function until(check: () => boolean | Promise<boolean>, what: string): Pro
   throw new Error(`timed out waiting for ${what}`);
 }
 
-/** A started bus on a pool of its own that records the text of every statement it sends. */
-async function recordingBus(): Promise<{ bus: PostgresStreamBus; sent: string[] }> {
+/** A started bus on a pool of its own whose statements' texts are recorded (countPool). */
+async function recordingBus(): Promise<{ bus: PostgresStreamBus; sent: readonly string[] }> {
   const pool = db.pool();
-  const sent: string[] = [];
-  const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
-  (pool as { query: unknown }).query = (...args: unknown[]) => (sent.push(String((args[0] as { text?: string }).text ?? args[0])), query(...args));
+  const sent = countPool(pool).texts;
   const bus = new PostgresStreamBus({ pool, clientConfig: { connectionString: db.url } });
   extraBuses.push(bus);
   await bus.start();
