@@ -21,12 +21,20 @@ const nextTask = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
 describe(`the CLI's reclaim on ${runtime} (${module})`, () => {
   it("collects an object nothing references any more, without --expose-gc", async () => {
     expect(typeof (globalThis as { gc?: unknown }).gc).toBe("undefined");
+    // The precondition: the object is still there a task later, so what takes it below is the
+    // reclaim. A collection the runtime makes on its own may take it first (seen once on Deno);
+    // then a fresh object is tried. Holding it strongly until the check is no way out: on Bun,
+    // JSC's conservative stack scan then keeps it past the reclaim.
     let ref: WeakRef<object> | undefined;
-    (() => {
-      ref = new WeakRef({ frames: new Array(10_000).fill("frame") });
-    })();
-    await nextTask();
-    expect(ref!.deref()).toBeDefined();
+    let alive = false;
+    for (let attempt = 0; attempt < 5 && !alive; attempt++) {
+      (() => {
+        ref = new WeakRef({ frames: new Array(10_000).fill("frame") });
+      })();
+      await nextTask();
+      alive = ref!.deref() !== undefined;
+    }
+    expect(alive, "the runtime collected each of 5 fresh objects on its own within one task").toBe(true);
     // deref() keeps its target alive until the current job ends.
     await nextTask();
     reclaim();
