@@ -41,7 +41,8 @@
  * Env knobs: BENCH_CLUSTER_SECONDS (measured seconds per point, default 6),
  * BENCH_CLUSTER_WARMUP_SECONDS (default 1.5), BENCH_CLUSTER_CLIENTS (per worker, default 8),
  * BENCH_CLUSTER_WORKERS (largest worker count, default 3), BENCH_CLUSTER_MODEL_DELAY_MS (default
- * 50), BENCH_CLUSTER_FRAME_RUNS (default 10), BENCH_CLUSTER_ROUTE (proxy | direct),
+ * 50), BENCH_CLUSTER_FRAME_RUNS (default 30, about 960 frames: the p99 is not one frame's),
+ * BENCH_CLUSTER_ROUTE (proxy | direct),
  * BENCH_CLUSTER_PAIRS (memory/PostgreSQL pairs per model at one worker, default 3).
  *
  * Each point also carries cpu_ms_per_run: the CPU (user + system, from /proc) the workers' process
@@ -72,7 +73,7 @@ const warmupSeconds = envNumber("BENCH_CLUSTER_WARMUP_SECONDS", 1.5);
 const clientsPerWorker = Math.round(envNumber("BENCH_CLUSTER_CLIENTS", 8));
 const maxWorkers = Math.round(envNumber("BENCH_CLUSTER_WORKERS", 3));
 const modelDelayMs = envNumber("BENCH_CLUSTER_MODEL_DELAY_MS", 50);
-const frameRuns = Math.round(envNumber("BENCH_CLUSTER_FRAME_RUNS", 10));
+const frameRuns = Math.round(envNumber("BENCH_CLUSTER_FRAME_RUNS", 30));
 const pairs = Math.max(1, Math.round(envNumber("BENCH_CLUSTER_PAIRS", 3)));
 const route = process.env.BENCH_CLUSTER_ROUTE === "direct" ? "direct" : "proxy";
 if (process.env.BENCH_CLUSTER_ROUTE !== undefined && !["proxy", "direct"].includes(process.env.BENCH_CLUSTER_ROUTE)) {

@@ -148,6 +148,8 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
   #lastStamp = 0;
   #closing = false;
   readonly #reclaimer: IdleReclaimer | undefined;
+  /** Streams read through this process (and joins waiting on another process's run): see {@link #reading}. */
+  #readers = 0;
 
   constructor(options: RunManagerOptions<U>) {
     this.#options = options;
@@ -164,7 +166,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     // A closed replay window is memory given back too: the frames of a burst's runs go 60 s after it.
     this.bus = given
       ? withSignals(given)
-      : new MemoryStreamBridge({ clock: this.clock, ...(reclaimer ? { onDrained: () => this.#active.size === 0 && reclaimer.idle() } : {}) });
+      : new MemoryStreamBridge({ clock: this.clock, ...(reclaimer ? { onDrained: () => this.#wentQuiet() } : {}) });
     this.bridge = this.bus;
     this.fence = options.fence ?? new LeaseFence(this.clock);
     this.journal = new FencedRunJournal(options.storage, { clock: this.clock, fence: this.fence });
@@ -287,7 +289,7 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
    * 30 uploads of 20 MB left Deno 90 MB up, and 9 MB under its start with this (bench/uploads.ts).
    */
   memoryReleased(): void {
-    if (this.#active.size === 0) this.#reclaimer?.idle();
+    this.#wentQuiet();
   }
 
   /** Whether the thread has a run that is queued, running or still finalizing (in any process). */
@@ -344,19 +346,24 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     let row = await this.coordinator.get(threadId, runId);
     if (!row) throw notFound(runId);
     if (isTerminal(row.status)) return row;
-    // Another process runs it: its stream ends after its terminal status is written.
-    if (await this.bus.has(runId)) {
-      for await (const frame of this.bus.subscribe(runId, signal ? { signal } : {})) if (frame.event === "end") break;
-    }
-    for (;;) {
-      row = (await this.coordinator.get(threadId, runId)) ?? row;
-      if (isTerminal(row.status) || signal?.aborted) return row;
-      // The bus dropped the log (or has none): the row is the answer, polled.
-      try {
-        await this.clock.sleep(JOIN_POLL_MS, signal);
-      } catch {
-        return row;
+    const release = this.#reading();
+    try {
+      // Another process runs it: its stream ends after its terminal status is written.
+      if (await this.bus.has(runId)) {
+        for await (const frame of this.bus.subscribe(runId, signal ? { signal } : {})) if (frame.event === "end") break;
       }
+      for (;;) {
+        row = (await this.coordinator.get(threadId, runId)) ?? row;
+        if (isTerminal(row.status) || signal?.aborted) return row;
+        // The bus dropped the log (or has none): the row is the answer, polled.
+        try {
+          await this.clock.sleep(JOIN_POLL_MS, signal);
+        } catch {
+          return row;
+        }
+      }
+    } finally {
+      release();
     }
   }
 
@@ -368,7 +375,12 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
     const row = await this.get(threadId, runId);
     if (!row) throw notFound(runId);
     if (await this.bus.has(runId)) {
-      yield* this.bus.subscribe(runId, options);
+      const release = this.#reading();
+      try {
+        yield* this.bus.subscribe(runId, options);
+      } finally {
+        release();
+      }
       return;
     }
     if (!isTerminal(row.status)) {
@@ -559,7 +571,30 @@ export class RunManager<U extends RunPrincipal = RunPrincipal> {
   #forget(run: LocalRun<U>): void {
     this.#active.delete(run.row.run_id);
     if (run.lease) this.fence.leave(run.lease);
-    if (this.#active.size === 0) this.#reclaimer?.idle();
+    this.#wentQuiet();
+  }
+
+  /** Asks for a reclaim once quiet when nothing here needs a steady event loop: no run of this process, no stream read through it. */
+  #wentQuiet(): void {
+    if (this.#active.size === 0 && this.#readers === 0) this.#reclaimer?.idle();
+  }
+
+  /**
+   * Marks a stream read (or a join waiting) through this process until the returned release: no
+   * reclaim meanwhile. A worker that serves a run of another worker has no run of its own, and its
+   * reclaim (a full collection, 80-120 ms with 60 MB live, measured in bench/cluster) stalled every
+   * frame it was relaying: the remote reader's p99.
+   */
+  #reading(): () => void {
+    this.#readers += 1;
+    this.#reclaimer?.busy();
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.#readers -= 1;
+      this.#wentQuiet();
+    };
   }
 
   #checkModel(request: RunRequest): void {

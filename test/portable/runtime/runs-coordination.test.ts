@@ -59,9 +59,10 @@ function world(options: { coordinator?: RunCoordinator; clock?: Clock } = {}) {
   const counted = countingSaver(storage);
   const threads = new MemoryThreads();
   threads.add("t1");
+  threads.add("t2");
   const gates = { block: deferred<string>() };
   /** One "process": its own fence, worker id and manager; coordinator, bus, storage and saver shared. */
-  const worker = (workerId: string) => {
+  const worker = (workerId: string, extra: { reclaimMemory?: () => void } = {}) => {
     const fence = new LeaseFence(clock);
     const checkpointer = fenceCheckpointer(counted.saver, fence);
     const diagnostics: string[] = [];
@@ -77,6 +78,7 @@ function world(options: { coordinator?: RunCoordinator; clock?: Clock } = {}) {
       fence,
       notifyBudgetMs: Infinity,
       onDiagnostic: (d) => diagnostics.push(`${d.level}: ${d.message}`),
+      ...extra,
     });
     managers.push(manager);
     return { manager, fence, diagnostics };
@@ -150,6 +152,36 @@ describe("RunManager over a shared coordinator (two processes in one test)", () 
     const secondRow = await b.manager.get("t1", second.run_id);
     expect(firstRow!.status).toBe("success");
     expect(firstRow!.updated_at <= secondRow!.updated_at).toBe(true);
+  });
+});
+
+describe("a worker relaying another worker's run does not reclaim memory under its readers", () => {
+  it("no reclaim while a stream or a join of a remote run is open on it, one once the last of them ended", async () => {
+    const clock = new ManualClock(1_767_225_600_000);
+    const w = world({ clock });
+    let reclaims = 0;
+    const a = w.worker("worker-a");
+    const b = w.worker("worker-b", { reclaimMemory: () => void reclaims++ });
+    // B ran a run of its own, so it is due to reclaim the quiet time after it.
+    const own = await b.manager.create("t2", say("hello"), ALICE);
+    expect((await b.manager.join("t2", own.run_id)).status).toBe("success");
+    const row = await a.manager.create("t1", say("tool:block", { streamMode: ["values"] }), ALICE);
+    await eventually(async () => (await b.manager.get("t1", row.run_id))?.status === "running");
+    const reader = b.manager.stream("t1", row.run_id)[Symbol.asyncIterator]();
+    expect((await reader.next()).value?.event).toBe("metadata");
+    const joined = b.manager.join("t1", row.run_id);
+    await clock.advance(60_000);
+    expect(reclaims).toBe(0);
+    // The join alone holds it too once the stream is closed.
+    await reader.return(undefined);
+    await clock.advance(60_000);
+    expect(reclaims).toBe(0);
+    w.gates.block.resolve("ok");
+    expect((await joined).status).toBe("success");
+    await clock.advance(1999);
+    expect(reclaims).toBe(0);
+    await clock.advance(1);
+    expect(reclaims).toBe(1);
   });
 });
 
