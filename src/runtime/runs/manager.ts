@@ -61,7 +61,8 @@ export interface RunManagerOptions<U extends RunPrincipal> {
   readonly storePrefix?: string;
   /**
    * Asked for once the runs went quiet (the last active run finished, or the default bridge dropped
-   * its last replay window): see {@link IdleReclaimer}. Absent: nothing is asked.
+   * its last replay window) and no stream is read through this process: see {@link IdleReclaimer}.
+   * Absent: nothing is asked.
    */
   readonly reclaimMemory?: ReclaimMemory;
   /** Measures each run this process executes (the gateway's workspace changes); see RunProbe. */
