@@ -1,11 +1,11 @@
-// The built-in demo model: a scripted, deterministic chat model (write notes, run bash, read them
-// back, answer) for trying the harness without a provider; one cohesive thing.
+// The built-in demo model: a scripted chat model (write notes, run bash, read them back, answer) for
+// trying the harness without a provider; what it says is deterministic, its ids are fresh per call.
 import { estimateTokens } from "../core/tokens.ts";
 import type { BindToolsInput } from "@langchain/core/language_models/chat_models";
 import type { AIMessage, BaseMessage, ToolCall } from "@langchain/core/messages";
 import { DEMO_MODEL_NAME } from "../config/schema.ts";
 import { isUserTurn, oneLine, textOf, userInputOf } from "./text.ts";
-import { ScriptedChatModel, stableHash, type ScriptedChatModelCallOptions, type ScriptedChatModelFields, type ScriptedTurn } from "./scripted.ts";
+import { ScriptedChatModel, callNonce, stableHash, type ScriptedChatModelCallOptions, type ScriptedChatModelFields, type ScriptedTurn } from "./scripted.ts";
 import { toOpenAITool, type OpenAIFunctionTool } from "./tools.ts";
 
 /** Set on every AIMessage of the demo model, so a UI or the CLI can label it. */
@@ -221,7 +221,8 @@ function planTurn(messages: readonly BaseMessage[], tools: readonly (OpenAIFunct
     toolCalls = [
       {
         type: "tool_call",
-        id: `call_demo_${seed.slice(0, 12)}_${rounds}`,
+        // Fresh per call, as a provider's: a regenerated turn must not reuse the old tool call's id.
+        id: `call_demo_${seed.slice(0, 12)}_${rounds}_${callNonce()}`,
         name: script.tool,
         args: argsFor(bound.get(script.tool)!, script.purpose, script.args(task)),
       },

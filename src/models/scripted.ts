@@ -1,5 +1,6 @@
 // What the offline models (demo, replay) share: a turn decided from the conversation, answered
 // whole or streamed word by word with its tool calls, exactly as a provider's stream arrives.
+import { newId } from "../core/ids.ts";
 import { yieldToEventLoop } from "../core/yield.ts";
 import type { CallbackManagerForLLMRun } from "@langchain/core/callbacks/manager";
 import type { BaseLanguageModelInput } from "@langchain/core/language_models/base";
@@ -25,6 +26,10 @@ export interface ScriptedChatModelCallOptions extends BaseChatModelCallOptions {
 
 /** One answer of a scripted model: its text, the tool calls it makes, and what it reports. */
 export interface ScriptedTurn {
+  /**
+   * The stable head of the message's id (from the conversation). Every call appends a fresh part,
+   * as a provider's ids are fresh per call: see `callMessageId`.
+   */
   id: string;
   /** Text said before the tool calls, or the final answer. */
   content: string;
@@ -33,7 +38,17 @@ export interface ScriptedTurn {
   usage: UsageMetadata;
 }
 
-/** A small, stable string hash (cyrb53), so equal inputs give equal ids on every runtime. */
+/**
+ * A fresh id part for one model call. A scripted answer repeats for equal input, its ids must not:
+ * a regenerated turn (the same prompt from the same checkpoint) would otherwise say the old answer's
+ * message and tool-call ids again, and a client that keys messages by id (DeerFlow's UI merges the
+ * stream with the history by id and by tool_call_id) shows the old and the new turn interleaved.
+ */
+export function callNonce(): string {
+  return newId().slice(0, 8);
+}
+
+/** A small, stable string hash (cyrb53), so equal inputs give equal text on every runtime. */
 export function stableHash(text: string): string {
   let h1 = 0xdeadbeef;
   let h2 = 0x41c6ce57;
@@ -88,7 +103,7 @@ export abstract class ScriptedChatModel extends BaseChatModel<ScriptedChatModelC
     options.signal?.throwIfAborted();
     const turn = await this.planTurn(messages, options, runManager);
     const message = new AIMessage({
-      id: turn.id,
+      id: `${turn.id}-${callNonce()}`,
       content: turn.content,
       tool_calls: turn.toolCalls,
       additional_kwargs: { [this.marker]: true },
@@ -115,8 +130,10 @@ export abstract class ScriptedChatModel extends BaseChatModel<ScriptedChatModelC
     options.signal?.throwIfAborted();
     const turn = await this.planTurn(messages, options, runManager);
     const marker = this.marker;
+    // One id for every chunk of this answer, fresh per call.
+    const id = `${turn.id}-${callNonce()}`;
     const chunkOf = (fields: Partial<ConstructorParameters<typeof AIMessageChunk>[0] & object>): ChatGenerationChunk => {
-      const message = new AIMessageChunk({ id: turn.id, content: "", additional_kwargs: { [marker]: true }, ...fields });
+      const message = new AIMessageChunk({ id, content: "", additional_kwargs: { [marker]: true }, ...fields });
       return new ChatGenerationChunk({ message, text: typeof message.content === "string" ? message.content : "" });
     };
     const emit = async (chunk: ChatGenerationChunk): Promise<void> => {

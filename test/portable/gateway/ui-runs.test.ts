@@ -123,7 +123,8 @@ describe("regenerate and edit (runs/regenerate/prepare, runs/edit-regenerate/pre
     const threadId = await newThread(g);
     await runTurn(g, threadId, { input: { messages: [{ type: "human", id: "h1", content: "first question" }] } });
     await runTurn(g, threadId, { input: { messages: [{ type: "human", id: "h2", content: "second question" }] } });
-    const before = visible((await stateOf(g, threadId)).values.messages);
+    const beforeAll = (await stateOf(g, threadId)).values.messages;
+    const before = visible(beforeAll);
     const lastAi = before.at(-1);
     expect(lastAi.type).toBe("ai");
 
@@ -145,9 +146,22 @@ describe("regenerate and edit (runs/regenerate/prepare, runs/edit-regenerate/pre
 
     // What the UI does next: thread.submit(prepared.input, {checkpoint, metadata}).
     await runTurn(g, threadId, { input: prepared.body.input, checkpoint: prepared.body.checkpoint, metadata: prepared.body.metadata });
-    const after = visible((await stateOf(g, threadId)).values.messages);
+    const afterAll = (await stateOf(g, threadId)).values.messages;
+    const after = visible(afterAll);
     // One answer to h2, not two: the old one is on the abandoned branch.
     expect(after.map((m) => m.type)).toEqual(before.map((m) => m.type));
+    // The new answer is new messages: the same prompt from the same checkpoint, yet none of the
+    // old answer's message or tool-call ids (the UI merges history and stream by them; a reused id
+    // showed the old and the new turn interleaved, the user's message twice).
+    const answerIds = (messages: any[]) => {
+      const turn = messages.slice(messages.findIndex((m) => m.id === "h2" || m.id === "h2__user") + 1);
+      return [...turn.map((m) => m.id), ...turn.flatMap((m) => (m.tool_calls ?? []).map((call: any) => call.id))];
+    };
+    const oldIds = answerIds(beforeAll);
+    const newIds = answerIds(afterAll);
+    expect(oldIds.length).toBeGreaterThanOrEqual(3);
+    expect(newIds.length).toBe(oldIds.length);
+    expect(newIds.filter((id) => oldIds.includes(id))).toEqual([]);
     expect(after.filter((m) => m.type === "human").map((m) => m.id)).toEqual(before.filter((m) => m.type === "human").map((m) => m.id));
     const newest = await call(g, "GET", `/api/threads/${threadId}/runs?limit=1`);
     expect(newest.body[0].metadata).toMatchObject({ regenerate_from_run_id: prepared.body.target_run_id });
