@@ -27,8 +27,8 @@ export interface ScriptedChatModelCallOptions extends BaseChatModelCallOptions {
 /** One answer of a scripted model: its text, the tool calls it makes, and what it reports. */
 export interface ScriptedTurn {
   /**
-   * The stable head of the message's id (from the conversation). Every call appends a fresh part,
-   * as a provider's ids are fresh per call: see `callMessageId`.
+   * The stable head of the message's id (from the conversation). Every call appends a fresh part
+   * (`callNonce`), as a provider's ids are fresh per call.
    */
   id: string;
   /** Text said before the tool calls, or the final answer. */
@@ -41,8 +41,9 @@ export interface ScriptedTurn {
 /**
  * A fresh id part for one model call. A scripted answer repeats for equal input, its ids must not:
  * a regenerated turn (the same prompt from the same checkpoint) would otherwise say the old answer's
- * message and tool-call ids again, and a client that keys messages by id (DeerFlow's UI merges the
- * stream with the history by id and by tool_call_id) shows the old and the new turn interleaved.
+ * message and tool-call ids again. A client that keys messages by id or by tool_call_id (DeerFlow's
+ * UI merges the stream with the history by both) would take the new answer for the old one, and a
+ * subagent's thread, derived from its tool call's id, would be reused.
  */
 export function callNonce(): string {
   return newId().slice(0, 8);

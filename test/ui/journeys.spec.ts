@@ -177,9 +177,9 @@ test("message actions: regenerate an answer, edit a question, rate an answer", a
   const url = await newChat(page, "Write a note about Bun");
   // The actions are taken on the thread opened afresh. Right after a new chat's first send, this
   // UI snapshot can keep its optimistic copy of the user's message beside the server's (seen in
-  // about 1 run in 8 on a loaded machine): when the run's first values event lands in the same
-  // React commit as the new thread's id, its thread-id effect records the server's message as
-  // already counted, so the optimistic copy is never cleared (core/threads/hooks.ts,
+  // about 1 run in 10 with one core kept busy): when the run's first values event lands in the
+  // same React commit as the new thread's id, its thread-id effect records the server's message
+  // as already counted, so the optimistic copy is never cleared (core/threads/hooks.ts,
   // prevHumanMsgCountRef). That is the UI's race, not the gateway's answer; a reload drops it.
   await page.goto(url);
   await expect(messages(page).getByText("Write a note about Bun", { exact: true })).toHaveCount(1);
