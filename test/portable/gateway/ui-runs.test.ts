@@ -151,8 +151,8 @@ describe("regenerate and edit (runs/regenerate/prepare, runs/edit-regenerate/pre
     // One answer to h2, not two: the old one is on the abandoned branch.
     expect(after.map((m) => m.type)).toEqual(before.map((m) => m.type));
     // The new answer is new messages: the same prompt from the same checkpoint, yet none of the
-    // old answer's message or tool-call ids (the UI merges history and stream by them; a reused id
-    // showed the old and the new turn interleaved, the user's message twice).
+    // old answer's message or tool-call ids (the UI merges history and stream by both, and a
+    // subagent's thread is derived from its tool call's id).
     const answerIds = (messages: any[]) => {
       const turn = messages.slice(messages.findIndex((m) => m.id === "h2" || m.id === "h2__user") + 1);
       return [...turn.map((m) => m.id), ...turn.flatMap((m) => (m.tool_calls ?? []).map((call: any) => call.id))];

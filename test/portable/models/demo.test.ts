@@ -173,6 +173,9 @@ describe("DemoChatModel without tools", () => {
   });
 });
 
+/** Tool calls as said, without their ids (fresh per call). */
+const callsWithoutIds = (calls: AIMessage["tool_calls"]) => (calls ?? []).map(({ id: _id, ...call }) => call);
+
 describe("DemoChatModel labels, ids and streaming", () => {
   it("labels every message it produces", async () => {
     const { replies } = await playSession([WRITE_FILE, BASH], [new HumanMessage(TASK)]);
@@ -192,9 +195,8 @@ describe("DemoChatModel labels, ids and streaming", () => {
     const a = (await new DemoChatModel().bindTools([WRITE_FILE]).invoke([new HumanMessage(TASK)])) as AIMessage;
     const b = (await new DemoChatModel().bindTools([WRITE_FILE]).invoke([new HumanMessage(TASK)])) as AIMessage;
     expect(b.content).toBe(a.content);
-    const withoutIds = (message: AIMessage) => (message.tool_calls ?? []).map(({ id: _id, ...call }) => call);
-    expect(withoutIds(b)).toEqual(withoutIds(a));
-    expect(withoutIds(a)).toHaveLength(1);
+    expect(callsWithoutIds(b.tool_calls)).toEqual(callsWithoutIds(a.tool_calls));
+    expect(callsWithoutIds(a.tool_calls)).toHaveLength(1);
     expect(b.id).not.toBe(a.id);
     expect(b.tool_calls![0]!.id).not.toBe(a.tool_calls![0]!.id);
     // Both stay safe id segments (a subagent's thread id is derived from the tool call's).
@@ -238,8 +240,7 @@ describe("DemoChatModel labels, ids and streaming", () => {
     const invoked = (await model.invoke([new HumanMessage(TASK)])) as AIMessage;
     let full: AIMessageChunk | undefined;
     for await (const chunk of await model.stream([new HumanMessage(TASK)])) full = full === undefined ? chunk : full.concat(chunk);
-    const withoutIds = (calls: AIMessage["tool_calls"]) => (calls ?? []).map(({ id: _id, ...call }) => call);
-    expect(withoutIds(full!.tool_calls)).toEqual(withoutIds(invoked.tool_calls));
+    expect(callsWithoutIds(full!.tool_calls)).toEqual(callsWithoutIds(invoked.tool_calls));
     expect(full!.tool_calls![0]!.id).toMatch(/^call_demo_/);
     expect(full!.id).toMatch(/^demo-/);
   });
