@@ -49,7 +49,12 @@ export function callNonce(): string {
   return newId().slice(0, 8);
 }
 
-/** A small, stable string hash (cyrb53), so equal inputs give equal text on every runtime. */
+/** The id of one call's answer: the turn's stable head and a fresh part. */
+function answerId(turn: ScriptedTurn): string {
+  return `${turn.id}-${callNonce()}`;
+}
+
+/** A small, stable string hash (cyrb53), so equal inputs give equal id heads on every runtime. */
 export function stableHash(text: string): string {
   let h1 = 0xdeadbeef;
   let h2 = 0x41c6ce57;
@@ -104,7 +109,7 @@ export abstract class ScriptedChatModel extends BaseChatModel<ScriptedChatModelC
     options.signal?.throwIfAborted();
     const turn = await this.planTurn(messages, options, runManager);
     const message = new AIMessage({
-      id: `${turn.id}-${callNonce()}`,
+      id: answerId(turn),
       content: turn.content,
       tool_calls: turn.toolCalls,
       additional_kwargs: { [this.marker]: true },
@@ -131,8 +136,8 @@ export abstract class ScriptedChatModel extends BaseChatModel<ScriptedChatModelC
     options.signal?.throwIfAborted();
     const turn = await this.planTurn(messages, options, runManager);
     const marker = this.marker;
-    // One id for every chunk of this answer, fresh per call.
-    const id = `${turn.id}-${callNonce()}`;
+    // One id for every chunk of this answer.
+    const id = answerId(turn);
     const chunkOf = (fields: Partial<ConstructorParameters<typeof AIMessageChunk>[0] & object>): ChatGenerationChunk => {
       const message = new AIMessageChunk({ id, content: "", additional_kwargs: { [marker]: true }, ...fields });
       return new ChatGenerationChunk({ message, text: typeof message.content === "string" ? message.content : "" });
